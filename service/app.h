@@ -1,0 +1,28 @@
+/* app.h -- the application context that main builds and passes down: configuration,
+ * the shared listening socket, the workers, and the few process-wide counters.
+ * Nothing else is process-wide. */
+#ifndef RL_APP_H
+#define RL_APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "log.h"
+
+struct worker;
+
+typedef struct app {
+    config cfg;
+    int listen_fd;
+    char listen_addr[300];       /* as bound, with the real port */
+    size_t nworkers;
+    struct worker **workers;
+    long waiters_total;          /* parked acquirers, all workers (atomic) */
+    int stopping;                /* set once by main on SIGTERM/SIGINT (atomic) */
+    int seen_marked;             /* some master carried the data marker (atomic) */
+    int64_t started_us;
+    log_ctx log;                 /* main thread only */
+} app;
+
+#endif

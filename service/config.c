@@ -1,0 +1,383 @@
+/* config.c -- defaults, environment, flags and master-URL parsing (see config.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "version.h"
+
+#define DEFAULT_MASTERS \
+    "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005"
+
+size_t config_quorum(size_t n_masters) { return n_masters / 2 + 1; }
+
+void config_defaults(config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    char err[256];
+    if (config_parse_masters(cfg, DEFAULT_MASTERS, err, sizeof err) != 0)
+        abort(); /* the built-in default is always valid */
+    snprintf(cfg->listen_host, sizeof cfg->listen_host, "127.0.0.1");
+    cfg->listen_port = 8080;
+    cfg->node_timeout_ms = 50;
+    cfg->drift_factor = 0.01;
+    cfg->default_ttl_ms = 30000;
+    cfg->max_ttl_ms = 3600000;
+    cfg->max_wait_ms = 60000;
+    snprintf(cfg->key_prefix, sizeof cfg->key_prefix, "redlock:");
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+    cfg->max_connections = 10000;
+    cfg->max_waiters = 10000;
+    cfg->quarantine_ms = -1; /* -1: follow max_ttl_ms */
+    cfg->log_json = 1;
+    cfg->log_level = LOG_INFO;
+}
+
+int config_parse_long(const char *s, long min, long max, long *out)
+{
+    if (!s || !*s)
+        return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            if (!(p == s && *p == '-' && p[1]))
+                return -1;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int config_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+    const char *colon;
+    size_t hlen;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return -1;
+        hlen = (size_t)(close - s - 1);
+        s++;
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -1;
+        hlen = (size_t)(colon - s);
+        if (memchr(s, ':', hlen))
+            return -1; /* bare IPv6 needs brackets */
+    }
+    if (hlen == 0 || hlen >= hostlen)
+        return -1;
+    long p;
+    if (config_parse_long(colon + 1, 0, 65535, &p) != 0)
+        return -1;
+    memcpy(host, s, hlen);
+    host[hlen] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+int config_parse_master(const char *s, config_master *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (strncmp(s, "unix://", 7) == 0) {
+        const char *path = s + 7;
+        if (path[0] != '/' || strlen(path) >= sizeof m->unix_path) {
+            snprintf(err, errlen, "invalid master '%s': expected unix:///absolute/path.sock", s);
+            return -1;
+        }
+        snprintf(m->unix_path, sizeof m->unix_path, "%s", path);
+        snprintf(m->address, sizeof m->address, "unix:%s", path);
+        return 0;
+    }
+    const char *hp = s;
+    char shown[300]; /* what we may print: never the password */
+    snprintf(shown, sizeof shown, "%s", s);
+    if (strncmp(s, "redis://", 8) == 0) {
+        hp = s + 8;
+        const char *at = strrchr(hp, '@');
+        if (at) {
+            const char *cred = hp;
+            size_t clen = (size_t)(at - hp);
+            const char *colon = memchr(cred, ':', clen);
+            /* redis://:password@host or redis://user:password@host (user ignored
+             * by Redis < 6 AUTH; we send AUTH password only) */
+            const char *pw = colon ? colon + 1 : cred;
+            size_t pwlen = colon ? (size_t)(at - colon - 1) : clen;
+            if (pwlen == 0 || pwlen >= sizeof m->password) {
+                snprintf(err, errlen, "invalid master 'redis://***@%s': bad password", at + 1);
+                return -1;
+            }
+            memcpy(m->password, pw, pwlen);
+            m->password[pwlen] = '\0';
+            hp = at + 1;
+            snprintf(shown, sizeof shown, "redis://***@%s", hp);
+        }
+    }
+    char hostport[300];
+    snprintf(hostport, sizeof hostport, "%s", hp);
+    char *slash = strchr(hostport, '/');
+    if (slash) {
+        long db;
+        if (hp == s || config_parse_long(slash + 1, 0, 1000000, &db) != 0) {
+            snprintf(err, errlen, "invalid master '%s': bad database number", shown);
+            return -1;
+        }
+        m->db = (int)db;
+        *slash = '\0';
+    }
+    if (config_parse_hostport(hostport, m->host, sizeof m->host, &m->port) != 0 ||
+        m->port == 0) {
+        snprintf(err, errlen,
+                 "invalid master '%s': expected host:port, redis://[:password@]host:port[/db] "
+                 "or unix:///path.sock",
+                 shown);
+        return -1;
+    }
+    if (strchr(m->host, ':'))
+        snprintf(m->address, sizeof m->address, "[%s]:%d", m->host, m->port);
+    else
+        snprintf(m->address, sizeof m->address, "%s:%d", m->host, m->port);
+    return 0;
+}
+
+int config_parse_masters(config *cfg, const char *list, char *err, size_t errlen)
+{
+    size_t n = 0;
+    const char *p = list;
+    if (!*list) {
+        snprintf(err, errlen, "invalid masters '': at least one master is needed");
+        return -1;
+    }
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char one[1024];
+        if (len == 0 || len >= sizeof one) {
+            snprintf(err, errlen, "invalid masters list: empty or overlong entry");
+            return -1;
+        }
+        if (n == CONFIG_MAX_MASTERS) {
+            snprintf(err, errlen, "invalid masters list: more than %d masters", CONFIG_MAX_MASTERS);
+            return -1;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (config_parse_master(one, &cfg->masters[n], err, errlen) != 0)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(cfg->masters[i].address, cfg->masters[n].address) == 0 &&
+                cfg->masters[i].db == cfg->masters[n].db) {
+                snprintf(err, errlen, "invalid masters list: '%s' is listed twice",
+                         cfg->masters[n].address);
+                return -1;
+            }
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    cfg->n_masters = n;
+    return 0;
+}
+
+/* ---- flags and environment ------------------------------------------------ */
+
+enum opt_kind { OPT_MASTERS, OPT_LISTEN, OPT_LONG, OPT_DOUBLE, OPT_PREFIX, OPT_INT,
+                OPT_LOGFMT, OPT_LOGLEVEL };
+
+struct opt {
+    const char *flag;
+    const char *env;
+    enum opt_kind kind;
+    size_t offset;
+    long min, max;
+    const char *help;
+};
+
+#define OFF(f) offsetof(config, f)
+static const struct opt opts[] = {
+    {"masters", "REDLOCK_MASTERS", OPT_MASTERS, 0, 0, 0,
+     "comma-separated masters: host:port, redis://[:pw@]host:port[/db], unix:///p.sock"},
+    {"listen", "REDLOCK_LISTEN", OPT_LISTEN, 0, 0, 0, "HOST:PORT to serve HTTP on"},
+    {"node-timeout-ms", "REDLOCK_NODE_TIMEOUT_MS", OPT_LONG, OFF(node_timeout_ms), 1, 60000,
+     "per master, per round"},
+    {"drift-factor", "REDLOCK_DRIFT_FACTOR", OPT_DOUBLE, OFF(drift_factor), 0, 0,
+     "clock drift allowance as a fraction of the ttl (0..0.5)"},
+    {"default-ttl-ms", "REDLOCK_DEFAULT_TTL_MS", OPT_LONG, OFF(default_ttl_ms), 1, 86400000L * 30,
+     "ttl when a request gives none"},
+    {"max-ttl-ms", "REDLOCK_MAX_TTL_MS", OPT_LONG, OFF(max_ttl_ms), 1, 86400000L * 30,
+     "largest ttl a request may ask for"},
+    {"max-wait-ms", "REDLOCK_MAX_WAIT_MS", OPT_LONG, OFF(max_wait_ms), 0, 86400000L,
+     "largest wait_ms a request may ask for"},
+    {"key-prefix", "REDLOCK_KEY_PREFIX", OPT_PREFIX, 0, 0, 0, "prefix of lock keys on the masters"},
+    {"threads", "REDLOCK_THREADS", OPT_INT, OFF(threads), 1, 64, "worker threads"},
+    {"max-connections", "REDLOCK_MAX_CONNECTIONS", OPT_LONG, OFF(max_connections), 1, 1000000,
+     "open HTTP connections, whole process"},
+    {"max-waiters", "REDLOCK_MAX_WAITERS", OPT_LONG, OFF(max_waiters), 0, 1000000,
+     "parked waiting acquirers, whole process"},
+    {"quarantine-ms", "REDLOCK_QUARANTINE_MS", OPT_LONG, OFF(quarantine_ms), 0, 86400000L * 30,
+     "how long a master that lost its data stays out of quorums (default: max ttl)"},
+    {"log-format", "REDLOCK_LOG_FORMAT", OPT_LOGFMT, 0, 0, 0, "json or text"},
+    {"log-level", "REDLOCK_LOG_LEVEL", OPT_LOGLEVEL, 0, 0, 0, "error, warn, info or debug"},
+};
+#undef OFF
+
+static void print_help(void)
+{
+    printf("usage: redlockd [options]\n"
+           "       redlockd --probe URL   (exit 0 if GET URL answers 200)\n\n"
+           "Redlock over HTTP: POST/DELETE/PATCH/GET /locks/<name>.\n\n"
+           "options (each also read from the environment variable shown; the flag wins):\n");
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        printf("  --%-18s %-26s %s\n", opts[i].flag, opts[i].env, opts[i].help);
+    printf("  --help                 this text\n  --version              the version\n");
+}
+
+static int apply(config *cfg, const struct opt *o, const char *val, const char *origin,
+                 char *err, size_t errlen)
+{
+    long l;
+    switch (o->kind) {
+    case OPT_MASTERS:
+        if (config_parse_masters(cfg, val, err, errlen) != 0) {
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", err);
+            snprintf(err, errlen, "%s: %s", origin, inner);
+            return -1;
+        }
+        return 0;
+    case OPT_LISTEN:
+        if (config_parse_hostport(val, cfg->listen_host, sizeof cfg->listen_host,
+                                  &cfg->listen_port) != 0) {
+            snprintf(err, errlen, "%s: invalid listen address '%s' (expected HOST:PORT)", origin, val);
+            return -1;
+        }
+        return 0;
+    case OPT_LONG:
+    case OPT_INT:
+        if (config_parse_long(val, o->min, o->max, &l) != 0) {
+            snprintf(err, errlen, "%s: invalid value '%s' (expected an integer %ld..%ld)", origin,
+                     val, o->min, o->max);
+            return -1;
+        }
+        if (o->kind == OPT_INT)
+            *(int *)((char *)cfg + o->offset) = (int)l;
+        else
+            *(long *)((char *)cfg + o->offset) = l;
+        return 0;
+    case OPT_DOUBLE: {
+        char *end;
+        errno = 0;
+        double d = strtod(val, &end);
+        if (!*val || *end || errno || !isfinite(d) || d < 0 || d > 0.5) {
+            snprintf(err, errlen, "%s: invalid value '%s' (expected a number 0..0.5)", origin, val);
+            return -1;
+        }
+        *(double *)((char *)cfg + o->offset) = d;
+        return 0;
+    }
+    case OPT_PREFIX:
+        if (strlen(val) >= sizeof cfg->key_prefix || strpbrk(val, " \t\r\n")) {
+            snprintf(err, errlen, "%s: invalid key prefix '%s' (under 128 bytes, no spaces)",
+                     origin, val);
+            return -1;
+        }
+        snprintf(cfg->key_prefix, sizeof cfg->key_prefix, "%s", val);
+        return 0;
+    case OPT_LOGFMT:
+        if (strcmp(val, "json") == 0)
+            cfg->log_json = 1;
+        else if (strcmp(val, "text") == 0)
+            cfg->log_json = 0;
+        else {
+            snprintf(err, errlen, "%s: invalid log format '%s' (json or text)", origin, val);
+            return -1;
+        }
+        return 0;
+    case OPT_LOGLEVEL: {
+        int lv = log_level_parse(val);
+        if (lv < 0) {
+            snprintf(err, errlen, "%s: invalid log level '%s' (error, warn, info, debug)", origin, val);
+            return -1;
+        }
+        cfg->log_level = lv;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    config_defaults(cfg);
+    const size_t nopts = sizeof opts / sizeof opts[0];
+    char origin[128];
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            print_help();
+            return CONFIG_EXIT;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("redlockd %s\n", RL_VERSION);
+            return CONFIG_EXIT;
+        }
+    }
+    /* Environment first, then flags on top. */
+    for (size_t k = 0; k < nopts; k++) {
+        const char *v = getenv(opts[k].env);
+        if (v) {
+            snprintf(origin, sizeof origin, "%s", opts[k].env);
+            if (apply(cfg, &opts[k], v, origin, err, errlen) != 0)
+                return CONFIG_ERROR;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+            return CONFIG_ERROR;
+        }
+        a += 2;
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        const struct opt *o = NULL;
+        for (size_t k = 0; k < nopts; k++)
+            if (strlen(opts[k].flag) == nlen && strncmp(opts[k].flag, a, nlen) == 0)
+                o = &opts[k];
+        if (!o) {
+            snprintf(err, errlen, "unknown option '%s' (see --help)", argv[i]);
+            return CONFIG_ERROR;
+        }
+        const char *val = eq ? eq + 1 : NULL;
+        if (!val) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "option '--%s' needs a value", o->flag);
+                return CONFIG_ERROR;
+            }
+            val = argv[++i];
+        }
+        snprintf(origin, sizeof origin, "--%s", o->flag);
+        if (apply(cfg, o, val, origin, err, errlen) != 0)
+            return CONFIG_ERROR;
+    }
+    if (cfg->default_ttl_ms > cfg->max_ttl_ms) {
+        snprintf(err, errlen, "invalid default ttl %ld: above the max ttl %ld", cfg->default_ttl_ms,
+                 cfg->max_ttl_ms);
+        return CONFIG_ERROR;
+    }
+    if (cfg->quarantine_ms < 0)
+        cfg->quarantine_ms = cfg->max_ttl_ms;
+    return CONFIG_OK;
+}

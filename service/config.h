@@ -1,0 +1,67 @@
+/* config.h -- the service's configuration: one struct, its defaults in one place,
+ * command-line flags overriding environment variables overriding defaults.
+ *
+ * Invalid configuration is refused at start with a message naming the bad value. */
+#ifndef RL_CONFIG_H
+#define RL_CONFIG_H
+
+#include <stddef.h>
+
+#define CONFIG_MAX_MASTERS 64
+
+typedef struct config_master {
+    char address[288];   /* display form, never the password: "host:port", "unix:/p" */
+    char host[256];      /* TCP host (empty for a unix socket) */
+    int port;            /* TCP port (0 for a unix socket) */
+    char unix_path[256]; /* unix socket path (empty for TCP) */
+    char password[256];  /* AUTH password, empty for none */
+    int db;              /* SELECT index, 0 by default */
+} config_master;
+
+typedef struct config {
+    config_master masters[CONFIG_MAX_MASTERS];
+    size_t n_masters;
+    char listen_host[256];
+    int listen_port;
+    long node_timeout_ms;  /* per master, per round */
+    double drift_factor;
+    long default_ttl_ms;
+    long max_ttl_ms;
+    long max_wait_ms;
+    char key_prefix[128];
+    int threads;
+    long max_connections;  /* whole process */
+    long max_waiters;      /* parked acquirers, whole process */
+    long quarantine_ms;    /* how long a master that lost its data stays out of quorums */
+    int log_json;          /* 1: JSON lines, 0: text */
+    int log_level;         /* LOG_ERROR..LOG_DEBUG from log.h */
+} config;
+
+/* Outcome of config_load(). */
+enum { CONFIG_OK = 0, CONFIG_EXIT = 1, CONFIG_ERROR = -1 };
+
+/* Fill *cfg from defaults, the environment (REDLOCK_*) and argv (flags win).
+ * Returns CONFIG_OK, CONFIG_EXIT when --help or --version was printed (exit 0),
+ * or CONFIG_ERROR with a message naming the bad value in err. */
+int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* Set the defaults only (used by tests and by config_load). */
+void config_defaults(config *cfg);
+
+/* Parse one master: "host:port", "[v6]:port", "redis://[:password@]host:port[/db]",
+ * "unix:///path.sock".  Returns 0, or -1 with a message in err. */
+int config_parse_master(const char *s, config_master *out, char *err, size_t errlen);
+
+/* Parse a comma-separated master list into cfg->masters.  Returns 0 or -1 + err. */
+int config_parse_masters(config *cfg, const char *list, char *err, size_t errlen);
+
+/* Parse "HOST:PORT" (port 0..65535; "[v6]:port" allowed).  Returns 0 or -1. */
+int config_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
+
+/* Strict decimal parse of a whole string into [min, max].  Returns 0 or -1. */
+int config_parse_long(const char *s, long min, long max, long *out);
+
+/* Quorum for n masters: n/2 + 1. */
+size_t config_quorum(size_t n_masters);
+
+#endif

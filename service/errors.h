@@ -1,0 +1,48 @@
+/* errors.h -- the one table of API error codes: name, HTTP status, default message.
+ *
+ * Handlers return an rl_err; http_reply_error() turns it into the JSON body
+ * {"error": "<code>", "message": "<text>"} with the status from this table. */
+#ifndef RL_ERRORS_H
+#define RL_ERRORS_H
+
+#define RL_ERRORS(X)                                                                 \
+    X(RL_OK, 200, "ok", "ok")                                                        \
+    X(RL_E_INVALID_JSON, 400, "invalid_json", "the body must be a JSON object")      \
+    X(RL_E_INVALID_NAME, 400, "invalid_name",                                        \
+      "a lock name is 1..255 bytes of [A-Za-z0-9._:/-]")                             \
+    X(RL_E_INVALID_TTL, 400, "invalid_ttl", "ttl_ms must be a positive integer")     \
+    X(RL_E_INVALID_WAIT, 400, "invalid_wait", "wait_ms must be a non-negative integer") \
+    X(RL_E_INVALID_LEASE, 400, "invalid_lease",                                      \
+      "a lease is 16..128 characters of [A-Za-z0-9_-]")                              \
+    X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
+    X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
+    X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \
+    X(RL_E_LEASE_NOT_FOUND, 404, "lease_not_found",                                  \
+      "a quorum of masters does not hold this lease (expired, released or lost)")    \
+    X(RL_E_METHOD_NOT_ALLOWED, 405, "method_not_allowed",                            \
+      "method not allowed on this route")                                            \
+    X(RL_E_LOCK_HELD, 409, "lock_held", "the lock is held by another lease")         \
+    X(RL_E_BODY_TOO_LARGE, 413, "body_too_large", "request bodies are limited to 64 KiB") \
+    X(RL_E_INTERNAL, 500, "internal", "internal error")                              \
+    X(RL_E_QUORUM_UNAVAILABLE, 503, "quorum_unavailable",                            \
+      "fewer than a quorum of masters answered")                                     \
+    X(RL_E_VALIDITY_EXHAUSTED, 503, "validity_exhausted",                            \
+      "a quorum granted, but the round took longer than the ttl allows")             \
+    X(RL_E_TOO_MANY_WAITERS, 503, "too_many_waiters", "too many requests are waiting") \
+    X(RL_E_SHUTTING_DOWN, 503, "shutting_down", "the service is shutting down")
+
+typedef enum {
+#define RL_ERR_ENUM(sym, status, code, msg) sym,
+    RL_ERRORS(RL_ERR_ENUM)
+#undef RL_ERR_ENUM
+    RL_ERR__COUNT
+} rl_err;
+
+/* HTTP status for an error code (500 for an unknown value). */
+int rl_err_status(rl_err e);
+/* The stable machine-readable code ("lock_held"); never NULL. */
+const char *rl_err_code(rl_err e);
+/* The default human message; never NULL. */
+const char *rl_err_message(rl_err e);
+
+#endif

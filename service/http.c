@@ -1,0 +1,648 @@
+/* http.c -- routing, request parsing and replies on libmicrohttpd (see http.h). */
+#include "http.h"
+
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "errors.h"
+#include "jw.h"
+#include "lease.h"
+#include "lockop.h"
+#include "metrics.h"
+#include "validate.h"
+#include "worker.h"
+
+typedef struct http_req http_req;
+typedef int (*handler_fn)(http_req *r);
+
+enum { REPLIED = 0, SUSPENDED = 1 };
+
+enum route_id { ROUTE_LOCK = 0, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_METRICS, ROUTE_OTHER };
+
+struct route_method {
+    const char *method;
+    handler_fn fn;
+};
+
+struct route {
+    const char *path;
+    int prefix; /* path is a prefix: the rest is the lock name */
+    int id;
+    const char *allow;
+    struct route_method methods[5];
+};
+
+struct http_req {
+    worker *w;
+    struct MHD_Connection *conn;
+    const struct route *route;
+    handler_fn fn;
+    int method_idx;
+    int started;             /* the handler ran (body complete) */
+    int suspended;
+    int too_large;
+    size_t body_len, body_cap;
+    char *body;
+    char body_inline[256];
+    struct MHD_Response *resp;
+    int status;
+    int64_t start_us;
+    char request_id[65];
+    const char *name;        /* points into the url (valid for the request) */
+    size_t name_len;
+    lock_params params;
+    lockop op;
+    http_req *next_free;
+};
+
+/* ---- replies ---- */
+
+static int queue_json(http_req *r, int status, const char *body, size_t len,
+                      const char *extra_hdr, const char *extra_val)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    if (extra_hdr)
+        MHD_add_response_header(resp, extra_hdr, extra_val);
+    r->status = status;
+    if (r->suspended) {
+        r->resp = resp; /* queued when the connection is resumed */
+        return MHD_YES;
+    }
+    enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+/* The error reply: {"error", "message"[, extras]}. */
+static int reply_error(http_req *r, rl_err e, const char *msg, const char *extra_fields)
+{
+    char buf[1024];
+    jw w;
+    jw_init(&w, buf, sizeof buf);
+    jw_obj_open(&w);
+    jw_key_str(&w, "error", rl_err_code(e));
+    jw_key_str(&w, "message", msg && *msg ? msg : rl_err_message(e));
+    if (extra_fields)
+        jw_raw_fields(&w, extra_fields);
+    jw_obj_close(&w);
+    const char *hdr = NULL, *val = NULL;
+    if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
+        hdr = MHD_HTTP_HEADER_ALLOW;
+        val = r->route->allow;
+    }
+    return queue_json(r, rl_err_status(e), buf, jw_len(&w), hdr, val);
+}
+
+/* ---- handlers ---- */
+
+static void op_done(lockop *op);
+
+static void quorum_fields(http_req *r, char *out, size_t n)
+{
+    snprintf(out, n, "\"nodes_ok\":%zu,\"quorum\":%zu", r->op.nodes_ok, r->w->rounds.quorum);
+}
+
+/* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
+static rl_err query_params(http_req *r)
+{
+    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
+        if (v) {
+            rl_err e = params_from_query(&r->params, keys[i], v);
+            if (e != RL_OK)
+                return e;
+        }
+    }
+    return RL_OK;
+}
+
+static int start_op(http_req *r, int kind)
+{
+    lockop_init(&r->op, &r->w->ops, kind, r->name, r->name_len, op_done, r);
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    lockop_start(&r->op);
+    return SUSPENDED;
+}
+
+static int lock_common(http_req *r, int need_lease)
+{
+    char msg[256] = "";
+    if (!validate_name(r->name, r->name_len))
+        return reply_error(r, RL_E_INVALID_NAME, NULL, NULL), REPLIED;
+    rl_err e = query_params(r);
+    if (e == RL_OK)
+        e = params_from_body(&r->params, r->body, r->body_len, msg, sizeof msg);
+    if (e == RL_OK)
+        e = params_check(&r->params, r->w->app->cfg.max_ttl_ms, r->w->app->cfg.max_wait_ms,
+                         r->w->app->cfg.drift_factor, msg, sizeof msg);
+    if (e == RL_OK && need_lease && !r->params.has_lease) {
+        e = RL_E_INVALID_LEASE;
+        snprintf(msg, sizeof msg, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
+    }
+    if (e != RL_OK)
+        return reply_error(r, e, msg, NULL), REPLIED;
+    return -1;
+}
+
+static int h_acquire(http_req *r)
+{
+    int rc = lock_common(r, 0);
+    if (rc >= 0)
+        return rc;
+    worker *w = r->w;
+    lockop_init(&r->op, &w->ops, LOCKOP_ACQUIRE, r->name, r->name_len, op_done, r);
+    lockop *op = &r->op;
+    op->ttl_ms = r->params.has_ttl ? r->params.ttl_ms : w->app->cfg.default_ttl_ms;
+    if (r->params.has_lease) {
+        op->lease_len = strlen(r->params.lease);
+        memcpy(op->lease, r->params.lease, op->lease_len + 1);
+    } else {
+        if (lease_generate(&w->rng, op->lease) != 0)
+            return reply_error(r, RL_E_INTERNAL, "the system random generator failed", NULL), REPLIED;
+        op->lease_len = LEASE_GEN_LEN;
+    }
+    if (r->params.has_wait && r->params.wait_ms > 0)
+        op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    lockop_start(op);
+    return SUSPENDED;
+}
+
+static int h_release(http_req *r)
+{
+    int rc = lock_common(r, 1);
+    if (rc >= 0)
+        return rc;
+    lockop_init(&r->op, &r->w->ops, LOCKOP_RELEASE, r->name, r->name_len, op_done, r);
+    r->op.lease_len = strlen(r->params.lease);
+    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    lockop_start(&r->op);
+    return SUSPENDED;
+}
+
+static int h_extend(http_req *r)
+{
+    int rc = lock_common(r, 1);
+    if (rc >= 0)
+        return rc;
+    lockop_init(&r->op, &r->w->ops, LOCKOP_EXTEND, r->name, r->name_len, op_done, r);
+    r->op.lease_len = strlen(r->params.lease);
+    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
+    r->op.ttl_ms = r->params.has_ttl ? r->params.ttl_ms : r->w->app->cfg.default_ttl_ms;
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    lockop_start(&r->op);
+    return SUSPENDED;
+}
+
+static int h_inspect(http_req *r)
+{
+    if (!validate_name(r->name, r->name_len))
+        return reply_error(r, RL_E_INVALID_NAME, NULL, NULL), REPLIED;
+    return start_op(r, LOCKOP_INSPECT);
+}
+
+static void masters_json(http_req *r, jw *j, const redlock_reply *replies)
+{
+    worker *w = r->w;
+    jw_arr_open(j, "masters");
+    for (size_t i = 0; i < w->rounds.n; i++) {
+        const master_conn *m = &w->masters[i];
+        int ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m);
+        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
+        jw_obj_open(j);
+        jw_key_str(j, "address", m->cfg->address);
+        jw_key_bool(j, "ok", ok);
+        jw_key_str(j, "state", master_state_name(m->state));
+        if (replies && replies[i].state == RL_SLOT_FAILED)
+            jw_raw_fields(j, "\"latency_ms\":null");
+        else
+            jw_key_double(j, "latency_ms", (double)rtt / 1000.0);
+        jw_obj_close(j);
+    }
+    jw_arr_close(j);
+}
+
+static int health_reply(http_req *r, int status, size_t ok, const redlock_reply *replies)
+{
+    char buf[16384];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    jw_obj_open(&j);
+    jw_key_bool(&j, "ready", ok >= r->w->rounds.quorum);
+    jw_key_uint(&j, "quorum", r->w->rounds.quorum);
+    masters_json(r, &j, replies);
+    jw_obj_close(&j);
+    return queue_json(r, status, buf, jw_len(&j), NULL, NULL);
+}
+
+static int h_healthz(http_req *r)
+{
+    size_t ok = 0;
+    for (size_t i = 0; i < r->w->rounds.n; i++)
+        ok += master_usable(&r->w->masters[i]);
+    health_reply(r, 200, ok, NULL);
+    return REPLIED;
+}
+
+static int h_readyz(http_req *r)
+{
+    return start_op(r, LOCKOP_READY);
+}
+
+static int h_metrics(http_req *r)
+{
+    size_t len = 0;
+    char *text = metrics_render(r->w->app, &len);
+    if (!text)
+        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    r->status = 200;
+    MHD_queue_response(r->conn, 200, resp);
+    MHD_destroy_response(resp);
+    return REPLIED;
+}
+
+/* The routing table: path, whether it is a prefix, allowed methods. */
+static const struct route routes[] = {
+    {"/locks/", 1, ROUTE_LOCK, "GET, POST, PATCH, DELETE",
+     {{"POST", h_acquire}, {"DELETE", h_release}, {"PATCH", h_extend}, {"GET", h_inspect}}},
+    {"/healthz", 0, ROUTE_HEALTHZ, "GET", {{"GET", h_healthz}}},
+    {"/readyz", 0, ROUTE_READYZ, "GET", {{"GET", h_readyz}}},
+    {"/metrics", 0, ROUTE_METRICS, "GET", {{"GET", h_metrics}}},
+};
+
+/* ---- completion of a suspended request ---- */
+
+static void op_done(lockop *op)
+{
+    http_req *r = op->owner;
+    char buf[1024], extra[128];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    if (op->kind == LOCKOP_READY) {
+        health_reply(r, op->err == RL_OK ? 200 : 503, op->nodes_ok, op->rd ? op->rd->replies : NULL);
+        lockop_fini(op);
+    } else if (op->err == RL_OK) {
+        jw_obj_open(&j);
+        jw_key_strn(&j, "name", op->name, op->name_len);
+        int status = 200;
+        switch (op->kind) {
+        case LOCKOP_ACQUIRE:
+            status = 201;
+            jw_key_strn(&j, "lease", op->lease, op->lease_len);
+            jw_key_uint(&j, "fencing_token", op->token);
+            jw_key_int(&j, "validity_ms", op->validity_ms);
+            jw_key_int(&j, "ttl_ms", op->ttl_ms);
+            break;
+        case LOCKOP_RELEASE:
+            jw_key_bool(&j, "released", 1);
+            break;
+        case LOCKOP_EXTEND:
+            jw_key_uint(&j, "fencing_token", op->token);
+            jw_key_int(&j, "validity_ms", op->validity_ms);
+            jw_key_int(&j, "ttl_ms", op->ttl_ms);
+            break;
+        case LOCKOP_INSPECT:
+            jw_key_bool(&j, "held", op->held);
+            jw_key_int(&j, "validity_ms", op->validity_ms);
+            jw_key_uint(&j, "fencing_token", op->token);
+            break;
+        }
+        jw_obj_close(&j);
+        queue_json(r, status, buf, jw_len(&j), NULL, NULL);
+    } else if (op->err == RL_E_LOCK_HELD) {
+        int64_t ra = op->retry_after_ms < 0 ? 0 : op->retry_after_ms;
+        snprintf(extra, sizeof extra, "\"retry_after_ms\":%lld", (long long)ra);
+        char secs[24];
+        snprintf(secs, sizeof secs, "%lld", (long long)(ra < 1000 ? 1 : (ra + 999) / 1000));
+        jw_obj_open(&j);
+        jw_key_str(&j, "error", rl_err_code(op->err));
+        jw_key_str(&j, "message", rl_err_message(op->err));
+        jw_raw_fields(&j, extra);
+        jw_obj_close(&j);
+        queue_json(r, 409, buf, jw_len(&j), MHD_HTTP_HEADER_RETRY_AFTER, secs);
+    } else if (op->err == RL_E_QUORUM_UNAVAILABLE || op->err == RL_E_VALIDITY_EXHAUSTED) {
+        quorum_fields(r, extra, sizeof extra);
+        reply_error(r, op->err, NULL, extra);
+    } else {
+        reply_error(r, op->err, NULL, NULL);
+    }
+    r->w->mhd_ready = 1;
+    MHD_resume_connection(r->conn);
+}
+
+/* ---- libmicrohttpd callbacks ---- */
+
+static http_req *req_new(worker *w)
+{
+    http_req *r = w->free_reqs;
+    if (r)
+        w->free_reqs = r->next_free;
+    else if (!(r = malloc(sizeof *r)))
+        return NULL;
+    r->w = w;
+    r->route = NULL;
+    r->fn = NULL;
+    r->started = r->suspended = r->too_large = 0;
+    r->body_len = 0;
+    r->body_cap = sizeof r->body_inline;
+    r->body = r->body_inline;
+    r->resp = NULL;
+    r->status = 0;
+    r->name = "";
+    r->name_len = 0;
+    memset(&r->params, 0, sizeof r->params);
+    r->op.rd = NULL;
+    r->op.kind = -1;
+    w->active_reqs++;
+    return r;
+}
+
+static void req_free(http_req *r)
+{
+    worker *w = r->w;
+    if (r->body != r->body_inline)
+        free(r->body);
+    if (r->resp)
+        MHD_destroy_response(r->resp);
+    r->resp = NULL;
+    r->next_free = w->free_reqs;
+    w->free_reqs = r;
+    w->active_reqs--;
+}
+
+static int route_index(const struct route *rt) { return rt ? rt->id : ROUTE_OTHER; }
+
+static void log_request(http_req *r, int toe_ok)
+{
+    worker *w = r->w;
+    int status = r->status ? r->status : 500;
+    int cls = status / 100;
+    if (cls < 1 || cls > 5)
+        cls = 5;
+    int mi = r->method_idx < 0 ? 5 : r->method_idx;
+    w->http_counts[route_index(r->route)][mi][cls]++;
+    if (w->log.level < LOG_INFO)
+        return;
+    char fields[768];
+    jw j;
+    jw_init(&j, fields, sizeof fields);
+    jw_key_str(&j, "request_id", r->request_id);
+    static const char *mnames[] = {"POST", "DELETE", "PATCH", "GET", "other", "other"};
+    jw_key_str(&j, "method", r->route ? (r->method_idx >= 0 ? r->route->methods[r->method_idx].method : "other") : mnames[5]);
+    jw_key_str(&j, "route", r->route ? (r->route->prefix ? "/locks/{name}" : r->route->path) : "other");
+    if (r->name_len)
+        jw_key_strn(&j, "name", r->name, r->name_len > 255 ? 255 : r->name_len);
+    jw_key_int(&j, "status", status);
+    jw_key_double(&j, "duration_ms", (double)(clock_now_us() - r->start_us) / 1000.0);
+    if (r->op.kind >= 0 && (r->status == 503))
+        jw_key_uint(&j, "nodes_ok", r->op.nodes_ok);
+    if (!toe_ok)
+        jw_key_bool(&j, "aborted", 1);
+    (void)mnames;
+    log_event(&w->log, LOG_INFO, "request", fields);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    http_req *r = *con_cls;
+    if (!r)
+        return;
+    log_request(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    req_free(r);
+    *con_cls = NULL;
+}
+
+static void request_id(http_req *r)
+{
+    const char *in = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (in) {
+        size_t n = strlen(in);
+        int ok = n > 0 && n <= 64;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = in[i] > 0x20 && in[i] < 0x7f && in[i] != '"' && in[i] != '\\';
+        if (ok) {
+            memcpy(r->request_id, in, n + 1);
+            return;
+        }
+    }
+    snprintf(r->request_id, sizeof r->request_id, "%02x%014llx", r->w->id & 0xff,
+             (unsigned long long)++r->w->req_seq);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    worker *w = cls;
+    http_req *r = *con_cls;
+    (void)version;
+    if (!r) {
+        r = req_new(w);
+        if (!r)
+            return MHD_NO;
+        *con_cls = r;
+        r->conn = c;
+        r->start_us = clock_now_us();
+        r->method_idx = -1;
+        request_id(r);
+        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+            const struct route *rt = &routes[i];
+            size_t pl = strlen(rt->path);
+            if (rt->prefix ? strncmp(url, rt->path, pl) == 0 : strcmp(url, rt->path) == 0) {
+                r->route = rt;
+                if (rt->prefix) {
+                    r->name = url + pl;
+                    r->name_len = strlen(r->name);
+                }
+                break;
+            }
+        }
+        if (!r->route)
+            return reply_error(r, RL_E_NOT_FOUND, NULL, NULL);
+        for (int k = 0; k < 5 && r->route->methods[k].method; k++)
+            if (strcmp(method, r->route->methods[k].method) == 0) {
+                r->fn = r->route->methods[k].fn;
+                r->method_idx = k;
+            }
+        if (!r->fn)
+            return reply_error(r, RL_E_METHOD_NOT_ALLOWED, NULL, NULL);
+        if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && r->route->id == ROUTE_LOCK)
+            return reply_error(r, RL_E_SHUTTING_DOWN, NULL, NULL);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        long n;
+        if (cl && (validate_uint(cl, 1L << 40, &n) != 0 || n > BODY_MAX_BYTES))
+            return reply_error(r, RL_E_BODY_TOO_LARGE, NULL, NULL);
+        return MHD_YES;
+    }
+    if (r->resp) {
+        /* Resumed after the lockop finished: send what it produced. */
+        enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, r->resp);
+        MHD_destroy_response(r->resp);
+        r->resp = NULL;
+        return ok;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->body_len + n > BODY_MAX_BYTES)
+            return MHD_NO; /* chunked and too large: cut the connection */
+        if (r->body_len + n > r->body_cap) {
+            size_t cap = r->body_cap * 2;
+            while (cap < r->body_len + n)
+                cap *= 2;
+            char *nb = malloc(cap);
+            if (!nb)
+                return MHD_NO;
+            memcpy(nb, r->body, r->body_len);
+            if (r->body != r->body_inline)
+                free(r->body);
+            r->body = nb;
+            r->body_cap = cap;
+        }
+        memcpy(r->body + r->body_len, upload_data, n);
+        r->body_len += n;
+        return MHD_YES;
+    }
+    if (r->started)
+        return MHD_YES; /* suspended and resumed without a reply: cannot happen */
+    r->started = 1;
+    if (r->fn(r) == SUSPENDED)
+        return MHD_YES;
+    return MHD_YES;
+}
+
+/* Percent-decoding for paths and query values.  A decoded NUL becomes DEL (0x7f), which
+ * no validator accepts, instead of silently cutting the string short. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (p[0] == '%' && p[1] && p[2]) {
+            int hi = p[1], lo = p[2], v = 0, ok = 1;
+            for (int k = 0; k < 2 && ok; k++) {
+                int ch = k ? lo : hi;
+                v <<= 4;
+                if (ch >= '0' && ch <= '9') v |= ch - '0';
+                else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
+                else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
+                else ok = 0;
+            }
+            if (ok) {
+                *o++ = v ? (char)v : (char)0x7f;
+                p += 2;
+                continue;
+            }
+        }
+        *o++ = *p;
+    }
+    *o = '\0';
+    return (size_t)(o - s);
+}
+
+static void on_mhd_io(loop_io *io, uint32_t events)
+{
+    worker *w = container_of(io, worker, mhd_io);
+    (void)events;
+    w->mhd_ready = 1;
+}
+
+int http_start(worker *w)
+{
+    app *a = w->app;
+    unsigned per = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
+    w->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, 0, NULL,
+                              NULL, on_access, w,
+                              MHD_OPTION_LISTEN_SOCKET, a->listen_fd,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, w,
+                              MHD_OPTION_CONNECTION_LIMIT, per,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                              MHD_OPTION_END);
+    if (!w->mhd) {
+        log_msg(&w->log, LOG_ERROR, "worker %d: cannot start the HTTP daemon", w->id);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(w->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!di) {
+        log_msg(&w->log, LOG_ERROR, "worker %d: the HTTP daemon has no epoll fd", w->id);
+        return -1;
+    }
+    w->mhd_io.fd = di->epoll_fd;
+    w->mhd_io.cb = on_mhd_io;
+    w->mhd_io.events = 0;
+    if (loop_io_set(&w->loop, &w->mhd_io, EPOLLIN) != 0) {
+        log_msg(&w->log, LOG_ERROR, "worker %d: cannot watch the HTTP daemon", w->id);
+        return -1;
+    }
+    w->mhd_ready = 1;
+    return 0;
+}
+
+void http_quiesce(worker *w)
+{
+    if (w->mhd && !w->quiesced) {
+        MHD_quiesce_daemon(w->mhd); /* returns the shared socket: main closes it */
+        w->quiesced = 1;
+    }
+}
+
+void http_stop(worker *w)
+{
+    if (!w->mhd)
+        return;
+    loop_io_set(&w->loop, &w->mhd_io, 0);
+    MHD_stop_daemon(w->mhd);
+    w->mhd = NULL;
+}
+
+void http_fini(worker *w)
+{
+    http_stop(w);
+    while (w->free_reqs) {
+        http_req *r = w->free_reqs;
+        w->free_reqs = r->next_free;
+        free(r);
+    }
+}
+
+void http_run(worker *w)
+{
+    w->mhd_ready = 0;
+    MHD_run(w->mhd);
+}
+
+int http_timeout_ms(worker *w)
+{
+    MHD_UNSIGNED_LONG_LONG t;
+    if (MHD_get_timeout(w->mhd, &t) != MHD_YES)
+        return -1;
+    return t > 1000 ? 1000 : (int)t;
+}

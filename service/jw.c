@@ -1,0 +1,146 @@
+/* jw.c -- JSON writer (see jw.h). */
+#include "jw.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+void jw_init(jw *w, char *buf, size_t cap)
+{
+    w->buf = buf;
+    w->cap = cap;
+    w->len = 0;
+    w->need_comma = 0;
+    w->overflow = 0;
+    if (cap)
+        buf[0] = '\0';
+}
+
+static void put(jw *w, const char *s, size_t n)
+{
+    if (w->overflow || w->len + n >= w->cap) {
+        w->overflow = 1;
+        return;
+    }
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+    w->buf[w->len] = '\0';
+}
+
+void jw_raw(jw *w, const char *s) { put(w, s, strlen(s)); }
+
+void jw_escape(jw *w, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t run = 0; /* start of the current run of plain bytes */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        put(w, s + run, i - run);
+        run = i + 1;
+        char esc[7];
+        switch (c) {
+        case '"': put(w, "\\\"", 2); break;
+        case '\\': put(w, "\\\\", 2); break;
+        case '\n': put(w, "\\n", 2); break;
+        case '\r': put(w, "\\r", 2); break;
+        case '\t': put(w, "\\t", 2); break;
+        default:
+            esc[0] = '\\'; esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
+            esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
+            put(w, esc, 6);
+        }
+    }
+    put(w, s + run, n - run);
+}
+
+static void key(jw *w, const char *k)
+{
+    if (w->need_comma)
+        put(w, ",", 1);
+    w->need_comma = 1;
+    if (k) {
+        put(w, "\"", 1);
+        jw_escape(w, k, strlen(k));
+        put(w, "\":", 2);
+    }
+}
+
+void jw_obj_open(jw *w)
+{
+    if (w->need_comma)
+        put(w, ",", 1);
+    put(w, "{", 1);
+    w->need_comma = 0;
+}
+
+void jw_obj_close(jw *w)
+{
+    put(w, "}", 1);
+    w->need_comma = 1;
+}
+
+void jw_arr_open(jw *w, const char *k)
+{
+    key(w, k);
+    put(w, "[", 1);
+    w->need_comma = 0;
+}
+
+void jw_arr_close(jw *w)
+{
+    put(w, "]", 1);
+    w->need_comma = 1;
+}
+
+void jw_key_strn(jw *w, const char *k, const char *val, size_t n)
+{
+    key(w, k);
+    put(w, "\"", 1);
+    jw_escape(w, val, n);
+    put(w, "\"", 1);
+}
+
+void jw_key_str(jw *w, const char *k, const char *val) { jw_key_strn(w, k, val, strlen(val)); }
+
+void jw_key_int(jw *w, const char *k, long long val)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%lld", val);
+    key(w, k);
+    put(w, tmp, (size_t)n);
+}
+
+void jw_key_uint(jw *w, const char *k, uint64_t val)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, val);
+    key(w, k);
+    put(w, tmp, (size_t)n);
+}
+
+void jw_key_bool(jw *w, const char *k, int val)
+{
+    key(w, k);
+    put(w, val ? "true" : "false", val ? 4 : 5);
+}
+
+void jw_key_double(jw *w, const char *k, double val)
+{
+    char tmp[64];
+    int n = snprintf(tmp, sizeof tmp, "%.3f", val);
+    key(w, k);
+    put(w, tmp, (size_t)n);
+}
+
+void jw_raw_fields(jw *w, const char *fields)
+{
+    if (w->need_comma)
+        put(w, ",", 1);
+    put(w, fields, strlen(fields));
+    w->need_comma = 1;
+}
+
+size_t jw_len(const jw *w) { return w->len; }
+int jw_overflowed(const jw *w) { return w->overflow; }

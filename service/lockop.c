@@ -1,0 +1,600 @@
+/* lockop.c -- acquire / release / extend / inspect / readiness (see lockop.h and
+ * shared/REDLOCK.md for the reasoning behind each step). */
+#include "lockop.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reply.h"
+#include "scripts.h"
+
+struct waitq {
+    waitq *next;          /* hash chain */
+    lockop *head, *tail;  /* FIFO of parked waiters; head alone retries */
+    loop_timer retry;     /* when the head retries */
+    lockop_env *env;
+    int woken;            /* a release came while the head's round was in flight */
+    size_t name_len;
+    char name[NAME_MAX_LEN + 1];
+};
+
+static uint32_t rnd_next(lockop_env *env)
+{
+    uint32_t x = env->rnd;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return env->rnd = x ? x : 0x9e3779b9u;
+}
+
+int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void *owner,
+                    long *waiters_total, uint32_t seed)
+{
+    memset(env, 0, sizeof *env);
+    env->rounds = rounds;
+    env->conf = conf;
+    env->owner = owner;
+    env->waiters_total = waiters_total;
+    env->rnd = seed ? seed : 0x12345678u;
+    env->nbuckets = 1024;
+    env->buckets = calloc(env->nbuckets, sizeof *env->buckets);
+    return env->buckets ? 0 : -1;
+}
+
+void lockop_env_fini(lockop_env *env)
+{
+    free(env->buckets);
+    env->buckets = NULL;
+}
+
+static size_t name_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static waitq **bucket_of(lockop_env *env, const char *name, size_t len)
+{
+    return &env->buckets[name_hash(name, len) & (env->nbuckets - 1)];
+}
+
+static waitq *waitq_find(lockop_env *env, const char *name, size_t len)
+{
+    for (waitq *q = *bucket_of(env, name, len); q; q = q->next)
+        if (q->name_len == len && memcmp(q->name, name, len) == 0)
+            return q;
+    return NULL;
+}
+
+/* ---- keys and script arguments ---- */
+
+typedef struct keybuf {
+    char key[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 1];
+    char fkey[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 8];
+    size_t key_len, fkey_len;
+} keybuf;
+
+static void make_keys(const lockop *op, keybuf *kb)
+{
+    const char *prefix = op->env->conf->key_prefix;
+    kb->key_len = (size_t)snprintf(kb->key, sizeof kb->key, "%s%.*s", prefix, (int)op->name_len, op->name);
+    kb->fkey_len = (size_t)snprintf(kb->fkey, sizeof kb->fkey, "%s#fence:%.*s", prefix, (int)op->name_len, op->name);
+}
+
+/* Completion: always from the loop, through the wait timer set to "now". */
+static void on_wait_timer(loop_timer *t);
+
+static void finish(lockop *op)
+{
+    op->wait_deadline_us = 0; /* the timer now means "complete" */
+    loop_timer_start(op->env->rounds->loop, &op->wait_timer, 0);
+}
+
+void lockop_init(lockop *op, lockop_env *env, int kind, const char *name, size_t name_len,
+                 lockop_done_cb done, void *owner)
+{
+    memset(op, 0, sizeof *op);
+    op->env = env;
+    op->kind = kind;
+    if (name_len > NAME_MAX_LEN)
+        name_len = NAME_MAX_LEN;
+    memcpy(op->name, name, name_len);
+    op->name[name_len] = '\0';
+    op->name_len = name_len;
+    op->done = done;
+    op->owner = owner;
+    op->wait_timer.cb = on_wait_timer;
+    op->err = RL_E_INTERNAL;
+    op->start_us = clock_now_us();
+}
+
+static void release_everywhere(lockop *op)
+{
+    /* Fire and forget: a master that timed out may still have set the key.  On each
+     * connection it goes after our acquire, so it cannot overtake it. */
+    round *rd = round_new(op->env->rounds, NULL, NULL);
+    if (!rd)
+        return; /* out of memory: the keys expire with their ttl */
+    keybuf kb;
+    make_keys(op, &kb);
+    const char *argv[] = {kb.key, op->lease};
+    size_t lens[] = {kb.key_len, op->lease_len};
+    round_send(rd, SCRIPT_RELEASE, 1, 1, argv, lens, round_all(op->env->rounds));
+    round_unref(rd);
+}
+
+/* ---- waiting ---- */
+
+static void attempt(lockop *op);
+
+static void waitq_arm(waitq *q, int64_t delay_ms)
+{
+    loop_timer_start(q->env->rounds->loop, &q->retry, clock_now_us() + delay_ms * 1000);
+}
+
+static void on_retry(loop_timer *t)
+{
+    waitq *q = container_of(t, waitq, retry);
+    if (q->head && !q->head->in_flight) {
+        q->head->env->counters[CNT_RETRIES]++;
+        attempt(q->head);
+    }
+}
+
+static void unpark(lockop *op)
+{
+    waitq *q = op->q;
+    if (!q)
+        return;
+    if (op->q_prev)
+        op->q_prev->q_next = op->q_next;
+    else
+        q->head = op->q_next;
+    if (op->q_next)
+        op->q_next->q_prev = op->q_prev;
+    else
+        q->tail = op->q_prev;
+    op->q = NULL;
+    op->q_next = op->q_prev = NULL;
+    __atomic_sub_fetch(&op->env->parked, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(op->env->waiters_total, 1, __ATOMIC_RELAXED);
+    loop_timer_stop(op->env->rounds->loop, &op->wait_timer);
+    if (!q->head) {
+        loop_timer_stop(q->env->rounds->loop, &q->retry);
+        waitq **pp = bucket_of(q->env, q->name, q->name_len);
+        while (*pp != q)
+            pp = &(*pp)->next;
+        *pp = q->next;
+        free(q);
+    }
+}
+
+/* Park op until its next try.  Returns 0, or -1 when it cannot wait (then it is done). */
+static int park(lockop *op, int64_t delay_ms)
+{
+    lockop_env *env = op->env;
+    waitq *q = op->q;
+    if (!q) {
+        long total = __atomic_add_fetch(env->waiters_total, 1, __ATOMIC_RELAXED);
+        if (total > env->conf->max_waiters) {
+            __atomic_fetch_sub(env->waiters_total, 1, __ATOMIC_RELAXED);
+            op->err = RL_E_TOO_MANY_WAITERS;
+            return -1;
+        }
+        q = waitq_find(env, op->name, op->name_len);
+        if (!q) {
+            q = calloc(1, sizeof *q);
+            if (!q) {
+                __atomic_fetch_sub(env->waiters_total, 1, __ATOMIC_RELAXED);
+                return -1;
+            }
+            q->env = env;
+            q->retry.cb = on_retry;
+            memcpy(q->name, op->name, op->name_len + 1);
+            q->name_len = op->name_len;
+            waitq **b = bucket_of(env, op->name, op->name_len);
+            q->next = *b;
+            *b = q;
+        }
+        op->q = q;
+        op->q_prev = q->tail;
+        op->q_next = NULL;
+        if (q->tail)
+            q->tail->q_next = op;
+        else
+            q->head = op;
+        q->tail = op;
+        __atomic_add_fetch(&env->parked, 1, __ATOMIC_RELAXED);
+        loop_timer_start(env->rounds->loop, &op->wait_timer, op->wait_deadline_us);
+    }
+    if (q->head == op) {
+        if (q->woken) {
+            q->woken = 0;
+            delay_ms = 0;
+        }
+        waitq_arm(q, delay_ms);
+    }
+    return 0;
+}
+
+void lockop_wake(lockop_env *env, const char *name, size_t len)
+{
+    waitq *q = waitq_find(env, name, len);
+    if (!q || !q->head)
+        return;
+    env->counters[CNT_WAKEUPS]++;
+    if (q->head->in_flight)
+        q->woken = 1;
+    else
+        waitq_arm(q, 0);
+}
+
+void lockop_wake_all(lockop_env *env)
+{
+    for (size_t b = 0; b < env->nbuckets; b++)
+        for (waitq *q = env->buckets[b]; q; q = q->next)
+            lockop_wake(env, q->name, q->name_len);
+}
+
+void lockop_env_flush_waiters(lockop_env *env)
+{
+    for (size_t b = 0; b < env->nbuckets; b++) {
+        while (env->buckets[b]) {
+            waitq *q = env->buckets[b];
+            lockop *op = q->head;
+            if (op->in_flight) {
+                /* Its round will finish it; just stop it from waiting further. */
+                op->wait_deadline_us = 1;
+                unpark(op);
+                continue;
+            }
+            unpark(op);
+            if (op->err == RL_E_INTERNAL)
+                op->err = RL_E_SHUTTING_DOWN;
+            finish(op);
+        }
+    }
+}
+
+static void on_wait_timer(loop_timer *t)
+{
+    lockop *op = container_of(t, lockop, wait_timer);
+    if (op->q) {
+        /* The caller's wait is over: answer with the last attempt's result. */
+        int was_head = op->q->head == op;
+        waitq *q = op->q;
+        lockop *next = op->q_next;
+        op->env->counters[CNT_ACQ_WAITED_OUT]++;
+        unpark(op);
+        if (was_head && next && !loop_timer_armed(&q->retry))
+            waitq_arm(q, 0);
+        if (op->in_flight)
+            return; /* the round in flight will answer */
+    }
+    op->done(op);
+}
+
+/* ---- acquire ---- */
+
+static void acquire_done(round *rd);
+static void raise_done(round *rd);
+
+static void attempt(lockop *op)
+{
+    keybuf kb;
+    make_keys(op, &kb);
+    char ttl[24];
+    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+    const char *argv[] = {kb.key, kb.fkey, op->lease, ttl};
+    size_t lens[] = {kb.key_len, kb.fkey_len, op->lease_len, (size_t)tl};
+    round *rd = round_new(op->env->rounds, acquire_done, op);
+    if (!rd) {
+        op->err = RL_E_INTERNAL;
+        unpark(op);
+        finish(op);
+        return;
+    }
+    op->attempts++;
+    op->in_flight = 1;
+    op->rd = rd;
+    round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
+}
+
+static void acquire_failed(lockop *op, rl_err err)
+{
+    lockop_env *env = op->env;
+    op->err = err;
+    op->in_flight = 0;
+    release_everywhere(op);
+    int64_t now = clock_now_us();
+    if (op->wait_deadline_us > now + 1000) {
+        int64_t remaining_ms = (op->wait_deadline_us - now) / 1000;
+        int64_t delay = redlock_retry_delay_ms(err == RL_E_LOCK_HELD, op->retry_after_ms,
+                                               remaining_ms, rnd_next(env));
+        if (delay < remaining_ms && park(op, delay) == 0)
+            return;
+    }
+    /* Out of time (or cannot wait): answer with this attempt's result. */
+    if (err == RL_E_LOCK_HELD)
+        env->counters[CNT_ACQ_HELD]++;
+    else if (err == RL_E_VALIDITY_EXHAUSTED)
+        env->counters[CNT_ACQ_VALIDITY]++;
+    else
+        env->counters[CNT_ACQ_UNAVAILABLE]++;
+    waitq *q = op->q;
+    lockop *next = op->q_next;
+    unpark(op);
+    if (q && next)
+        waitq_arm(q, 0);
+    finish(op);
+}
+
+static void acquire_succeeded(lockop *op)
+{
+    lockop_env *env = op->env;
+    op->err = RL_OK;
+    op->in_flight = 0;
+    env->counters[CNT_ACQ_GRANTED]++;
+    waitq *q = op->q;
+    lockop *next = op->q_next;
+    unpark(op);
+    if (q && next) {
+        /* The lock is ours now: the next waiter tries when it should expire, or at
+         * once when it is released through this instance. */
+        waitq_arm(q, op->validity_ms + 1 + (int64_t)(rnd_next(env) % 10));
+    }
+    finish(op);
+}
+
+static void drop_round(lockop *op)
+{
+    if (op->rd) {
+        round_unref(op->rd);
+        op->rd = NULL;
+    }
+}
+
+static void acquire_done(round *rd)
+{
+    lockop *op = rd->owner;
+    round_env *re = op->env->rounds;
+    redlock_tally t;
+    redlock_tally_of(rd->replies, re->n, &t);
+    op->nodes_ok = t.ok + t.refused;
+    if (rd->decision == RL_DECIDE_QUORUM) {
+        int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
+                                               re->masters[0].conf->drift_factor);
+        uint64_t token = redlock_token(rd->replies, re->n);
+        if (validity <= 0) {
+            op->validity_ms = 0;
+            drop_round(op);
+            acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
+            return;
+        }
+        op->token = token;
+        op->validity_ms = validity;
+        uint64_t mask = 0;
+        for (size_t i = 0; i < re->n && i < 64; i++)
+            if (redlock_needs_raise(&rd->replies[i], token))
+                mask |= (uint64_t)1 << i;
+        if (!mask) {
+            drop_round(op);
+            acquire_succeeded(op);
+            return;
+        }
+        /* Counters differ: raise every master that answered below the token, and
+         * issue it only once a quorum of granting masters hold F >= token. */
+        op->env->counters[CNT_RAISE_ROUNDS]++;
+        round *rr = round_new(re, raise_done, op);
+        if (!rr) {
+            drop_round(op);
+            acquire_failed(op, RL_E_INTERNAL);
+            return;
+        }
+        rr->wait_all = 1;
+        rr->token = token;
+        keybuf kb;
+        make_keys(op, &kb);
+        char tok[24];
+        int tl = snprintf(tok, sizeof tok, "%llu", (unsigned long long)token);
+        const char *argv[] = {kb.fkey, tok};
+        size_t lens[] = {kb.fkey_len, (size_t)tl};
+        /* op->rd keeps the acquire replies until the raise is judged. */
+        round_send(rr, SCRIPT_RAISE, 1, 1, argv, lens, mask);
+        round_unref(rr); /* commands in flight or the ready list hold it */
+        return;
+    }
+    int held = rd->decision == RL_DECIDE_NO_QUORUM;
+    if (held)
+        op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
+                                                    op->env->conf->default_ttl_ms);
+    drop_round(op);
+    acquire_failed(op, held ? RL_E_LOCK_HELD : RL_E_QUORUM_UNAVAILABLE);
+}
+
+static void raise_done(round *rr)
+{
+    lockop *op = rr->owner;
+    round *rd = op->rd;
+    round_env *re = op->env->rounds;
+    for (size_t i = 0; i < re->n; i++)
+        if (rr->replies[i].state == RL_SLOT_OK && rr->replies[i].fence >= rr->token)
+            rd->replies[i].raised = 1;
+    size_t fenced = redlock_fenced_grants(rd->replies, re->n, rr->token);
+    int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
+                                           op->env->conf->drift_factor);
+    drop_round(op);
+    if (fenced < re->quorum) {
+        op->nodes_ok = fenced;
+        acquire_failed(op, RL_E_QUORUM_UNAVAILABLE);
+        return;
+    }
+    if (validity <= 0) {
+        acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
+        return;
+    }
+    op->validity_ms = validity;
+    acquire_succeeded(op);
+}
+
+void lockop_fini(lockop *op)
+{
+    drop_round(op);
+}
+
+/* ---- release / extend / inspect / ready ---- */
+
+static void release_done(round *rd)
+{
+    lockop *op = rd->owner;
+    redlock_tally t;
+    redlock_tally_of(rd->replies, rd->env->n, &t);
+    op->nodes_ok = t.ok + t.refused;
+    if (rd->decision == RL_DECIDE_QUORUM) {
+        op->err = RL_OK;
+        op->env->counters[CNT_REL_OK]++;
+        lockop_wake(op->env, op->name, op->name_len);
+        if (op->env->released)
+            op->env->released(op->env, op->name, op->name_len);
+    } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
+        op->err = RL_E_LEASE_NOT_FOUND;
+        op->env->counters[CNT_REL_NOT_FOUND]++;
+    } else {
+        op->err = RL_E_QUORUM_UNAVAILABLE;
+        op->env->counters[CNT_REL_UNAVAILABLE]++;
+    }
+    op->rd = NULL;
+    op->done(op);
+}
+
+static void extend_done(round *rd)
+{
+    lockop *op = rd->owner;
+    redlock_tally t;
+    redlock_tally_of(rd->replies, rd->env->n, &t);
+    op->nodes_ok = t.ok + t.refused;
+    op->rd = NULL;
+    if (rd->decision == RL_DECIDE_QUORUM) {
+        op->validity_ms = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
+                                              op->env->conf->drift_factor);
+        op->token = redlock_token(rd->replies, rd->env->n);
+        if (op->validity_ms > 0) {
+            op->err = RL_OK;
+            op->env->counters[CNT_EXT_OK]++;
+        } else {
+            op->validity_ms = 0;
+            op->err = RL_E_VALIDITY_EXHAUSTED;
+            op->env->counters[CNT_EXT_UNAVAILABLE]++;
+        }
+    } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
+        /* The lock is lost: free what is left of it so others need not wait. */
+        op->err = RL_E_LEASE_NOT_FOUND;
+        op->env->counters[CNT_EXT_NOT_FOUND]++;
+        release_everywhere(op);
+    } else {
+        op->err = RL_E_QUORUM_UNAVAILABLE;
+        op->env->counters[CNT_EXT_UNAVAILABLE]++;
+    }
+    op->done(op);
+}
+
+static void inspect_done(round *rd)
+{
+    lockop *op = rd->owner;
+    round_env *re = rd->env;
+    redlock_tally t;
+    redlock_tally_of(rd->replies, re->n, &t);
+    op->nodes_ok = t.ok + t.refused;
+    op->rd = NULL;
+    if (op->nodes_ok < re->quorum) {
+        op->err = RL_E_QUORUM_UNAVAILABLE;
+        op->done(op);
+        return;
+    }
+    int64_t valid;
+    op->held = redlock_inspect_holder(rd->replies, re->n, re->quorum, &valid) >= 0;
+    int64_t elapsed_ms = (clock_now_us() - rd->start_us + 999) / 1000;
+    op->validity_ms = op->held ? (valid == INT64_MAX ? -1 : valid - elapsed_ms) : 0;
+    if (op->held && op->validity_ms < 0 && valid != INT64_MAX)
+        op->validity_ms = 0;
+    op->token = redlock_max_fence(rd->replies, re->n);
+    op->err = RL_OK;
+    op->done(op);
+}
+
+static void ready_done(round *rd)
+{
+    lockop *op = rd->owner;
+    round_env *re = rd->env;
+    size_t ok = 0;
+    for (size_t i = 0; i < re->n; i++) {
+        if (rd->replies[i].state == RL_SLOT_OK && !master_usable(&re->masters[i]))
+            rd->replies[i].state = RL_SLOT_REFUSED; /* answers, but out of quorums */
+        if (rd->replies[i].state == RL_SLOT_OK)
+            ok++;
+    }
+    op->nodes_ok = ok;
+    op->err = ok >= re->quorum ? RL_OK : RL_E_QUORUM_UNAVAILABLE;
+    op->done(op); /* op->rd stays until lockop_fini() */
+}
+
+void lockop_start(lockop *op)
+{
+    lockop_env *env = op->env;
+    keybuf kb;
+    make_keys(op, &kb);
+    char ttl[24];
+    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+    round *rd;
+    switch (op->kind) {
+    case LOCKOP_ACQUIRE:
+        attempt(op);
+        return;
+    case LOCKOP_RELEASE: {
+        rd = round_new(env->rounds, release_done, op);
+        if (!rd)
+            break;
+        const char *argv[] = {kb.key, op->lease};
+        size_t lens[] = {kb.key_len, op->lease_len};
+        op->rd = rd;
+        round_send(rd, SCRIPT_RELEASE, 1, 1, argv, lens, round_all(env->rounds));
+        round_unref(rd);
+        return;
+    }
+    case LOCKOP_EXTEND: {
+        rd = round_new(env->rounds, extend_done, op);
+        if (!rd)
+            break;
+        const char *argv[] = {kb.key, kb.fkey, op->lease, ttl};
+        size_t lens[] = {kb.key_len, kb.fkey_len, op->lease_len, (size_t)tl};
+        op->rd = rd;
+        round_send(rd, SCRIPT_EXTEND, 2, 2, argv, lens, round_all(env->rounds));
+        round_unref(rd);
+        return;
+    }
+    case LOCKOP_INSPECT: {
+        rd = round_new(env->rounds, inspect_done, op);
+        if (!rd)
+            break;
+        rd->wait_all = 1;
+        const char *argv[] = {kb.key, kb.fkey};
+        size_t lens[] = {kb.key_len, kb.fkey_len};
+        op->rd = rd;
+        round_send(rd, SCRIPT_INSPECT, 2, 0, argv, lens, round_all(env->rounds));
+        round_unref(rd);
+        return;
+    }
+    case LOCKOP_READY:
+        rd = round_new(env->rounds, ready_done, op);
+        if (!rd)
+            break;
+        op->rd = rd; /* kept: the caller reads the replies */
+        round_ping(rd);
+        return;
+    }
+    op->err = RL_E_INTERNAL;
+    finish(op);
+}

@@ -1,0 +1,106 @@
+/* lockop.h -- the lock operations as state machines over rounds: acquire (with the
+ * fencing raise, release on failure, and waiting with parked retries), release,
+ * extend, inspect and readiness.  Owned by one worker; an op belongs to one HTTP
+ * request, which is told through done() when the result is ready.
+ *
+ * Waiting acquirers are parked, not polled: per name, a FIFO of waiters whose head
+ * alone retries, when the lock should expire or at once when a release of that name
+ * goes through this service instance. */
+#ifndef RL_LOCKOP_H
+#define RL_LOCKOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "errors.h"
+#include "loop.h"
+#include "round.h"
+#include "validate.h"
+
+typedef struct lockop lockop;
+typedef struct lockop_env lockop_env;
+typedef struct waitq waitq;
+
+enum lockop_kind { LOCKOP_ACQUIRE, LOCKOP_RELEASE, LOCKOP_EXTEND, LOCKOP_INSPECT, LOCKOP_READY };
+
+/* Counters a worker keeps (written by its thread only, read relaxed by /metrics). */
+enum lockop_counter {
+    CNT_ACQ_GRANTED, CNT_ACQ_HELD, CNT_ACQ_UNAVAILABLE, CNT_ACQ_VALIDITY, CNT_ACQ_WAITED_OUT,
+    CNT_REL_OK, CNT_REL_NOT_FOUND, CNT_REL_UNAVAILABLE,
+    CNT_EXT_OK, CNT_EXT_NOT_FOUND, CNT_EXT_UNAVAILABLE,
+    CNT_RAISE_ROUNDS, CNT_WAKEUPS, CNT_RETRIES,
+    CNT__COUNT
+};
+
+struct lockop_env {
+    round_env *rounds;
+    const config *conf;
+    void *owner;                               /* the worker */
+    /* A release of name succeeded here: wake waiters on other workers too. */
+    void (*released)(lockop_env *env, const char *name, size_t len);
+    long *waiters_total;                       /* process-wide count (atomic) */
+    waitq **buckets;                           /* name -> queue of parked waiters */
+    size_t nbuckets;
+    size_t parked;                             /* waiters parked on this worker */
+    uint64_t counters[CNT__COUNT];
+    uint32_t rnd;                              /* xorshift state for jitter */
+};
+
+typedef void (*lockop_done_cb)(lockop *op);
+
+struct lockop {
+    lockop_env *env;
+    int kind;
+    /* input */
+    char name[NAME_MAX_LEN + 1];
+    size_t name_len;
+    char lease[LEASE_MAX_LEN + 1];
+    size_t lease_len;
+    long ttl_ms;
+    int64_t start_us;
+    int64_t wait_deadline_us;   /* 0: no waiting */
+    /* output */
+    rl_err err;
+    int64_t validity_ms;
+    uint64_t token;
+    int held;
+    int64_t retry_after_ms;
+    size_t nodes_ok;
+    int attempts;
+    round *rd;                  /* the round in flight or the last one, if kept */
+    /* waiting */
+    waitq *q;
+    lockop *q_next, *q_prev;
+    loop_timer wait_timer;
+    int in_flight;              /* a round for this op is under way */
+    /* completion */
+    lockop_done_cb done;
+    void *owner;
+};
+
+int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void *owner,
+                    long *waiters_total, uint32_t seed);
+void lockop_env_fini(lockop_env *env);
+
+/* Prepare op (no I/O).  name/lease must be valid (validate.h). */
+void lockop_init(lockop *op, lockop_env *env, int kind, const char *name, size_t name_len,
+                 lockop_done_cb done, void *owner);
+
+/* Start it; done() is called later from the loop (never from inside this call). */
+void lockop_start(lockop *op);
+
+/* Let go of what op still holds (LOCKOP_READY keeps its round in op->rd, whose
+ * replies say per master whether it answered in quorum state, and its rtt). */
+void lockop_fini(lockop *op);
+
+/* Wake the waiters on name (a release went through this instance). */
+void lockop_wake(lockop_env *env, const char *name, size_t len);
+
+/* Wake the head waiter of every name (a lost wake-up message). */
+void lockop_wake_all(lockop_env *env);
+
+/* Answer every parked waiter now with its last result (shutdown). */
+void lockop_env_flush_waiters(lockop_env *env);
+
+#endif

@@ -1,0 +1,36 @@
+/* log.h -- log lines for people and for log shippers: JSON lines or text on stderr.
+ *
+ * A logger is owned by one thread (each worker has its own and buffers lines until
+ * the end of its loop pass); never log a lease or a password. */
+#ifndef RL_LOG_H
+#define RL_LOG_H
+
+#include <stddef.h>
+
+enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+
+typedef struct log_ctx {
+    int json;         /* 1: JSON lines, 0: text */
+    int level;        /* lines above this level are dropped */
+    int buffered;     /* 1: keep lines until log_flush() */
+    size_t len;
+    char buf[16384];
+} log_ctx;
+
+void log_init(log_ctx *lg, int json, int level, int buffered);
+
+/* Parse a level name ("error", "warn", "info", "debug").  Returns -1 if unknown. */
+int log_level_parse(const char *s);
+
+/* One event line: msg plus extra pre-rendered JSON fields (`"k":v,...` or NULL).
+ * In text mode the fields are appended as they are. */
+void log_event(log_ctx *lg, int level, const char *msg, const char *fields_json);
+
+/* printf-style message with no extra fields. */
+void log_msg(log_ctx *lg, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Write buffered lines to stderr. */
+void log_flush(log_ctx *lg);
+
+#endif

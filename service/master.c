@@ -1,0 +1,449 @@
+/* master.c -- one worker's connection to one master (see master.h). */
+#include "master.h"
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+
+static const char *state_names[] = {"down", "connecting", "unmarked", "quarantined", "ready"};
+
+const char *master_state_name(int state)
+{
+    if (state < 0 || state > MASTER_READY)
+        return "unknown";
+    return state_names[state];
+}
+
+static void set_state(master_conn *m, int st, const char *why)
+{
+    int old = m->state;
+    if (old == st)
+        return;
+    m->state = st;
+    m->hooks->state_changed(m, old, why);
+}
+
+/* ---- hiredis event-library adapter on our loop ---- */
+
+static void update_events(master_conn *m)
+{
+    if (!m->ac)
+        return;
+    uint32_t ev = (m->want_in ? EPOLLIN : 0) | (m->want_out ? EPOLLOUT : 0);
+    m->io.fd = m->ac->c.fd;
+    if (loop_io_set(m->loop, &m->io, ev) != 0 && ev)
+        m->errors++; /* cannot watch the socket: the stall check will recycle it */
+}
+
+static void ev_add_read(void *p) { master_conn *m = p; m->want_in = 1; update_events(m); }
+static void ev_del_read(void *p) { master_conn *m = p; m->want_in = 0; update_events(m); }
+static void ev_del_write(void *p) { master_conn *m = p; m->want_out = 0; update_events(m); }
+
+static void ev_add_write(void *p)
+{
+    master_conn *m = p;
+    /* Before connect completes, or when a flush could not write everything, wait for
+     * the socket; otherwise coalesce: one write per loop pass for all queued commands. */
+    if (!m->connected || m->dirty < 0) {
+        m->want_out = 1;
+        update_events(m);
+    } else if (!m->dirty) {
+        m->dirty = 1;
+        m->hooks->want_flush(m);
+    }
+}
+
+static void ev_cleanup(void *p)
+{
+    master_conn *m = p;
+    m->want_in = m->want_out = 0;
+    uint32_t none = 0;
+    loop_io_set(m->loop, &m->io, none);
+    m->io.events = 0;
+}
+
+static void on_io(loop_io *io, uint32_t events)
+{
+    master_conn *m = container_of(io, master_conn, io);
+    if (!m->ac || m->ac->c.fd != io->fd)
+        return; /* a stale event for a context freed earlier in this batch */
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        redisAsyncHandleRead(m->ac);
+    if (m->ac && (events & EPOLLOUT))
+        redisAsyncHandleWrite(m->ac);
+}
+
+void master_flush(master_conn *m, int flushing_phase)
+{
+    (void)flushing_phase;
+    if (!m->dirty)
+        return;
+    m->dirty = -1; /* an add_write during this write means "wait for the socket" */
+    if (m->ac)
+        redisAsyncHandleWrite(m->ac);
+    m->dirty = 0;
+}
+
+/* ---- connection life cycle ---- */
+
+static void on_timer(loop_timer *t);
+
+static void schedule_reconnect(master_conn *m)
+{
+    int jitter = rand() % (m->backoff_ms / 4 + 1); /* spreads reconnects of many workers */
+    loop_timer_start(m->loop, &m->timer, clock_now_us() + (int64_t)(m->backoff_ms + jitter) * 1000);
+    m->backoff_ms *= 2;
+    if (m->backoff_ms > BACKOFF_MAX_MS)
+        m->backoff_ms = BACKOFF_MAX_MS;
+}
+
+static void forget_context(master_conn *m, const char *why)
+{
+    m->ac = NULL;
+    m->connected = 0;
+    m->pending = 0;
+    m->dirty = 0;
+    m->want_in = m->want_out = 0;
+    m->io.events = 0;
+    set_state(m, MASTER_DOWN, why);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    master_conn *m = ac->data;
+    (void)status;
+    if (!m || m->ac != ac)
+        return;
+    forget_context(m, ac->err ? ac->errstr : "disconnected");
+    if (m->backoff_ms) /* 0 after master_close(..., 0): shutting down */
+        schedule_reconnect(m);
+}
+
+void master_close(master_conn *m, int reconnect, const char *why)
+{
+    loop_timer_stop(m->loop, &m->timer);
+    if (!reconnect)
+        m->backoff_ms = 0;
+    redisAsyncContext *ac = m->ac;
+    if (!ac) {
+        set_state(m, MASTER_DOWN, why);
+        return;
+    }
+    int deferred = (ac->c.flags & REDIS_IN_CALLBACK) != 0;
+    m->errors++;
+    set_state(m, MASTER_DOWN, why);
+    redisAsyncFree(ac); /* pending callbacks get NULL, then on_disconnect if connected */
+    if (!deferred && m->ac == ac) {
+        /* Freed without on_disconnect (never connected): forget it here. */
+        forget_context(m, why);
+        if (reconnect)
+            schedule_reconnect(m);
+    }
+}
+
+static void handshake_step_done(master_conn *m);
+
+static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    redisReply *reply = r;
+    intptr_t what = (intptr_t)priv; /* script id, or -1 AUTH/SELECT */
+    if (!m || m->ac != ac)
+        return;
+    if (m->pending)
+        m->pending--;
+    if (!reply || reply->type == REDIS_REPLY_ERROR) {
+        char why[160];
+        snprintf(why, sizeof why, "handshake failed: %.120s",
+                 reply ? reply->str : (ac->errstr[0] ? ac->errstr : "no reply"));
+        if (reply) /* a refusal (bad password, no scripting): close and try later */
+            master_close(m, 1, why);
+        return;
+    }
+    if (what >= 0 && what < SCRIPT__COUNT) {
+        if (reply->type != REDIS_REPLY_STRING || reply->len != 40) {
+            master_close(m, 1, "handshake failed: unexpected SCRIPT LOAD reply");
+            return;
+        }
+        memcpy(m->sha[what], reply->str, 40);
+        m->sha[what][40] = '\0';
+    }
+    handshake_step_done(m);
+}
+
+static int64_t marker_reply_quarantine(master_conn *m, redisReply *reply, int *marked)
+{
+    (void)m;
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER)
+        return -3;
+    *marked = reply->element[0]->integer != 0;
+    return reply->element[1]->integer; /* PTTL of the quarantine key: -2 none */
+}
+
+static void apply_marker(master_conn *m, redisReply *reply)
+{
+    int marked = 0;
+    int64_t q = marker_reply_quarantine(m, reply, &marked);
+    if (q == -3) {
+        master_close(m, 1, "handshake failed: unexpected marker reply");
+        return;
+    }
+    m->backoff_ms = BACKOFF_MIN_MS;
+    if (!marked) {
+        set_state(m, MASTER_UNMARKED, "no data marker: a new master, or one that lost its data");
+        return;
+    }
+    if (q > 0 || q == -1) {
+        int64_t ms = q > 0 ? q : 1000; /* a quarantine key without expiry: check each second */
+        m->quarantine_until_us = clock_now_us() + ms * 1000;
+        loop_timer_start(m->loop, &m->timer, m->quarantine_until_us + 1000);
+        set_state(m, MASTER_QUARANTINED, "lost its data: out of quorums until the quarantine ends");
+        return;
+    }
+    m->quarantine_until_us = 0;
+    set_state(m, MASTER_READY, "ready");
+}
+
+static void on_marker_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    (void)priv;
+    if (!m || m->ac != ac)
+        return;
+    if (m->pending)
+        m->pending--;
+    m->progress_us = clock_now_us();
+    if (!r)
+        return; /* the connection is going away; on_disconnect handles it */
+    loop_timer_stop(m->loop, &m->timer);
+    apply_marker(m, r);
+}
+
+static int send_marker(master_conn *m, const char *action, int64_t ms)
+{
+    char k1[160], k2[160], msbuf[24];
+    snprintf(k1, sizeof k1, "%s#marker", m->conf->key_prefix);
+    snprintf(k2, sizeof k2, "%s#quarantine", m->conf->key_prefix);
+    snprintf(msbuf, sizeof msbuf, "%lld", (long long)(ms > 0 ? ms : 1));
+    const char *argv[] = {"EVAL", script_source(SCRIPT_MARKER), "2", k1, k2, action, msbuf};
+    if (redisAsyncCommandArgv(m->ac, on_marker_reply, NULL, 7, argv, NULL) != REDIS_OK)
+        return -1;
+    if (m->pending++ == 0)
+        m->progress_us = clock_now_us();
+    return 0;
+}
+
+static void handshake_step_done(master_conn *m)
+{
+    if (--m->handshake_left > 0)
+        return;
+    if (send_marker(m, "check", 0) != 0)
+        master_close(m, 1, "handshake failed: cannot queue the marker check");
+}
+
+void master_resolve_marker(master_conn *m, int quarantine)
+{
+    if (m->state != MASTER_UNMARKED || !m->ac)
+        return;
+    if (send_marker(m, quarantine ? "quarantine" : "mark", m->conf->quarantine_ms) != 0)
+        master_close(m, 1, "cannot queue the marker");
+}
+
+static void on_connect(const redisAsyncContext *cac, int status)
+{
+    redisAsyncContext *ac = (redisAsyncContext *)cac;
+    master_conn *m = ac->data;
+    if (!m || m->ac != ac)
+        return;
+    if (status != REDIS_OK) {
+        /* hiredis frees the context after this callback, without on_disconnect */
+        forget_context(m, ac->errstr[0] ? ac->errstr : "connect failed");
+        schedule_reconnect(m);
+        return;
+    }
+    m->connected = 1;
+    /* Handshake: AUTH / SELECT if configured, load every script, then check the marker.
+     * A master that is frozen accepts the TCP connection but never answers: the timer
+     * closes the attempt and a later one tries again. */
+    int n = 0;
+    int ok = 1;
+    if (m->cfg->password[0]) {
+        const char *argv[] = {"AUTH", m->cfg->password};
+        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)-1, 2, argv, NULL) == REDIS_OK;
+        n++;
+    }
+    if (m->cfg->db) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", m->cfg->db);
+        const char *argv[] = {"SELECT", db};
+        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)-1, 2, argv, NULL) == REDIS_OK;
+        n++;
+    }
+    for (int i = 0; i < SCRIPT__COUNT; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", script_source(i)};
+        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) == REDIS_OK;
+        n++;
+    }
+    m->handshake_left = n;
+    m->pending = (unsigned)n;
+    m->progress_us = clock_now_us();
+    if (!ok)
+        master_close(m, 1, "handshake failed: cannot queue commands");
+}
+
+void master_start(master_conn *m)
+{
+    loop_timer_stop(m->loop, &m->timer);
+    if (m->ac)
+        return;
+    redisAsyncContext *ac = m->cfg->unix_path[0] ? redisAsyncConnectUnix(m->cfg->unix_path)
+                                                 : redisAsyncConnect(m->cfg->host, m->cfg->port);
+    if (!ac) {
+        m->errors++;
+        schedule_reconnect(m);
+        return;
+    }
+    if (ac->err) {
+        char why[160];
+        snprintf(why, sizeof why, "connect failed: %.120s", ac->errstr);
+        redisAsyncFree(ac);
+        m->errors++;
+        set_state(m, MASTER_DOWN, why);
+        schedule_reconnect(m);
+        return;
+    }
+    m->ac = ac;
+    m->connected = 0;
+    m->dirty = 0;
+    m->pending = 0;
+    ac->data = m;
+    ac->ev.data = m;
+    ac->ev.addRead = ev_add_read;
+    ac->ev.delRead = ev_del_read;
+    ac->ev.addWrite = ev_add_write;
+    ac->ev.delWrite = ev_del_write;
+    ac->ev.cleanup = ev_cleanup;
+    m->io.fd = ac->c.fd;
+    m->io.events = 0;
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    redisAsyncSetConnectCallback(ac, on_connect); /* registers for the first write event */
+    set_state(m, MASTER_CONNECTING, "connecting");
+    /* Deadline for connect + handshake. */
+    int64_t limit_ms = m->conf->node_timeout_ms * 10;
+    if (limit_ms < 1000)
+        limit_ms = 1000;
+    loop_timer_start(m->loop, &m->timer, clock_now_us() + limit_ms * 1000);
+}
+
+static void on_timer(loop_timer *t)
+{
+    master_conn *m = container_of(t, master_conn, timer);
+    switch (m->state) {
+    case MASTER_DOWN:
+        master_start(m);
+        break;
+    case MASTER_CONNECTING:
+        master_close(m, 1, "connect or handshake timed out");
+        break;
+    case MASTER_QUARANTINED:
+        /* Ask the master whether its quarantine key is gone (other instances share it). */
+        if (send_marker(m, "check", 0) != 0)
+            master_close(m, 1, "cannot queue the marker check");
+        else
+            loop_timer_start(m->loop, &m->timer, clock_now_us() + 1000 * 1000);
+        break;
+    default:
+        break;
+    }
+}
+
+void master_init(master_conn *m, const config *conf, int index, void *owner, loop *l,
+                 const master_hooks *hooks)
+{
+    memset(m, 0, sizeof *m);
+    m->conf = conf;
+    m->cfg = &conf->masters[index];
+    m->index = index;
+    m->owner = owner;
+    m->hooks = hooks;
+    m->loop = l;
+    m->io.fd = -1;
+    m->io.cb = on_io;
+    m->timer.cb = on_timer;
+    m->backoff_ms = BACKOFF_MIN_MS;
+    m->state = MASTER_DOWN;
+}
+
+/* ---- commands ---- */
+
+static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    redisReply *reply = r;
+    if (m->pending)
+        m->pending--;
+    m->progress_us = clock_now_us();
+    if (reply && reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
+        m->state == MASTER_READY) {
+        /* The script cache was flushed: count this one as failed, reload for the next. */
+        for (int i = 0; i < SCRIPT__COUNT; i++) {
+            const char *argv[] = {"SCRIPT", "LOAD", script_source(i)};
+            if (redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) ==
+                REDIS_OK)
+                m->pending++;
+        }
+        m->handshake_left = 1 << 20; /* not a handshake: never send the marker from here */
+        m->hooks->reply(m, NULL, priv);
+        return;
+    }
+    m->hooks->reply(m, reply, priv);
+}
+
+int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
+                const size_t *lens, void *priv)
+{
+    if (m->state != MASTER_READY || !m->ac || nkeys + nargs > 8)
+        return -1;
+    const char *av[11];
+    size_t al[11];
+    char nk[4];
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    av[0] = "EVALSHA"; al[0] = 7;
+    av[1] = m->sha[script]; al[1] = 40;
+    av[2] = nk; al[2] = strlen(nk);
+    for (int i = 0; i < nkeys + nargs; i++) {
+        av[3 + i] = argv[i];
+        al[3 + i] = lens[i];
+    }
+    if (redisAsyncCommandArgv(m->ac, on_eval_reply, priv, 3 + nkeys + nargs, av, al) != REDIS_OK)
+        return -1;
+    if (m->pending++ == 0)
+        m->progress_us = clock_now_us();
+    return 0;
+}
+
+int master_ping(master_conn *m, void *priv)
+{
+    if (!m->ac || !m->connected)
+        return -1;
+    const char *argv[] = {"PING"};
+    if (redisAsyncCommandArgv(m->ac, on_eval_reply, priv, 1, argv, NULL) != REDIS_OK)
+        return -1;
+    if (m->pending++ == 0)
+        m->progress_us = clock_now_us();
+    return 0;
+}
+
+void master_check_stall(master_conn *m, int64_t now_us, int64_t stall_us)
+{
+    if (m->ac && m->connected && m->pending && now_us - m->progress_us > stall_us)
+        master_close(m, 1, "no reply within the stall limit: frozen or overloaded");
+}

@@ -1,0 +1,157 @@
+/* metrics.c -- /metrics rendering (see metrics.h). */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lockop.h"
+#include "loop.h"
+#include "master.h"
+#include "version.h"
+#include "worker.h"
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)n;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+static uint64_t ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+
+static uint64_t sum_counter(app *a, int c)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < a->nworkers; i++)
+        s += ld(&a->workers[i]->ops.counters[c]);
+    return s;
+}
+
+char *metrics_render(app *a, size_t *len)
+{
+    sbuf b = {malloc(8192), 0, 8192, 0};
+    if (!b.p)
+        return NULL;
+    sb_printf(&b, "# HELP redlockd_build_info Build information.\n# TYPE redlockd_build_info gauge\n"
+                  "redlockd_build_info{version=\"%s\"} 1\n", RL_VERSION);
+    sb_printf(&b, "# HELP redlockd_uptime_seconds Seconds since start.\n# TYPE redlockd_uptime_seconds gauge\n"
+                  "redlockd_uptime_seconds %.3f\n", (double)(clock_now_us() - a->started_us) / 1e6);
+
+    static const char *routes[] = {"/locks/{name}", "/healthz", "/readyz", "/metrics", "other"};
+    static const char *methods[] = {"POST", "DELETE", "PATCH", "GET", "other", "other"};
+    sb_printf(&b, "# HELP redlockd_http_requests_total HTTP requests by route, method and status class.\n"
+                  "# TYPE redlockd_http_requests_total counter\n");
+    for (int r = 0; r < 5; r++)
+        for (int m = 0; m < 6; m++)
+            for (int c = 1; c < 6; c++) {
+                uint64_t s = 0;
+                for (size_t i = 0; i < a->nworkers; i++)
+                    s += ld(&a->workers[i]->http_counts[r][m][c]);
+                if (s)
+                    sb_printf(&b, "redlockd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%dxx\"} %llu\n",
+                              routes[r], r == 0 || m < 4 ? methods[m] : "GET", c, (unsigned long long)s);
+            }
+
+    static const struct { int c; const char *metric, *label; } outcomes[] = {
+        {CNT_ACQ_GRANTED, "redlockd_acquire_total", "granted"},
+        {CNT_ACQ_HELD, "redlockd_acquire_total", "held"},
+        {CNT_ACQ_UNAVAILABLE, "redlockd_acquire_total", "quorum_unavailable"},
+        {CNT_ACQ_VALIDITY, "redlockd_acquire_total", "validity_exhausted"},
+        {CNT_ACQ_WAITED_OUT, "redlockd_acquire_total", "wait_timeout"},
+        {CNT_REL_OK, "redlockd_release_total", "released"},
+        {CNT_REL_NOT_FOUND, "redlockd_release_total", "lease_not_found"},
+        {CNT_REL_UNAVAILABLE, "redlockd_release_total", "quorum_unavailable"},
+        {CNT_EXT_OK, "redlockd_extend_total", "extended"},
+        {CNT_EXT_NOT_FOUND, "redlockd_extend_total", "lease_not_found"},
+        {CNT_EXT_UNAVAILABLE, "redlockd_extend_total", "quorum_unavailable"},
+    };
+    const char *last = "";
+    for (size_t k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++) {
+        if (strcmp(last, outcomes[k].metric) != 0) {
+            sb_printf(&b, "# HELP %s Lock operations by outcome.\n# TYPE %s counter\n",
+                      outcomes[k].metric, outcomes[k].metric);
+            last = outcomes[k].metric;
+        }
+        sb_printf(&b, "%s{outcome=\"%s\"} %llu\n", outcomes[k].metric, outcomes[k].label,
+                  (unsigned long long)sum_counter(a, outcomes[k].c));
+    }
+    sb_printf(&b, "# HELP redlockd_fencing_raise_rounds_total Extra rounds to raise lagging fencing counters.\n"
+                  "# TYPE redlockd_fencing_raise_rounds_total counter\nredlockd_fencing_raise_rounds_total %llu\n",
+              (unsigned long long)sum_counter(a, CNT_RAISE_ROUNDS));
+    sb_printf(&b, "# HELP redlockd_waiter_wakeups_total Parked waiters woken by a release here.\n"
+                  "# TYPE redlockd_waiter_wakeups_total counter\nredlockd_waiter_wakeups_total %llu\n",
+              (unsigned long long)sum_counter(a, CNT_WAKEUPS));
+    sb_printf(&b, "# HELP redlockd_parked_waiters Acquirers parked waiting for a lock.\n"
+                  "# TYPE redlockd_parked_waiters gauge\nredlockd_parked_waiters %ld\n",
+              __atomic_load_n(&a->waiters_total, __ATOMIC_RELAXED));
+
+    /* Per master, as seen by each worker's connection: up if any worker has it ready. */
+    sb_printf(&b, "# HELP redlockd_master_up Whether the master is in quorums (1), by address.\n"
+                  "# TYPE redlockd_master_up gauge\n");
+    size_t quarantined = 0;
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        int up = 0, q = 0;
+        for (size_t i = 0; i < a->nworkers; i++) {
+            int st = __atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED);
+            up |= st == MASTER_READY;
+            q |= st == MASTER_QUARANTINED;
+        }
+        quarantined += q;
+        sb_printf(&b, "redlockd_master_up{address=\"%s\"} %d\n", a->cfg.masters[m].address, up);
+    }
+    sb_printf(&b, "# HELP redlockd_master_errors_total Failed commands and connections, by address.\n"
+                  "# TYPE redlockd_master_errors_total counter\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        uint64_t e = 0;
+        for (size_t i = 0; i < a->nworkers; i++)
+            e += ld(&a->workers[i]->masters[m].errors);
+        sb_printf(&b, "redlockd_master_errors_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
+                  (unsigned long long)e);
+    }
+    sb_printf(&b, "# HELP redlockd_master_rtt_seconds Last round-trip time, by address.\n"
+                  "# TYPE redlockd_master_rtt_seconds gauge\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        int64_t rtt = __atomic_load_n(&a->workers[0]->masters[m].last_rtt_us, __ATOMIC_RELAXED);
+        sb_printf(&b, "redlockd_master_rtt_seconds{address=\"%s\"} %.6f\n", a->cfg.masters[m].address,
+                  (double)rtt / 1e6);
+    }
+    sb_printf(&b, "# HELP redlockd_quarantined_masters Masters kept out of quorums after losing data.\n"
+                  "# TYPE redlockd_quarantined_masters gauge\nredlockd_quarantined_masters %zu\n", quarantined);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}

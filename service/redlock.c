@@ -1,0 +1,146 @@
+/* redlock.c -- pure Redlock decisions (see redlock.h and shared/REDLOCK.md). */
+#include "redlock.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void redlock_tally_of(const redlock_reply *r, size_t n, redlock_tally *t)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].state == RL_SLOT_OK)
+            t->ok++;
+        else if (r[i].state == RL_SLOT_REFUSED)
+            t->refused++;
+        else if (r[i].state == RL_SLOT_FAILED)
+            t->failed++;
+    }
+}
+
+int64_t redlock_drift_ms(int64_t ttl_ms, double drift_factor)
+{
+    return (int64_t)ceil((double)ttl_ms * drift_factor) + 2;
+}
+
+int64_t redlock_validity_ms(int64_t ttl_ms, int64_t elapsed_us, double drift_factor)
+{
+    /* Round the elapsed time up: the caller must never be told more than it has. */
+    int64_t elapsed_ms = (elapsed_us + 999) / 1000;
+    return ttl_ms - elapsed_ms - redlock_drift_ms(ttl_ms, drift_factor);
+}
+
+int redlock_decide(const redlock_tally *t, size_t quorum, int wait_all)
+{
+    size_t answered = t->ok + t->refused;
+    size_t pending = t->n - answered - t->failed;
+    if (pending == 0 || !wait_all) {
+        if (t->ok >= quorum)
+            return RL_DECIDE_QUORUM;
+        if (t->ok + pending < quorum) {
+            /* The quorum is out of reach: is it a refusal or missing masters? */
+            if (answered >= quorum)
+                return RL_DECIDE_NO_QUORUM;
+            if (answered + pending < quorum)
+                return RL_DECIDE_UNAVAILABLE;
+        }
+    }
+    return RL_DECIDE_WAIT;
+}
+
+uint64_t redlock_token(const redlock_reply *r, size_t n)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].state == RL_SLOT_OK && r[i].fence > t)
+            t = r[i].fence;
+    return t;
+}
+
+int redlock_needs_raise(const redlock_reply *r, uint64_t token)
+{
+    return (r->state == RL_SLOT_OK || r->state == RL_SLOT_REFUSED) && !r->raised &&
+           r->fence < token;
+}
+
+size_t redlock_fenced_grants(const redlock_reply *r, size_t n, uint64_t token)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].state == RL_SLOT_OK && (r[i].fence >= token || r[i].raised))
+            k++;
+    return k;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t redlock_retry_after_ms(const redlock_reply *r, size_t n, size_t quorum,
+                               int64_t fallback_ms)
+{
+    int64_t v[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 64; i++) {
+        if (r[i].state == RL_SLOT_OK)
+            v[k++] = 0; /* ours: released right after the failed round */
+        else if (r[i].state == RL_SLOT_REFUSED && r[i].pttl >= 0)
+            v[k++] = r[i].pttl;
+        else if (r[i].state == RL_SLOT_REFUSED && r[i].pttl == -2)
+            v[k++] = 0; /* gone by the time it was asked */
+    }
+    if (quorum == 0 || k < quorum)
+        return fallback_ms;
+    qsort(v, k, sizeof v[0], cmp_i64);
+    return v[quorum - 1];
+}
+
+int redlock_inspect_holder(const redlock_reply *r, size_t n, size_t quorum, int64_t *valid_ms)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].state != RL_SLOT_OK || !r[i].has_value)
+            continue;
+        int64_t ttls[64];
+        size_t k = 0;
+        for (size_t j = 0; j < n && k < 64; j++)
+            if (r[j].state == RL_SLOT_OK && r[j].has_value && r[j].value_len == r[i].value_len &&
+                memcmp(r[j].value, r[i].value, r[i].value_len) == 0)
+                ttls[k++] = r[j].pttl < 0 ? INT64_MAX : r[j].pttl;
+        if (k >= quorum) {
+            qsort(ttls, k, sizeof ttls[0], cmp_i64);
+            /* k - quorum is the index of the quorum-th largest */
+            *valid_ms = ttls[k - quorum];
+            return (int)i;
+        }
+    }
+    *valid_ms = 0;
+    return -1;
+}
+
+uint64_t redlock_max_fence(const redlock_reply *r, size_t n)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((r[i].state == RL_SLOT_OK || r[i].state == RL_SLOT_REFUSED) && r[i].fence > m)
+            m = r[i].fence;
+    return m;
+}
+
+int64_t redlock_retry_delay_ms(int lock_held, int64_t retry_after_ms, int64_t remaining_ms,
+                               uint32_t rnd)
+{
+    int64_t d;
+    if (lock_held) {
+        /* Try when it should free; the jitter spreads waiters of other instances. */
+        d = (retry_after_ms < 0 ? 0 : retry_after_ms) + 1 + (int64_t)(rnd % 10);
+    } else {
+        /* Masters missing: back off 25..125 ms before asking them again. */
+        d = 25 + (int64_t)(rnd % 101);
+    }
+    if (d > remaining_ms)
+        d = remaining_ms;
+    return d < 0 ? 0 : d;
+}

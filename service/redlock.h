@@ -1,0 +1,90 @@
+/* redlock.h -- the pure logic of Redlock as redlockd runs it: validity and drift
+ * maths, quorum decisions over per-master results, fencing-token choice, the
+ * retry-after estimate and the retry jitter.  No I/O, no clocks: unit-testable.
+ *
+ * The reasoning behind each rule is in shared/REDLOCK.md; keep the two in agreement. */
+#ifndef RL_REDLOCK_H
+#define RL_REDLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What one master said in one round. */
+enum redlock_slot_state {
+    RL_SLOT_PENDING = 0, /* no answer yet */
+    RL_SLOT_OK,          /* granted / released / extended / held by this lease */
+    RL_SLOT_REFUSED,     /* answered, but no (held by another lease, not ours...) */
+    RL_SLOT_FAILED,      /* error reply, timeout, connection down or quarantined */
+};
+
+#define REDLOCK_VALUE_MAX 128
+
+typedef struct redlock_reply {
+    int state;           /* enum redlock_slot_state */
+    uint64_t fence;      /* the master's fencing counter F(name), 0 if none */
+    int64_t pttl;        /* remaining ttl of the key in ms; -1 no expiry, -2 no key */
+    int raised;          /* acquire: the master acknowledged F >= token */
+    int64_t rtt_us;      /* time from the round's start to this reply */
+    uint8_t value_len;   /* inspect: the value the key holds (never shown) */
+    int has_value;
+    char value[REDLOCK_VALUE_MAX];
+} redlock_reply;
+
+/* Counts over a round's replies. */
+typedef struct redlock_tally {
+    size_t n, ok, refused, failed;
+} redlock_tally;
+
+void redlock_tally_of(const redlock_reply *r, size_t n, redlock_tally *t);
+
+/* Drift allowance in ms: ceil(ttl * factor) + 2. */
+int64_t redlock_drift_ms(int64_t ttl_ms, double drift_factor);
+
+/* Validity in ms left after elapsed_us: ttl - elapsed - drift, floored. May be <= 0. */
+int64_t redlock_validity_ms(int64_t ttl_ms, int64_t elapsed_us, double drift_factor);
+
+enum redlock_decision {
+    RL_DECIDE_WAIT = 0,     /* not known yet: keep waiting for replies */
+    RL_DECIDE_QUORUM,       /* >= quorum said OK */
+    RL_DECIDE_NO_QUORUM,    /* >= quorum answered, but fewer than quorum said OK */
+    RL_DECIDE_UNAVAILABLE,  /* fewer than quorum answered at all */
+};
+
+/* Decide a round from its tally.  With wait_all, answer only when nothing is pending
+ * (used where every reply matters, e.g. inspection); otherwise answer as soon as the
+ * outcome can no longer change. */
+int redlock_decide(const redlock_tally *t, size_t quorum, int wait_all);
+
+/* Fencing: the token for a grant is max(F) over the masters that granted.
+ * Returns 0 if none granted. */
+uint64_t redlock_token(const redlock_reply *r, size_t n);
+
+/* Whether master i must be raised to token: it answered (granted or refused) with F < token
+ * and has not acknowledged a raise yet. */
+int redlock_needs_raise(const redlock_reply *r, uint64_t token);
+
+/* How many granting masters are known to hold F >= token (replied it, or acknowledged
+ * a raise).  The token may be issued only when this reaches the quorum. */
+size_t redlock_fenced_grants(const redlock_reply *r, size_t n, uint64_t token);
+
+/* When the lock frees on a quorum: the quorum-th smallest remaining ttl among the
+ * masters (0 for masters where it is free or ours), or fallback_ms when fewer than
+ * quorum values are known (failed masters, keys without expiry). */
+int64_t redlock_retry_after_ms(const redlock_reply *r, size_t n, size_t quorum,
+                               int64_t fallback_ms);
+
+/* Inspection: the value held by >= quorum masters, if any.  Returns the index of a
+ * master holding it (its reply has value/pttl), or -1.  *valid_ms receives the
+ * quorum-th largest pttl among the holders (how long a quorum still holds it). */
+int redlock_inspect_holder(const redlock_reply *r, size_t n, size_t quorum, int64_t *valid_ms);
+
+/* Highest fencing counter any master reported. */
+uint64_t redlock_max_fence(const redlock_reply *r, size_t n);
+
+/* Delay before a waiting acquirer tries again, in ms: after lock_held, at the moment
+ * the lock should free (retry_after_ms) plus jitter; after a failed quorum, a
+ * randomized back-off.  Never past remaining_ms.  rnd is a uniform random 32-bit value. */
+int64_t redlock_retry_delay_ms(int lock_held, int64_t retry_after_ms, int64_t remaining_ms,
+                               uint32_t rnd);
+
+#endif

@@ -1,0 +1,92 @@
+/* reply.c -- script reply decoding (see reply.h). */
+#include "reply.h"
+
+#include <hiredis/hiredis.h>
+#include <string.h>
+
+#include "scripts.h"
+
+static int int_at(const redisReply *r, size_t i, long long *v)
+{
+    if (i >= r->elements || !r->element[i] || r->element[i]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    *v = r->element[i]->integer;
+    return 1;
+}
+
+static void fail(redlock_reply *out) { out->state = RL_SLOT_FAILED; }
+
+void reply_decode(int script, const redisReply *r, redlock_reply *out)
+{
+    long long a = 0, b = 0, c = 0;
+    out->has_value = 0;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        fail(out);
+        return;
+    }
+    switch (script) {
+    case SCRIPT_ACQUIRE:
+        if (r->type != REDIS_REPLY_ARRAY || !int_at(r, 0, &a))
+            break;
+        if ((a == 1 || a == 2) && r->elements == 2 && int_at(r, 1, &b) && b >= 0) {
+            out->state = RL_SLOT_OK;
+            out->fence = (uint64_t)b;
+            return;
+        }
+        if (a == 0 && r->elements == 3 && int_at(r, 1, &b) && int_at(r, 2, &c) && c >= 0) {
+            out->state = RL_SLOT_REFUSED;
+            out->pttl = b;
+            out->fence = (uint64_t)c;
+            return;
+        }
+        break;
+    case SCRIPT_RAISE:
+        if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+            out->state = RL_SLOT_OK;
+            out->fence = (uint64_t)r->integer;
+            return;
+        }
+        break;
+    case SCRIPT_RELEASE:
+        if (r->type == REDIS_REPLY_INTEGER) {
+            out->state = r->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+            return;
+        }
+        break;
+    case SCRIPT_EXTEND:
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && int_at(r, 0, &a) &&
+            int_at(r, 1, &b) && b >= 0) {
+            out->state = a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+            out->fence = (uint64_t)b;
+            return;
+        }
+        break;
+    case SCRIPT_INSPECT:
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !int_at(r, 1, &b) ||
+            !int_at(r, 2, &c) || c < 0 || !r->element[0])
+            break;
+        if (r->element[0]->type == REDIS_REPLY_STRING) {
+            size_t len = r->element[0]->len;
+            if (len > REDLOCK_VALUE_MAX)
+                len = REDLOCK_VALUE_MAX; /* a foreign value: compare its first bytes */
+            memcpy(out->value, r->element[0]->str, len);
+            out->value_len = (uint8_t)len;
+            out->has_value = 1;
+        } else if (r->element[0]->type != REDIS_REPLY_NIL) {
+            break;
+        }
+        out->state = RL_SLOT_OK;
+        out->pttl = b;
+        out->fence = (uint64_t)c;
+        return;
+    case SCRIPT_PING:
+        if (r->type == REDIS_REPLY_STATUS) {
+            out->state = RL_SLOT_OK;
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    fail(out);
+}

@@ -1,0 +1,58 @@
+/* scripts.c -- Lua sources of the scripts in scripts.h.
+ *
+ * The lock key holds the lease as a plain string with a PX expiry, exactly as other
+ * Redlock clients do, so they exclude each other.  The fencing counter lives beside it
+ * under "<prefix>#fence:<name>" ('#' is not allowed in names) and never expires. */
+#include "scripts.h"
+
+static const char *const sources[SCRIPT__COUNT] = {
+    [SCRIPT_ACQUIRE] =
+        "local v = redis.call('GET', KEYS[1])\n"
+        "if v == false then\n"
+        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        "  return {1, redis.call('INCR', KEYS[2])}\n"
+        "end\n"
+        "local f = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+        "if v == ARGV[1] then\n"
+        "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+        "  return {2, f}\n"
+        "end\n"
+        "return {0, redis.call('PTTL', KEYS[1]), f}\n",
+    [SCRIPT_RAISE] =
+        "local f = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+        "local t = tonumber(ARGV[1])\n"
+        "if f < t then redis.call('SET', KEYS[1], ARGV[1]) return t end\n"
+        "return f\n",
+    [SCRIPT_RELEASE] =
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+        "  return redis.call('DEL', KEYS[1])\n"
+        "end\n"
+        "return 0\n",
+    [SCRIPT_EXTEND] =
+        "local f = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+        "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+        "  return {1, f}\n"
+        "end\n"
+        "return {0, f}\n",
+    [SCRIPT_INSPECT] =
+        "local v = redis.call('GET', KEYS[1])\n"
+        "return {v, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0')}\n",
+    [SCRIPT_MARKER] =
+        "local marked = redis.call('EXISTS', KEYS[1])\n"
+        "if marked == 0 and ARGV[1] ~= 'check' then\n"
+        "  redis.call('SET', KEYS[1], '1')\n"
+        "  if ARGV[1] == 'quarantine' then\n"
+        "    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])\n"
+        "  end\n"
+        "  marked = 1\n"
+        "end\n"
+        "return {marked, redis.call('PTTL', KEYS[2])}\n",
+};
+
+const char *script_source(int id)
+{
+    if (id < 0 || id >= SCRIPT__COUNT)
+        return "";
+    return sources[id];
+}

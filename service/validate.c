@@ -1,0 +1,159 @@
+/* validate.c -- request validation and body parsing (see validate.h). */
+#include "validate.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "redlock.h"
+
+static int name_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
+}
+
+static int lease_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+}
+
+int validate_name(const char *s, size_t len)
+{
+    if (len < 1 || len > NAME_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+int validate_lease(const char *s, size_t len)
+{
+    if (len < LEASE_MIN_LEN || len > LEASE_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!lease_char((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+int validate_uint(const char *s, long max, long *out)
+{
+    if (!s || !*s)
+        return -1;
+    long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        int d = *p - '0';
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Values beyond this are refused before the range check, whatever the config. */
+#define HUGE_MS (86400000L * 366)
+
+rl_err params_from_query(lock_params *p, const char *key, const char *value)
+{
+    long v;
+    if (strcmp(key, "ttl_ms") == 0) {
+        if (validate_uint(value, HUGE_MS, &v) != 0)
+            return RL_E_INVALID_TTL;
+        p->ttl_ms = v;
+        p->has_ttl = 1;
+    } else if (strcmp(key, "wait_ms") == 0) {
+        if (validate_uint(value, HUGE_MS, &v) != 0)
+            return RL_E_INVALID_WAIT;
+        p->wait_ms = v;
+        p->has_wait = 1;
+    } else if (strcmp(key, "lease") == 0) {
+        size_t n = strlen(value);
+        if (!validate_lease(value, n))
+            return RL_E_INVALID_LEASE;
+        memcpy(p->lease, value, n + 1);
+        p->has_lease = 1;
+    }
+    return RL_OK;
+}
+
+static rl_err json_ms(json_t *v, long *out, int *has, rl_err bad)
+{
+    if (!json_is_integer(v))
+        return bad;
+    json_int_t i = json_integer_value(v);
+    if (i < 0 || i > HUGE_MS)
+        return bad;
+    *out = (long)i;
+    *has = 1;
+    return RL_OK;
+}
+
+rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg, size_t msglen)
+{
+    if (len == 0)
+        return RL_OK;
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    rl_err rc = RL_OK;
+    if (!root) {
+        snprintf(msg, msglen, "invalid JSON body: %s (at byte %d)", jerr.text, jerr.position);
+        return RL_E_INVALID_JSON;
+    }
+    if (!json_is_object(root)) {
+        snprintf(msg, msglen, "the body must be a JSON object");
+        rc = RL_E_INVALID_JSON;
+        goto out;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "ttl_ms") == 0) {
+            rc = json_ms(v, &p->ttl_ms, &p->has_ttl, RL_E_INVALID_TTL);
+        } else if (strcmp(key, "wait_ms") == 0) {
+            rc = json_ms(v, &p->wait_ms, &p->has_wait, RL_E_INVALID_WAIT);
+        } else if (strcmp(key, "lease") == 0) {
+            if (!json_is_string(v) ||
+                !validate_lease(json_string_value(v), json_string_length(v))) {
+                rc = RL_E_INVALID_LEASE;
+            } else {
+                memcpy(p->lease, json_string_value(v), json_string_length(v) + 1);
+                p->has_lease = 1;
+            }
+        } else {
+            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease)", key);
+            rc = RL_E_INVALID_JSON;
+        }
+        if (rc != RL_OK)
+            goto out;
+    }
+out:
+    json_decref(root);
+    return rc;
+}
+
+rl_err params_check(const lock_params *p, long max_ttl_ms, long max_wait_ms, double drift_factor,
+                    char *msg, size_t msglen)
+{
+    if (p->has_ttl) {
+        if (p->ttl_ms < 1 || p->ttl_ms > max_ttl_ms) {
+            snprintf(msg, msglen, "ttl_ms must be an integer 1..%ld", max_ttl_ms);
+            return RL_E_INVALID_TTL;
+        }
+        if (p->ttl_ms <= redlock_drift_ms(p->ttl_ms, drift_factor)) {
+            snprintf(msg, msglen, "ttl_ms %ld leaves no validity after the drift allowance of %lld ms",
+                     p->ttl_ms, (long long)redlock_drift_ms(p->ttl_ms, drift_factor));
+            return RL_E_INVALID_TTL;
+        }
+    }
+    if (p->has_wait && (p->wait_ms < 0 || p->wait_ms > max_wait_ms)) {
+        snprintf(msg, msglen, "wait_ms must be an integer 0..%ld", max_wait_ms);
+        return RL_E_INVALID_WAIT;
+    }
+    return RL_OK;
+}

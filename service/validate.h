@@ -1,0 +1,47 @@
+/* validate.h -- what a request may ask for: lock names, leases, ttl and wait values,
+ * and the JSON body of the lock routes.  Pure functions, no I/O (fuzzed and unit-tested). */
+#ifndef RL_VALIDATE_H
+#define RL_VALIDATE_H
+
+#include <stddef.h>
+
+#include "errors.h"
+
+#define NAME_MAX_LEN 255
+#define LEASE_MIN_LEN 16
+#define LEASE_MAX_LEN 128
+#define BODY_MAX_BYTES (64 * 1024)
+
+/* A name is 1..255 bytes of [A-Za-z0-9._:/-]. */
+int validate_name(const char *s, size_t len);
+
+/* A lease is 16..128 characters of [A-Za-z0-9_-]. */
+int validate_lease(const char *s, size_t len);
+
+/* The parameters of a lock request, gathered from the query string and the body
+ * (the body's value wins). */
+typedef struct lock_params {
+    long ttl_ms;
+    long wait_ms;
+    int has_ttl, has_wait, has_lease;
+    char lease[LEASE_MAX_LEN + 1];
+} lock_params;
+
+/* Apply a query-string value ("ttl_ms", "wait_ms", "lease"); unknown keys are ignored.
+ * Returns RL_OK or the error for that value. */
+rl_err params_from_query(lock_params *p, const char *key, const char *value);
+
+/* Parse a body: empty (len 0) means none; otherwise a JSON object whose known members
+ * are ttl_ms, wait_ms (non-negative integers) and lease (string).  Unknown members are
+ * an error, so that a typo does not pass silently.  On error, msg says what is wrong. */
+rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg, size_t msglen);
+
+/* Check ranges against the configured limits (ttl 1..max_ttl and above the drift
+ * allowance, wait 0..max_wait).  Returns RL_OK or the error with a message. */
+rl_err params_check(const lock_params *p, long max_ttl_ms, long max_wait_ms, double drift_factor,
+                    char *msg, size_t msglen);
+
+/* Strict non-negative decimal integer (no sign, no spaces), at most max.  0 or -1. */
+int validate_uint(const char *s, long max, long *out);
+
+#endif

@@ -1,0 +1,290 @@
+/* worker.c -- the worker thread and its event loop (see worker.h). */
+#include "worker.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "jw.h"
+
+#define TICK_MS 20
+
+/* ---- master hooks ---- */
+
+static void resolve_markers(worker *w)
+{
+    size_t unmarked = 0, marked = 0, n = w->rounds.n;
+    for (size_t i = 0; i < n; i++) {
+        int st = w->masters[i].state;
+        if (st == MASTER_UNMARKED)
+            unmarked++;
+        else if (st == MASTER_READY || st == MASTER_QUARANTINED)
+            marked++;
+    }
+    if (!unmarked)
+        return;
+    int seen = __atomic_load_n(&w->app->seen_marked, __ATOMIC_RELAXED);
+    if (marked || seen) {
+        /* Others carry the marker (or did): this master lost its data.  Keep it out
+         * of quorums for quarantine_ms, recorded on the master for every instance. */
+        for (size_t i = 0; i < n; i++)
+            if (w->masters[i].state == MASTER_UNMARKED)
+                master_resolve_marker(&w->masters[i], 1);
+    } else if (unmarked == n) {
+        /* Every master is new: a fresh cluster, nothing can be held yet. */
+        for (size_t i = 0; i < n; i++)
+            master_resolve_marker(&w->masters[i], 0);
+    }
+    /* Otherwise wait until every master has been heard from. */
+}
+
+static void on_master_state(master_conn *m, int old_state, const char *why)
+{
+    worker *w = m->owner;
+    int st = m->state;
+    if (st == MASTER_READY || st == MASTER_QUARANTINED)
+        __atomic_store_n(&w->app->seen_marked, 1, __ATOMIC_RELAXED);
+    /* Connection churn is routine; log the transitions a person cares about. */
+    if (!(old_state == MASTER_DOWN && st == MASTER_CONNECTING) &&
+        !(old_state == MASTER_CONNECTING && st == MASTER_DOWN && m->errors > 1)) {
+        char fields[512];
+        jw j;
+        jw_init(&j, fields, sizeof fields);
+        jw_key_int(&j, "worker", w->id);
+        jw_key_str(&j, "master", m->cfg->address);
+        jw_key_str(&j, "from", master_state_name(old_state));
+        jw_key_str(&j, "to", master_state_name(st));
+        jw_key_str(&j, "reason", why);
+        int level = st == MASTER_READY ? LOG_INFO : LOG_WARN;
+        if (w->id != 0 && level == LOG_INFO)
+            level = LOG_DEBUG; /* one line per master, not one per worker */
+        log_event(&w->log, level, "master state", fields);
+    }
+    if (st == MASTER_UNMARKED || st == MASTER_READY || st == MASTER_QUARANTINED)
+        resolve_markers(w);
+}
+
+static void on_master_flush(master_conn *m)
+{
+    worker *w = m->owner;
+    w->dirty[w->ndirty++] = m;
+}
+
+static const master_hooks hooks = {
+    .reply = round_on_reply,
+    .state_changed = on_master_state,
+    .want_flush = on_master_flush,
+};
+
+/* ---- cross-worker wake-ups ---- */
+
+static void on_released(lockop_env *env, const char *name, size_t len)
+{
+    worker *w = env->owner;
+    for (size_t i = 0; i < w->app->nworkers; i++) {
+        worker *o = w->app->workers[i];
+        if (o != w && __atomic_load_n(&o->ops.parked, __ATOMIC_RELAXED))
+            worker_post_wake(o, name, len);
+    }
+}
+
+void worker_post_wake(worker *w, const char *name, size_t len)
+{
+    pthread_mutex_lock(&w->mb_lock);
+    if (w->mb_len < WORKER_MAILBOX && len < sizeof w->mb_names[0]) {
+        memcpy(w->mb_names[w->mb_len], name, len);
+        w->mb_names[w->mb_len][len] = '\0';
+        w->mb_len++;
+    } else {
+        w->mb_overflow = 1;
+    }
+    pthread_mutex_unlock(&w->mb_lock);
+    uint64_t one = 1;
+    if (write(w->evfd, &one, sizeof one) < 0 && errno != EAGAIN)
+        w->mb_overflow = 1; /* cannot happen with an eventfd; the poll retries anyway */
+}
+
+void worker_stop(worker *w)
+{
+    uint64_t one = 1;
+    if (write(w->evfd, &one, sizeof one) < 0) {
+        /* EAGAIN: the counter is already non-zero, the worker will look */
+    }
+}
+
+static void on_mailbox(loop_io *io, uint32_t events)
+{
+    worker *w = container_of(io, worker, ev_io);
+    (void)events;
+    uint64_t v;
+    if (read(w->evfd, &v, sizeof v) < 0) {
+        /* EAGAIN: nothing new */
+    }
+    pthread_mutex_lock(&w->mb_lock);
+    size_t n = w->mb_len;
+    int overflow = w->mb_overflow;
+    char (*copy)[256] = n ? malloc(n * 256) : NULL;
+    if (copy)
+        memcpy(copy, w->mb_names, n * 256);
+    else if (n)
+        overflow = 1;
+    w->mb_len = 0;
+    w->mb_overflow = 0;
+    pthread_mutex_unlock(&w->mb_lock);
+    for (size_t i = 0; copy && i < n; i++)
+        lockop_wake(&w->ops, copy[i], strlen(copy[i]));
+    free(copy);
+    if (overflow)
+        lockop_wake_all(&w->ops);
+}
+
+/* ---- the loop ---- */
+
+static void on_tick(loop_timer *t)
+{
+    worker *w = container_of(t, worker, tick);
+    int64_t now = clock_now_us();
+    int64_t stall = w->app->cfg.node_timeout_ms * 4 * 1000;
+    if (stall < 250000)
+        stall = 250000;
+    for (size_t i = 0; i < w->rounds.n; i++)
+        master_check_stall(&w->masters[i], now, stall);
+    loop_timer_start(&w->loop, &w->tick, now + TICK_MS * 1000);
+}
+
+static void flush_masters(worker *w)
+{
+    for (size_t i = 0; i < w->ndirty; i++)
+        master_flush(w->dirty[i], 1);
+    w->ndirty = 0;
+}
+
+static void pass(worker *w, int timeout_ms)
+{
+    if (w->rounds.ready_head || w->mhd_ready)
+        timeout_ms = 0;
+    loop_poll(&w->loop, timeout_ms);
+    loop_run_timers(&w->loop);
+    round_env_dispatch(&w->rounds);
+    if (w->mhd && w->mhd_ready)
+        http_run(w);
+    flush_masters(w);
+    log_flush(&w->log);
+}
+
+static int next_timeout(worker *w)
+{
+    int t = loop_next_timeout_ms(&w->loop, 1000);
+    if (w->mhd) {
+        int h = http_timeout_ms(w);
+        if (h >= 0 && h < t) {
+            t = h;
+            if (h == 0)
+                w->mhd_ready = 1;
+        }
+    }
+    return t;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    app *a = w->app;
+    for (size_t i = 0; i < w->rounds.n; i++)
+        master_start(&w->masters[i]);
+    loop_timer_start(&w->loop, &w->tick, clock_now_us() + TICK_MS * 1000);
+
+    while (!__atomic_load_n(&a->stopping, __ATOMIC_RELAXED))
+        pass(w, next_timeout(w));
+
+    /* Stop accepting, answer parked waiters, let in-flight requests finish. */
+    http_quiesce(w);
+    lockop_env_flush_waiters(&w->ops);
+    int64_t limit = clock_now_us() + (a->cfg.node_timeout_ms * 20 + 2000) * 1000;
+    while (w->active_reqs && clock_now_us() < limit)
+        pass(w, next_timeout(w) > 50 ? 50 : next_timeout(w));
+    /* Whatever still waits on a master is failed now, and answered. */
+    for (size_t i = 0; i < w->rounds.n; i++)
+        master_close(&w->masters[i], 0, "shutting down");
+    limit = clock_now_us() + 500 * 1000;
+    while (w->active_reqs && clock_now_us() < limit)
+        pass(w, 10);
+    http_stop(w);
+    loop_timer_stop(&w->loop, &w->tick);
+    round_env_dispatch(&w->rounds);
+    log_flush(&w->log);
+    return NULL;
+}
+
+worker *worker_new(app *a, int id)
+{
+    worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->app = a;
+    w->id = id;
+    w->evfd = -1;
+    log_init(&w->log, a->cfg.log_json, a->cfg.log_level, 1);
+    lease_rng_init(&w->rng);
+    pthread_mutex_init(&w->mb_lock, NULL);
+    if (loop_init(&w->loop) != 0)
+        goto err;
+    size_t n = a->cfg.n_masters;
+    w->masters = calloc(n, sizeof *w->masters);
+    w->dirty = calloc(n, sizeof *w->dirty);
+    if (!w->masters || !w->dirty)
+        goto err;
+    for (size_t i = 0; i < n; i++)
+        master_init(&w->masters[i], &a->cfg, (int)i, w, &w->loop, &hooks);
+    round_env_init(&w->rounds, &w->loop, w->masters, n, config_quorum(n),
+                   a->cfg.node_timeout_ms * 1000);
+    uint32_t seed;
+    if (lease_random(&w->rng, &seed, sizeof seed) != 0)
+        goto err;
+    if (lockop_env_init(&w->ops, &w->rounds, &a->cfg, w, &a->waiters_total, seed) != 0)
+        goto err;
+    w->ops.released = on_released;
+    w->tick.cb = on_tick;
+    w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->evfd < 0)
+        goto err;
+    w->ev_io.fd = w->evfd;
+    w->ev_io.cb = on_mailbox;
+    if (loop_io_set(&w->loop, &w->ev_io, EPOLLIN) != 0)
+        goto err;
+    if (http_start(w) != 0)
+        goto err;
+    return w;
+err:
+    log_msg(&w->log, LOG_ERROR, "worker %d: cannot start: %s", id, strerror(errno));
+    log_flush(&w->log);
+    worker_free(w);
+    return NULL;
+}
+
+int worker_start(worker *w)
+{
+    return pthread_create(&w->thread, NULL, worker_main, w) == 0 ? 0 : -1;
+}
+
+void worker_join(worker *w) { pthread_join(w->thread, NULL); }
+
+void worker_free(worker *w)
+{
+    if (!w)
+        return;
+    http_fini(w);
+    round_env_fini(&w->rounds);
+    lockop_env_fini(&w->ops);
+    if (w->evfd >= 0)
+        close(w->evfd);
+    loop_fini(&w->loop);
+    free(w->masters);
+    free(w->dirty);
+    pthread_mutex_destroy(&w->mb_lock);
+    free(w);
+}

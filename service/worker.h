@@ -1,0 +1,67 @@
+/* worker.h -- a worker thread: its own event loop, its own libmicrohttpd daemon on
+ * the shared listening socket, its own connection to every master, its rounds,
+ * parked waiters, logger and counters.  Workers share nothing mutable but a few
+ * atomics in the app and a mailbox each (for wake-ups and stop). */
+#ifndef RL_WORKER_H
+#define RL_WORKER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "app.h"
+#include "lease.h"
+#include "lockop.h"
+#include "log.h"
+#include "loop.h"
+#include "master.h"
+#include "round.h"
+
+struct MHD_Daemon;
+struct http_req;
+
+#define WORKER_MAILBOX 256
+
+typedef struct worker {
+    app *app;
+    int id;
+    pthread_t thread;
+    loop loop;
+    master_conn *masters;
+    round_env rounds;
+    lockop_env ops;
+    struct MHD_Daemon *mhd;
+    loop_io mhd_io;
+    int mhd_ready;          /* MHD has work: run it this pass */
+    master_conn **dirty;    /* masters with output to write this pass */
+    size_t ndirty;
+    loop_timer tick;
+    log_ctx log;
+    lease_rng rng;
+    uint64_t req_seq;
+    size_t active_reqs;     /* requests between first call and completion */
+    struct http_req *free_reqs;
+    int quiesced;
+    int64_t stop_deadline_us;
+    /* mailbox: other threads post, this one drains on its eventfd */
+    int evfd;
+    loop_io ev_io;
+    pthread_mutex_t mb_lock;
+    size_t mb_len;
+    int mb_overflow;        /* lost wake-ups: wake every queue */
+    char mb_names[WORKER_MAILBOX][256];
+    /* counters by route x status class, for /metrics */
+    uint64_t http_counts[8][6][6];
+} worker;
+
+/* Create a worker (not started).  NULL with a logged error on failure. */
+worker *worker_new(app *a, int id);
+void worker_free(worker *w);
+
+int worker_start(worker *w);      /* spawn the thread: 0 or -1 */
+void worker_stop(worker *w);      /* ask it to stop (any thread) */
+void worker_join(worker *w);
+
+/* Post a wake-up for name to w (any thread). */
+void worker_post_wake(worker *w, const char *name, size_t len);
+
+#endif
