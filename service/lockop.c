@@ -314,7 +314,9 @@ static void acquire_failed(lockop *op, rl_err err)
         int64_t remaining_ms = (op->wait_deadline_us - now) / 1000;
         int64_t delay = redlock_retry_delay_ms(err == RL_E_LOCK_HELD, op->retry_after_ms,
                                                remaining_ms, rnd_next(env));
-        if (delay < remaining_ms && park(op, delay) == 0)
+        /* Park even when the lock outlives the wait: a release through this
+         * instance wakes the waiter, and its deadline answers otherwise. */
+        if (park(op, delay) == 0)
             return;
     }
     /* Out of time (or cannot wait): answer with this attempt's result. */

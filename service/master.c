@@ -179,12 +179,13 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
 
 static int64_t marker_reply_quarantine(master_conn *m, redisReply *reply, int *marked)
 {
-    (void)m;
-    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER)
+        reply->element[1]->type != REDIS_REPLY_INTEGER ||
+        reply->element[2]->type != REDIS_REPLY_INTEGER)
         return -3;
     *marked = reply->element[0]->integer != 0;
+    m->fresh = reply->element[2]->integer > 0;
     return reply->element[1]->integer; /* PTTL of the quarantine key: -2 none */
 }
 
@@ -229,12 +230,14 @@ static void on_marker_reply(redisAsyncContext *ac, void *r, void *priv)
 
 static int send_marker(master_conn *m, const char *action, int64_t ms)
 {
-    char k1[160], k2[160], msbuf[24];
+    char k1[160], k2[160], k3[160], msbuf[24], fbuf[24];
     snprintf(k1, sizeof k1, "%s#marker", m->conf->key_prefix);
     snprintf(k2, sizeof k2, "%s#quarantine", m->conf->key_prefix);
+    snprintf(k3, sizeof k3, "%s#fresh", m->conf->key_prefix);
     snprintf(msbuf, sizeof msbuf, "%lld", (long long)(ms > 0 ? ms : 1));
-    const char *argv[] = {"EVAL", script_source(SCRIPT_MARKER), "2", k1, k2, action, msbuf};
-    if (redisAsyncCommandArgv(m->ac, on_marker_reply, NULL, 7, argv, NULL) != REDIS_OK)
+    snprintf(fbuf, sizeof fbuf, "%d", MASTER_FRESH_WINDOW_MS);
+    const char *argv[] = {"EVAL", script_source(SCRIPT_MARKER), "3", k1, k2, k3, action, msbuf, fbuf};
+    if (redisAsyncCommandArgv(m->ac, on_marker_reply, NULL, 9, argv, NULL) != REDIS_OK)
         return -1;
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();

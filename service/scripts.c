@@ -44,10 +44,12 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  redis.call('SET', KEYS[1], '1')\n"
         "  if ARGV[1] == 'quarantine' then\n"
         "    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])\n"
+        "  else\n"
+        "    redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])\n"
         "  end\n"
         "  marked = 1\n"
         "end\n"
-        "return {marked, redis.call('PTTL', KEYS[2])}\n",
+        "return {marked, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}\n",
 };
 
 const char *script_source(int id)

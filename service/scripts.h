@@ -9,7 +9,8 @@ enum script_id {
     SCRIPT_RELEASE,     /* KEYS lock; ARGV lease -> 1 deleted | 0 not ours */
     SCRIPT_EXTEND,      /* KEYS lock, fence; ARGV lease, ttl -> {1,F} | {0,F} */
     SCRIPT_INSPECT,     /* KEYS lock, fence -> {value|nil, pttl, F} */
-    SCRIPT_MARKER,      /* KEYS marker, quarantine; ARGV check|mark|quarantine, ms -> {marked, q_pttl} */
+    SCRIPT_MARKER,      /* KEYS marker, quarantine, fresh; ARGV check|mark|quarantine, q_ms, fresh_ms
+                         * -> {marked, quarantine pttl, fresh pttl} */
     SCRIPT__COUNT
 };
 

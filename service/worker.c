@@ -17,18 +17,26 @@
 
 static void resolve_markers(worker *w)
 {
-    size_t unmarked = 0, marked = 0, n = w->rounds.n;
+    size_t unmarked = 0, marked = 0, fresh = 0, n = w->rounds.n;
     for (size_t i = 0; i < n; i++) {
         int st = w->masters[i].state;
         if (st == MASTER_UNMARKED)
             unmarked++;
-        else if (st == MASTER_READY || st == MASTER_QUARANTINED)
+        else if (st == MASTER_READY || st == MASTER_QUARANTINED) {
             marked++;
+            fresh += w->masters[i].fresh;
+        }
     }
     if (!unmarked)
         return;
     int seen = __atomic_load_n(&w->app->seen_marked, __ATOMIC_RELAXED);
-    if (marked || seen) {
+    if (fresh) {
+        /* Another worker or instance marked a new cluster moments ago: this master
+         * is a member that answered late, not one that lost its data. */
+        for (size_t i = 0; i < n; i++)
+            if (w->masters[i].state == MASTER_UNMARKED)
+                master_resolve_marker(&w->masters[i], 0);
+    } else if (marked || seen) {
         /* Others carry the marker (or did): this master lost its data.  Keep it out
          * of quorums for quarantine_ms, recorded on the master for every instance. */
         for (size_t i = 0; i < n; i++)

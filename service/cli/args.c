@@ -1,0 +1,292 @@
+/* args.c -- the redlock client's command line and environment (see args.h). */
+#include "cli/args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest ttl/wait/grace accepted on the command line; the server applies its own,
+ * usually smaller, limits (--max-ttl-ms, --max-wait-ms). */
+#define CLI_MS_MAX (24L * 3600L * 1000L)
+
+static const char usage_text[] =
+    "usage: redlock run NAME [--ttl MS] [--wait MS] [--grace MS] -- CMD [ARGS...]\n"
+    "       redlock acquire NAME [--ttl MS] [--wait MS] [--lease L] [--quiet]\n"
+    "       redlock release NAME --lease L [--quiet]\n"
+    "       redlock extend  NAME --lease L [--ttl MS] [--quiet]\n"
+    "       redlock status  NAME [--quiet]\n"
+    "       redlock --help | --version\n"
+    "\n"
+    "A client for redlockd, the Redlock lock service: a distributed flock.\n"
+    "\n"
+    "  run       take the lock, run CMD with REDLOCK_FENCING_TOKEN and REDLOCK_LEASE in\n"
+    "            its environment, extend the lease every ttl/3 while CMD runs, release it\n"
+    "            when CMD exits and exit with CMD's status (128+N if killed by signal N).\n"
+    "            If the lock is lost (the lease is gone, or its validity ran out with no\n"
+    "            successful extension) CMD gets SIGTERM, then SIGKILL after the grace\n"
+    "            period, and redlock exits 75.  SIGINT, SIGTERM, SIGHUP and SIGQUIT are\n"
+    "            forwarded to CMD.\n"
+    "  acquire   take the lock and print the server's JSON (it holds the lease)\n"
+    "  release   give the lock back\n"
+    "  extend    extend the lease's validity\n"
+    "  status    print whether the lock is held (never the lease)\n"
+    "\n"
+    "options:\n"
+    "  --url URL       service URL (env REDLOCK_URL, default " CLI_DEFAULT_URL ")\n"
+    "  --token TOKEN   send Authorization: Bearer TOKEN (env REDLOCK_TOKEN, better:\n"
+    "                  arguments are visible to other users in ps)\n"
+    "  --ttl MS        lease time to live in ms (default: the server's)\n"
+    "  --wait MS       wait up to MS for a held lock (default 0: fail at once)\n"
+    "  --lease L       the lease (env REDLOCK_LEASE; '-' reads it from stdin)\n"
+    "  --grace MS      run: SIGTERM -> SIGKILL grace after the lock is lost (default 5000)\n"
+    "  -q, --quiet     do not print the JSON\n"
+    "  -h, --help      this text;  -V, --version  the version\n"
+    "\n"
+    "exit status: 0 success (run: CMD's status), 75 lock held, quorum unavailable,\n"
+    "service unreachable or (run) lock lost, 1 other errors, 2 usage errors.\n";
+
+const char *cli_usage(void) { return usage_text; }
+
+void cli_opts_init(cli_opts *o, cli_getenv_fn getenv_fn)
+{
+    const char *v;
+
+    memset(o, 0, sizeof(*o));
+    o->cmd = CLI_CMD_NONE;
+    o->url = CLI_DEFAULT_URL;
+    o->ttl_ms = -1;
+    o->wait_ms = -1;
+    o->grace_ms = CLI_DEFAULT_GRACE_MS;
+    if (getenv_fn == NULL)
+        return;
+    if ((v = getenv_fn("REDLOCK_URL")) != NULL && v[0] != '\0')
+        o->url = v;
+    if ((v = getenv_fn("REDLOCK_TOKEN")) != NULL && v[0] != '\0')
+        o->token = v;
+    if ((v = getenv_fn("REDLOCK_LEASE")) != NULL && v[0] != '\0')
+        o->env_lease = v;
+}
+
+int cli_parse_ms(const char *s, long min, long max, long *out)
+{
+    char *end = NULL;
+    long v;
+
+    if (s == NULL || s[0] < '0' || s[0] > '9')
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static cli_cmd command_of(const char *s)
+{
+    static const struct {
+        const char *word;
+        cli_cmd cmd;
+    } table[] = {
+        {"run", CLI_CMD_RUN},         {"acquire", CLI_CMD_ACQUIRE},
+        {"release", CLI_CMD_RELEASE}, {"extend", CLI_CMD_EXTEND},
+        {"status", CLI_CMD_STATUS},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (strcmp(s, table[i].word) == 0)
+            return table[i].cmd;
+    return CLI_CMD_NONE;
+}
+
+/* The options that take a value. */
+enum { OPT_URL, OPT_TOKEN, OPT_TTL, OPT_WAIT, OPT_LEASE, OPT_GRACE, OPT__COUNT };
+
+static const char *const value_opts[OPT__COUNT] = {
+    [OPT_URL] = "url",     [OPT_TOKEN] = "token", [OPT_TTL] = "ttl",
+    [OPT_WAIT] = "wait",   [OPT_LEASE] = "lease", [OPT_GRACE] = "grace",
+};
+
+/* Match "--name" or "--name=value" against the value options.  Returns the index and
+ * sets *inline_value (NULL for the "--name value" form), or -1 if not one of them. */
+static int match_value_opt(const char *arg, const char **inline_value)
+{
+    const char *p = arg + 2;
+    size_t n = strcspn(p, "=");
+
+    for (int i = 0; i < OPT__COUNT; i++) {
+        if (strlen(value_opts[i]) == n && strncmp(p, value_opts[i], n) == 0) {
+            *inline_value = p[n] == '=' ? p + n + 1 : NULL;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int set_value_opt(cli_opts *o, int opt, const char *val, char *err, size_t errlen)
+{
+    switch (opt) {
+    case OPT_URL:
+        if (val[0] == '\0') {
+            snprintf(err, errlen, "--url must not be empty");
+            return -1;
+        }
+        o->url = val;
+        return 0;
+    case OPT_TOKEN:
+        o->token = val[0] != '\0' ? val : NULL;
+        return 0;
+    case OPT_TTL:
+        if (cli_parse_ms(val, 1, CLI_MS_MAX, &o->ttl_ms) != 0) {
+            snprintf(err, errlen, "--ttl: '%s' is not a number of milliseconds >= 1", val);
+            return -1;
+        }
+        return 0;
+    case OPT_WAIT:
+        if (cli_parse_ms(val, 0, CLI_MS_MAX, &o->wait_ms) != 0) {
+            snprintf(err, errlen, "--wait: '%s' is not a number of milliseconds >= 0", val);
+            return -1;
+        }
+        return 0;
+    case OPT_GRACE:
+        if (cli_parse_ms(val, 0, CLI_MS_MAX, &o->grace_ms) != 0) {
+            snprintf(err, errlen, "--grace: '%s' is not a number of milliseconds >= 0", val);
+            return -1;
+        }
+        return 0;
+    case OPT_LEASE:
+        /* Never echo a lease in a message: it is the credential for the lock. */
+        if (strcmp(val, "-") == 0) {
+            o->lease = NULL;
+            o->lease_from_stdin = 1;
+            return 0;
+        }
+        if (val[0] == '\0' || strlen(val) > CLI_LEASE_MAX) {
+            snprintf(err, errlen, "--lease must be 1..%d characters", CLI_LEASE_MAX);
+            return -1;
+        }
+        o->lease = val;
+        o->lease_from_stdin = 0;
+        return 0;
+    default:
+        snprintf(err, errlen, "internal error: unknown option %d", opt);
+        return -1;
+    }
+}
+
+int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
+{
+    int i;
+    int positional = 0; /* 0: expecting the command, 1: NAME, 2: done */
+    int want_help = 0, want_version = 0;
+
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] == '-' && a[1] == '-' && a[2] != '\0') {
+            const char *val = NULL;
+            int opt = match_value_opt(a, &val);
+
+            if (opt >= 0) {
+                if (val == NULL) {
+                    if (i + 1 >= argc) {
+                        snprintf(err, errlen, "%s needs a value", a);
+                        return -1;
+                    }
+                    val = argv[++i];
+                }
+                if (set_value_opt(o, opt, val, err, errlen) != 0)
+                    return -1;
+            } else if (strcmp(a, "--quiet") == 0) {
+                o->quiet = 1;
+            } else if (strcmp(a, "--help") == 0) {
+                want_help = 1;
+            } else if (strcmp(a, "--version") == 0) {
+                want_version = 1;
+            } else {
+                snprintf(err, errlen, "unknown option '%s'", a);
+                return -1;
+            }
+            continue;
+        }
+        if (a[0] == '-' && a[1] != '\0') {
+            /* Short flags, possibly grouped: -q, -h, -V. */
+            for (const char *p = a + 1; *p != '\0'; p++) {
+                if (*p == 'q') {
+                    o->quiet = 1;
+                } else if (*p == 'h') {
+                    want_help = 1;
+                } else if (*p == 'V') {
+                    want_version = 1;
+                } else {
+                    snprintf(err, errlen, "unknown option '-%c'", *p);
+                    return -1;
+                }
+            }
+            continue;
+        }
+        if (positional == 0) {
+            o->cmd = command_of(a);
+            if (o->cmd == CLI_CMD_NONE && !want_help && !want_version) {
+                snprintf(err, errlen, "unknown command '%s'", a);
+                return -1;
+            }
+            positional = 1;
+        } else if (positional == 1) {
+            o->name = a;
+            positional = 2;
+        } else if (o->cmd == CLI_CMD_RUN) {
+            break; /* CMD starts here, as in `flock FILE CMD` */
+        } else {
+            snprintf(err, errlen, "unexpected argument '%s'", a);
+            return -1;
+        }
+    }
+
+    if (want_help) {
+        o->cmd = CLI_CMD_HELP;
+        return 0;
+    }
+    if (want_version) {
+        o->cmd = CLI_CMD_VERSION;
+        return 0;
+    }
+    if (o->cmd == CLI_CMD_NONE) {
+        snprintf(err, errlen, "no command given");
+        return -1;
+    }
+    if (o->name == NULL || o->name[0] == '\0') {
+        snprintf(err, errlen, "no lock NAME given");
+        return -1;
+    }
+    if (o->cmd == CLI_CMD_RUN) {
+        if (i >= argc) {
+            snprintf(err, errlen, "run: no command given after NAME");
+            return -1;
+        }
+        o->argv = argv + i;
+        o->argc = argc - i;
+        return 0;
+    }
+    if (i < argc) {
+        snprintf(err, errlen, "unexpected argument '%s'", argv[i]);
+        return -1;
+    }
+    if ((o->cmd == CLI_CMD_RELEASE || o->cmd == CLI_CMD_EXTEND) && o->lease == NULL &&
+        !o->lease_from_stdin)
+        o->lease = o->env_lease;
+    if ((o->cmd == CLI_CMD_RELEASE || o->cmd == CLI_CMD_EXTEND) && o->lease == NULL &&
+        !o->lease_from_stdin) {
+        snprintf(err, errlen, "%s needs --lease (or REDLOCK_LEASE)",
+                 o->cmd == CLI_CMD_RELEASE ? "release" : "extend");
+        return -1;
+    }
+    return 0;
+}

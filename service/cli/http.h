@@ -1,0 +1,70 @@
+/* http.h -- the redlock client's HTTP side: JSON requests to /locks/{name} over libcurl,
+ * driven by one curl multi handle so that a caller can wait on a request and on its own
+ * file descriptor (a signalfd) in the same poll, single-threaded.
+ *
+ * Requests never carry the lease in the URL (it goes in the JSON body) and error texts
+ * never contain it. */
+#ifndef RLC_HTTP_H
+#define RLC_HTTP_H
+
+#include <jansson.h>
+
+typedef struct cli_http cli_http;
+typedef struct cli_req cli_req;
+
+/* A client for base_url ("http://host:port", trailing '/' allowed) sending
+ * "Authorization: Bearer <token>" when token is not NULL.  The strings are copied.
+ * Call curl_global_init() first.  Returns NULL with a message in err on failure. */
+cli_http *cli_http_new(const char *base_url, const char *token, char *err, size_t errlen);
+
+/* Cancels every request still in flight (their cli_req stay valid until freed).
+ * cli_http_free(NULL) is a no-op. */
+void cli_http_free(cli_http *h);
+
+/* The base URL, for messages. */
+const char *cli_http_url(const cli_http *h);
+
+/* Start METHOD /locks/<name> (name percent-encoded) with body serialized now (body may
+ * be NULL: no body; it is borrowed).  timeout_ms bounds the whole request (>= 1).
+ * Returns the request, or NULL on allocation/curl failure with a message in err.
+ * The request progresses inside cli_http_poll(). */
+cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const json_t *body,
+                        long timeout_ms, char *err, size_t errlen);
+
+/* Let requests progress: wait up to timeout_ms (0: just progress, no wait) for network
+ * activity or for extra_fd (-1: none) to become readable.  Sets *extra_ready (may be
+ * NULL) to 1 when extra_fd is readable.  Returns 0, or -1 on a curl multi error. */
+int cli_http_poll(cli_http *h, int extra_fd, int timeout_ms, int *extra_ready);
+
+/* Start a request and poll until it ends (no extra fd).  NULL as cli_http_start. */
+cli_req *cli_http_do(cli_http *h, const char *method, const char *name, const json_t *body,
+                     long timeout_ms, char *err, size_t errlen);
+
+/* 1 once the request has ended (answered, failed or timed out). */
+int cli_req_done(const cli_req *r);
+
+/* The HTTP status, 0 when no answer came (see cli_req_error). */
+long cli_req_status(const cli_req *r);
+
+/* The answer's body parsed as JSON (borrowed; NULL if none or not JSON). */
+json_t *cli_req_json(const cli_req *r);
+
+/* The answer's body as received, NUL-terminated (borrowed, "" if none). */
+const char *cli_req_body(const cli_req *r);
+
+/* The transport error when status is 0 ("Couldn't connect to server: ..."), else "". */
+const char *cli_req_error(const cli_req *r);
+
+/* 1 if the transport failure was a timeout. */
+int cli_req_timed_out(const cli_req *r);
+
+/* The "error" code of a JSON error body ("lock_held"), or "" if none. */
+const char *cli_req_error_code(const cli_req *r);
+
+/* The "message" of a JSON error body, or "". */
+const char *cli_req_error_message(const cli_req *r);
+
+/* Cancel the request if it is still in flight, and free it.  NULL is a no-op. */
+void cli_req_free(cli_req *r);
+
+#endif

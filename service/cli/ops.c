@@ -1,0 +1,145 @@
+/* ops.c -- acquire, release, extend and status: one request each (see ops.h). */
+#include "cli/ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/http.h"
+#include "cli/policy.h"
+
+/* Margin over --wait for the service's own rounds and the network. */
+#define REQUEST_MARGIN_MS 15000L
+
+long cli_ops_timeout(long wait_ms) { return (wait_ms > 0 ? wait_ms : 0) + REQUEST_MARGIN_MS; }
+
+json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease)
+{
+    json_t *body = json_object();
+
+    if (body == NULL)
+        return NULL;
+    if ((ttl_ms > 0 && json_object_set_new(body, "ttl_ms", json_integer(ttl_ms)) != 0) ||
+        (wait_ms >= 0 && json_object_set_new(body, "wait_ms", json_integer(wait_ms)) != 0) ||
+        (lease != NULL && json_object_set_new(body, "lease", json_string(lease)) != 0)) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
+                      const char *url, const cli_req *r)
+{
+    long status = cli_req_status(r);
+    const char *code = cli_req_error_code(r);
+    const char *msg = cli_req_error_message(r);
+    json_t *j = cli_req_json(r);
+
+    if (status == 0) {
+        snprintf(buf, len, "%s %s: cannot reach redlockd at %s: %s", what, name, url,
+                 cli_req_error(r));
+        return;
+    }
+    if (status == 409) {
+        json_t *ra = j != NULL ? json_object_get(j, "retry_after_ms") : NULL;
+        if (json_is_integer(ra)) {
+            snprintf(buf, len, "%s %s: the lock is held by someone else (HTTP 409 %s; "
+                     "retry after %lld ms)", what, name, code[0] ? code : "lock_held",
+                     (long long)json_integer_value(ra));
+            return;
+        }
+    }
+    if (status == 503 && strcmp(code, "quorum_unavailable") == 0 && j != NULL) {
+        json_t *ok = json_object_get(j, "nodes_ok"), *q = json_object_get(j, "quorum");
+        if (json_is_integer(ok) && json_is_integer(q)) {
+            snprintf(buf, len, "%s %s: HTTP 503 quorum_unavailable: %lld masters answered, "
+                     "%lld needed", what, name, (long long)json_integer_value(ok),
+                     (long long)json_integer_value(q));
+            return;
+        }
+    }
+    if (code[0] != '\0')
+        snprintf(buf, len, "%s %s: HTTP %ld %s%s%s", what, name, status, code,
+                 msg[0] ? ": " : "", msg);
+    else
+        snprintf(buf, len, "%s %s: HTTP %ld with no JSON error body", what, name, status);
+}
+
+int cli_ops_do(const cli_opts *o, cli_http *h)
+{
+    static const struct {
+        cli_cmd cmd;
+        const char *method, *what;
+    } table[] = {
+        {CLI_CMD_ACQUIRE, "POST", "acquire"},
+        {CLI_CMD_RELEASE, "DELETE", "release"},
+        {CLI_CMD_EXTEND, "PATCH", "extend"},
+        {CLI_CMD_STATUS, "GET", "status"},
+    };
+    const char *method = NULL, *what = NULL;
+    json_t *body = NULL;
+    cli_req *r = NULL;
+    char err[512];
+    long status;
+    int rc = CLI_EXIT_FAILURE;
+
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (table[i].cmd == o->cmd) {
+            method = table[i].method;
+            what = table[i].what;
+        }
+    }
+    if (method == NULL) {
+        fprintf(stderr, "redlock: internal error: not a one-request command\n");
+        return CLI_EXIT_FAILURE;
+    }
+
+    switch (o->cmd) {
+    case CLI_CMD_ACQUIRE:
+        body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease);
+        break;
+    case CLI_CMD_RELEASE:
+        body = json_pack("{s:s}", "lease", o->lease);
+        break;
+    case CLI_CMD_EXTEND:
+        body = o->ttl_ms > 0 ? json_pack("{s:s,s:I}", "lease", o->lease, "ttl_ms",
+                                         (json_int_t)o->ttl_ms)
+                             : json_pack("{s:s}", "lease", o->lease);
+        break;
+    default:
+        break;
+    }
+    if (o->cmd != CLI_CMD_STATUS && body == NULL) {
+        fprintf(stderr, "redlock: out of memory\n");
+        goto out;
+    }
+
+    r = cli_http_do(h, method, o->name, body,
+                    cli_ops_timeout(o->cmd == CLI_CMD_ACQUIRE ? o->wait_ms : 0), err,
+                    sizeof(err));
+    if (r == NULL) {
+        fprintf(stderr, "redlock: %s %s: %s\n", what, o->name, err);
+        goto out;
+    }
+    status = cli_req_status(r);
+    if (!o->quiet && cli_req_json(r) != NULL) {
+        const char *text = cli_req_body(r);
+        size_t n = strlen(text);
+        if (fputs(text, stdout) == EOF ||
+            ((n == 0 || text[n - 1] != '\n') && fputc('\n', stdout) == EOF) ||
+            fflush(stdout) != 0) {
+            fprintf(stderr, "redlock: cannot write to stdout\n");
+            goto out;
+        }
+    }
+    rc = cli_exit_for_status(status);
+    if (rc != CLI_EXIT_OK) {
+        cli_ops_describe(err, sizeof(err), what, o->name, cli_http_url(h), r);
+        fprintf(stderr, "redlock: %s\n", err);
+    }
+out:
+    cli_req_free(r);
+    json_decref(body);
+    return rc;
+}

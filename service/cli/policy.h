@@ -1,0 +1,43 @@
+/* policy.h -- the redlock client's decisions, kept apart from I/O so they can be unit
+ * tested: exit codes for HTTP answers and for the command's wait status, and the lease
+ * clock of `redlock run` (when to extend, when to retry, when the lock counts as lost).
+ * Times are milliseconds on a monotonic clock, supplied by the caller. */
+#ifndef RLC_POLICY_H
+#define RLC_POLICY_H
+
+#include <stdint.h>
+
+/* Exit code for an answer with HTTP status (0: no answer at all, e.g. connection
+ * refused or timed out): 0 for 2xx, 75 (EX_TEMPFAIL) for 409, 503 and no answer,
+ * 1 for anything else. */
+int cli_exit_for_status(long status);
+
+/* Exit code for a waitpid() status: the exit status, or 128+N if killed by signal N. */
+int cli_exit_for_wait(int wstatus);
+
+/* The lease clock of one held lock. */
+typedef struct cli_sched {
+    long ttl_ms;          /* ttl asked for on each extension */
+    int64_t deadline;     /* the lock's validity ends here (no extension succeeded) */
+    int64_t next_extend;  /* when to send the next extension */
+} cli_sched;
+
+/* A grant or extension sent at sent_at returned validity_ms for ttl_ms.  The validity is
+ * counted from the moment the request was sent, which is before the service started its
+ * round, so the local deadline is never later than the service's.  The next extension
+ * is due a third of the ttl later (earlier if the validity is unusually short). */
+void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl_ms);
+
+/* An extension attempt failed at now without losing the lease outright (a 503, a
+ * timeout, no connection): retry after a short delay, min(max(ttl/10, 50), 1000) ms. */
+void cli_sched_failed(cli_sched *s, int64_t now);
+
+/* 1 when the validity has run out at now. */
+int cli_sched_expired(const cli_sched *s, int64_t now);
+
+/* How long a loop may sleep at now before something is due: the earlier of the next
+ * extension (if extending is 1, i.e. none is in flight) and the deadline, at least 0,
+ * at most cap_ms. */
+int64_t cli_sched_sleep(const cli_sched *s, int64_t now, int extending, int64_t cap_ms);
+
+#endif

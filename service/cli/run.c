@@ -1,0 +1,437 @@
+/* run.c -- `redlock run`: acquire, fork/exec, extend, release, all in one loop (see run.h). */
+#include "cli/run.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/http.h"
+#include "cli/ops.h"
+#include "cli/policy.h"
+
+/* The loop wakes at least this often, a bound on any mistake in the timing. */
+#define LOOP_CAP_MS 1000
+/* How long the final release may take before the lock is left to expire. */
+#define RELEASE_TIMEOUT_MS 5000L
+
+/* The signals forwarded to the command. */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+typedef struct run_ctx {
+    const cli_opts *o;
+    cli_http *h;
+    int sfd;                        /* signalfd for SIGCHLD + forwarded */
+    sigset_t old_mask;              /* restored in the child */
+    struct sigaction old_pipe;      /* SIGPIPE disposition, restored in the child */
+    char lease[CLI_LEASE_MAX + 1];
+    long long fence;
+    cli_sched sched;
+    pid_t pid;                      /* the command, 0 before fork */
+    int child_done;
+    int wstatus;
+    int lost;                       /* the lock was lost: the command is being stopped */
+    int64_t kill_at;                /* lost: SIGKILL then */
+    int killed;                     /* SIGKILL sent */
+    cli_req *ext;                   /* extension in flight */
+    int64_t ext_sent;
+    int ext_failing;                /* extensions have been failing since the last success */
+} run_ctx;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    /* CLOCK_MONOTONIC cannot fail on Linux with a valid pointer. */
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Block SIGCHLD and the forwarded signals and read them from a signalfd instead; ignore
+ * SIGPIPE (a closed connection must not kill the lock holder).  Returns 0 or -1. */
+static int signals_setup(run_ctx *c)
+{
+    sigset_t mask;
+    struct sigaction ign;
+
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaddset(&mask, forwarded[i]);
+    if (sigprocmask(SIG_BLOCK, &mask, &c->old_mask) != 0) {
+        fprintf(stderr, "redlock: sigprocmask: %s\n", strerror(errno));
+        return -1;
+    }
+    c->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (c->sfd < 0) {
+        fprintf(stderr, "redlock: signalfd: %s\n", strerror(errno));
+        return -1;
+    }
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    if (sigaction(SIGPIPE, &ign, &c->old_pipe) != 0) {
+        fprintf(stderr, "redlock: sigaction: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Read one pending signal.  Returns its number, 0 if none is pending, -1 on error. */
+static int signal_next(run_ctx *c, struct signalfd_siginfo *si)
+{
+    ssize_t n = read(c->sfd, si, sizeof(*si));
+
+    if (n == (ssize_t)sizeof(*si))
+        return (int)si->ssi_signo;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    return -1;
+}
+
+/* Pick lease, fencing token, validity and ttl out of a 201.  Returns 0 or -1. */
+static int parse_grant(run_ctx *c, const cli_req *r, long *validity_ms, long *ttl_ms)
+{
+    json_t *j = cli_req_json(r);
+    const char *lease = json_string_value(json_object_get(j, "lease"));
+    json_t *fence = json_object_get(j, "fencing_token");
+    json_t *validity = json_object_get(j, "validity_ms");
+    json_t *ttl = json_object_get(j, "ttl_ms");
+
+    if (lease == NULL || lease[0] == '\0' || strlen(lease) > CLI_LEASE_MAX ||
+        !json_is_integer(fence) || !json_is_integer(validity))
+        return -1;
+    snprintf(c->lease, sizeof(c->lease), "%s", lease);
+    c->fence = (long long)json_integer_value(fence);
+    *validity_ms = (long)json_integer_value(validity);
+    if (json_is_integer(ttl) && json_integer_value(ttl) > 0)
+        *ttl_ms = (long)json_integer_value(ttl);
+    else if (c->o->ttl_ms > 0)
+        *ttl_ms = c->o->ttl_ms;
+    else
+        *ttl_ms = *validity_ms;
+    return 0;
+}
+
+/* POST /locks/NAME, watching the signals meanwhile.  Returns -1 when the lock is ours,
+ * else the exit code. */
+static int acquire(run_ctx *c)
+{
+    const cli_opts *o = c->o;
+    json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease);
+    cli_req *r = NULL;
+    char msg[768];
+    int64_t sent;
+    long validity_ms = 0, ttl_ms = 0;
+    int rc = CLI_EXIT_FAILURE;
+
+    if (body == NULL) {
+        fprintf(stderr, "redlock: out of memory\n");
+        goto out;
+    }
+    sent = now_ms();
+    r = cli_http_start(c->h, "POST", o->name, body, cli_ops_timeout(o->wait_ms), msg,
+                       sizeof(msg));
+    if (r == NULL) {
+        fprintf(stderr, "redlock: acquire %s: %s\n", o->name, msg);
+        goto out;
+    }
+    while (!cli_req_done(r)) {
+        struct signalfd_siginfo si;
+        int ready = 0, sig;
+
+        if (cli_http_poll(c->h, c->sfd, LOOP_CAP_MS, &ready) != 0) {
+            fprintf(stderr, "redlock: acquire %s: curl multi error\n", o->name);
+            goto out;
+        }
+        while (ready && (sig = signal_next(c, &si)) > 0) {
+            if (sig == SIGCHLD)
+                continue;
+            /* The service may grant the lock after we stop listening: it then expires
+             * after its ttl, as for any client that dies. */
+            fprintf(stderr, "redlock: interrupted by signal %d while acquiring %s\n", sig,
+                    o->name);
+            rc = 128 + sig;
+            goto out;
+        }
+    }
+    if (cli_req_status(r) != 201 && cli_req_status(r) != 200) {
+        cli_ops_describe(msg, sizeof(msg), "acquire", o->name, cli_http_url(c->h), r);
+        fprintf(stderr, "redlock: %s\n", msg);
+        rc = cli_exit_for_status(cli_req_status(r));
+        if (rc == CLI_EXIT_OK)
+            rc = CLI_EXIT_FAILURE;
+        goto out;
+    }
+    if (parse_grant(c, r, &validity_ms, &ttl_ms) != 0) {
+        fprintf(stderr, "redlock: acquire %s: the answer lacks lease, fencing_token or "
+                "validity_ms\n", o->name);
+        goto out;
+    }
+    cli_sched_granted(&c->sched, sent, validity_ms, ttl_ms);
+    rc = -1;
+out:
+    cli_req_free(r);
+    json_decref(body);
+    return rc;
+}
+
+/* In the child: restore the signal state, export the lease, exec.  Never returns. */
+static void exec_command(run_ctx *c)
+{
+    char fence[32];
+    const char *cmd = c->o->argv[0];
+    int err;
+
+    snprintf(fence, sizeof(fence), "%lld", c->fence);
+    if (sigaction(SIGPIPE, &c->old_pipe, NULL) != 0 ||
+        sigprocmask(SIG_SETMASK, &c->old_mask, NULL) != 0 ||
+        setenv("REDLOCK_FENCING_TOKEN", fence, 1) != 0 ||
+        setenv("REDLOCK_LEASE", c->lease, 1) != 0) {
+        fprintf(stderr, "redlock: cannot prepare to run '%s': %s\n", cmd, strerror(errno));
+        _exit(126);
+    }
+    execvp(cmd, c->o->argv);
+    err = errno;
+    fprintf(stderr, "redlock: cannot run '%s': %s\n", cmd, strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+}
+
+/* The lock is gone: stop the command (SIGTERM now, SIGKILL after the grace). */
+static void lose(run_ctx *c, const char *why)
+{
+    int64_t now = now_ms();
+
+    c->lost = 1;
+    c->kill_at = now + c->o->grace_ms;
+    cli_req_free(c->ext);
+    c->ext = NULL;
+    fprintf(stderr, "redlock: lost the lock on %s: %s; sending SIGTERM to %s (pid %ld)\n",
+            c->o->name, why, c->o->argv[0], (long)c->pid);
+    if (kill(c->pid, SIGTERM) != 0 && errno != ESRCH)
+        fprintf(stderr, "redlock: kill(%ld, SIGTERM): %s\n", (long)c->pid, strerror(errno));
+}
+
+static void extend_start(run_ctx *c, int64_t now)
+{
+    json_t *body = json_pack("{s:s,s:I}", "lease", c->lease, "ttl_ms",
+                             (json_int_t)c->sched.ttl_ms);
+    char err[256];
+    long timeout = (long)(c->sched.deadline - now);
+
+    if (timeout < 1)
+        timeout = 1;
+    c->ext_sent = now;
+    c->ext = body != NULL ? cli_http_start(c->h, "PATCH", c->o->name, body, timeout, err,
+                                           sizeof(err))
+                          : NULL;
+    if (body == NULL)
+        snprintf(err, sizeof(err), "out of memory");
+    json_decref(body);
+    if (c->ext == NULL) {
+        fprintf(stderr, "redlock: extend %s: %s\n", c->o->name, err);
+        cli_sched_failed(&c->sched, now);
+    }
+}
+
+static void extend_done(run_ctx *c)
+{
+    cli_req *r = c->ext;
+    long status = cli_req_status(r);
+    json_t *validity = json_object_get(cli_req_json(r), "validity_ms");
+    char msg[768];
+
+    c->ext = NULL;
+    if (status == 200 && json_is_integer(validity) && json_integer_value(validity) > 0) {
+        cli_sched_granted(&c->sched, c->ext_sent, (long)json_integer_value(validity),
+                          c->sched.ttl_ms);
+        if (c->ext_failing)
+            fprintf(stderr, "redlock: extend %s: succeeded again\n", c->o->name);
+        c->ext_failing = 0;
+    } else if (status == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
+        lose(c, "the service no longer holds the lease (HTTP 404 lease_not_found)");
+    } else {
+        if (!c->ext_failing) {
+            int64_t left = c->sched.deadline - now_ms();
+            cli_ops_describe(msg, sizeof(msg), "extend", c->o->name, cli_http_url(c->h), r);
+            fprintf(stderr, "redlock: %s; retrying for the %lld ms of validity left\n", msg,
+                    (long long)(left > 0 ? left : 0));
+        }
+        c->ext_failing = 1;
+        cli_sched_failed(&c->sched, now_ms());
+    }
+    cli_req_free(r);
+}
+
+static void on_signals(run_ctx *c)
+{
+    struct signalfd_siginfo si;
+    int sig;
+
+    while ((sig = signal_next(c, &si)) > 0) {
+        if (sig == SIGCHLD)
+            continue; /* reaped below, whatever the number of SIGCHLDs merged */
+        /* A terminal sends SIGINT/SIGQUIT/SIGHUP to the whole foreground process group,
+         * the command included (si_code SI_KERNEL): do not deliver it twice. */
+        if (si.ssi_code == SI_KERNEL)
+            continue;
+        if (kill(c->pid, sig) != 0 && errno != ESRCH)
+            fprintf(stderr, "redlock: kill(%ld, %d): %s\n", (long)c->pid, sig,
+                    strerror(errno));
+    }
+    if (sig < 0)
+        fprintf(stderr, "redlock: reading signals: %s\n", strerror(errno));
+}
+
+static void reap(run_ctx *c)
+{
+    pid_t p;
+    int st;
+
+    while ((p = waitpid(c->pid, &st, WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (p == c->pid) {
+        c->child_done = 1;
+        c->wstatus = st;
+    } else if (p < 0) {
+        /* ECHILD: cannot happen for our own child; do not spin on it. */
+        fprintf(stderr, "redlock: waitpid: %s\n", strerror(errno));
+        c->child_done = 1;
+        c->wstatus = CLI_EXIT_FAILURE << 8;
+    }
+}
+
+/* Supervise the command until it has exited.  Returns 0, or -1 on a loop error (the
+ * command is then killed and reaped). */
+static int supervise(run_ctx *c)
+{
+    while (!c->child_done) {
+        int64_t now = now_ms(), sleep_ms;
+        int ready = 0;
+
+        if (!c->lost && cli_sched_expired(&c->sched, now))
+            lose(c, "its validity ran out with no successful extension");
+        if (!c->lost && c->ext == NULL && now >= c->sched.next_extend)
+            extend_start(c, now);
+        if (c->lost && !c->killed && now >= c->kill_at) {
+            fprintf(stderr, "redlock: %s (pid %ld) still running after %ld ms: SIGKILL\n",
+                    c->o->argv[0], (long)c->pid, c->o->grace_ms);
+            if (kill(c->pid, SIGKILL) != 0 && errno != ESRCH)
+                fprintf(stderr, "redlock: kill(%ld, SIGKILL): %s\n", (long)c->pid,
+                        strerror(errno));
+            c->killed = 1;
+        }
+
+        if (!c->lost)
+            sleep_ms = cli_sched_sleep(&c->sched, now, c->ext == NULL, LOOP_CAP_MS);
+        else if (!c->killed)
+            sleep_ms = c->kill_at - now < LOOP_CAP_MS ? c->kill_at - now : LOOP_CAP_MS;
+        else
+            sleep_ms = LOOP_CAP_MS;
+        if (cli_http_poll(c->h, c->sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
+            fprintf(stderr, "redlock: curl multi error; stopping %s\n", c->o->argv[0]);
+            if (kill(c->pid, SIGKILL) != 0 && errno != ESRCH)
+                fprintf(stderr, "redlock: kill: %s\n", strerror(errno));
+            while (!c->child_done)
+                reap(c);
+            return -1;
+        }
+        if (c->ext != NULL && cli_req_done(c->ext))
+            extend_done(c);
+        if (ready)
+            on_signals(c);
+        reap(c);
+    }
+    return 0;
+}
+
+static void release(run_ctx *c)
+{
+    json_t *body = json_pack("{s:s}", "lease", c->lease);
+    cli_req *r = NULL;
+    char msg[768];
+    long left = (long)(c->sched.deadline - now_ms());
+
+    if (body == NULL) {
+        fprintf(stderr, "redlock: release %s: out of memory\n", c->o->name);
+        return;
+    }
+    r = cli_http_do(c->h, "DELETE", c->o->name, body, RELEASE_TIMEOUT_MS, msg, sizeof(msg));
+    json_decref(body);
+    if (r == NULL) {
+        fprintf(stderr, "redlock: release %s: %s\n", c->o->name, msg);
+        return;
+    }
+    if (cli_req_status(r) == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
+        fprintf(stderr, "redlock: release %s: the lease was no longer held when %s ended "
+                "(expired or taken away)\n", c->o->name, c->o->argv[0]);
+    } else if (cli_req_status(r) < 200 || cli_req_status(r) >= 300) {
+        cli_ops_describe(msg, sizeof(msg), "release", c->o->name, cli_http_url(c->h), r);
+        fprintf(stderr, "redlock: %s; the lock expires on its own within %ld ms\n", msg,
+                left > 0 ? left : 0);
+    }
+    cli_req_free(r);
+}
+
+int cli_run(const cli_opts *o, cli_http *h)
+{
+    run_ctx c;
+    int rc = CLI_EXIT_FAILURE;
+
+    memset(&c, 0, sizeof(c));
+    c.o = o;
+    c.h = h;
+    c.sfd = -1;
+    if (o->argv == NULL || o->argc < 1) {
+        fprintf(stderr, "redlock: run: no command\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (signals_setup(&c) != 0)
+        goto out;
+    rc = acquire(&c);
+    if (rc >= 0)
+        goto out;
+
+    /* Flush before fork so that buffered output is not written twice. */
+    if (fflush(NULL) != 0)
+        fprintf(stderr, "redlock: flushing output: %s\n", strerror(errno));
+    c.pid = fork();
+    if (c.pid < 0) {
+        fprintf(stderr, "redlock: fork: %s\n", strerror(errno));
+        release(&c);
+        rc = CLI_EXIT_FAILURE;
+        goto out;
+    }
+    if (c.pid == 0)
+        exec_command(&c);
+
+    if (supervise(&c) != 0) {
+        release(&c);
+        rc = CLI_EXIT_FAILURE;
+        goto out;
+    }
+    cli_req_free(c.ext);
+    c.ext = NULL;
+    if (c.lost) {
+        fprintf(stderr, "redlock: %s ended after the lock on %s was lost; exit status 75\n",
+                o->argv[0], o->name);
+        rc = CLI_EXIT_TEMPFAIL;
+        goto out;
+    }
+    release(&c);
+    rc = cli_exit_for_wait(c.wstatus);
+out:
+    cli_req_free(c.ext);
+    memset(c.lease, 0, sizeof(c.lease));
+    if (c.sfd >= 0)
+        close(c.sfd);
+    return rc;
+}

@@ -1,0 +1,508 @@
+/* harness.c -- integration-test fixtures (see harness.h). */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+double h_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+int h_wait_until(int (*cond)(void *), void *arg, int timeout_ms)
+{
+    double end = h_now_ms() + timeout_ms;
+    for (;;) {
+        if (cond(arg))
+            return 1;
+        if (h_now_ms() > end)
+            return 0;
+        usleep(5000);
+    }
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    cr_assert(fd >= 0);
+    cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    cr_assert(getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static pid_t spawn(char *const argv[], const char *log_path)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        setpgid(0, 0);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int redis_ping(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
+    int ok = 0;
+    if (rc && !rc->err) {
+        redisSetTimeout(rc, tv);
+        redisReply *r = redisCommand(rc, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r)
+            freeReplyObject(r);
+    }
+    if (rc)
+        redisFree(rc);
+    return ok;
+}
+
+static int redis_launch(h_redis *r)
+{
+    char port[16], log[300];
+    snprintf(port, sizeof port, "%d", r->port);
+    snprintf(log, sizeof log, "%s/redis.log", r->dir);
+    char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", r->appendonly ? "yes" : "no", "--appendfsync", "always",
+                    "--dir", r->dir, "--daemonize", "no", "--protected-mode", "no",
+                    "--maxmemory-policy", "noeviction", NULL};
+    r->pid = spawn(argv, log);
+    double end = h_now_ms() + 10000;
+    while (h_now_ms() < end) {
+        if (redis_ping(r->port))
+            return 0;
+        int st;
+        if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
+            r->pid = 0;
+            return -1; /* port taken? */
+        }
+        usleep(5000);
+    }
+    return -1;
+}
+
+static void redis_start(h_cluster *c, int i, int appendonly)
+{
+    h_redis *r = &c->masters[i];
+    snprintf(r->dir, sizeof r->dir, "%s/m%d", c->tmp, i);
+    mkdir(r->dir, 0755);
+    r->appendonly = appendonly;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        r->port = free_port();
+        if (redis_launch(r) == 0)
+            return;
+    }
+    cr_assert_fail("cannot start redis-server for master %d", i);
+}
+
+void h_redis_freeze(h_redis *r) { kill(r->pid, SIGSTOP); }
+void h_redis_thaw(h_redis *r) { kill(r->pid, SIGCONT); }
+
+void h_redis_kill(h_redis *r)
+{
+    if (r->pid <= 0)
+        return;
+    kill(r->pid, SIGKILL);
+    waitpid(r->pid, NULL, 0);
+    r->pid = 0;
+}
+
+void h_redis_restart(h_redis *r, int empty)
+{
+    if (empty) {
+        char cmd[800];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'/appendonlydir '%s'/*.rdb '%s'/*.aof", r->dir, r->dir, r->dir);
+        cr_assert(system(cmd) == 0);
+    }
+    for (int attempt = 0; attempt < 20; attempt++) {
+        if (redis_launch(r) == 0)
+            return;
+        usleep(50000); /* the old socket may linger an instant */
+    }
+    cr_assert_fail("cannot restart redis-server on port %d", r->port);
+}
+
+long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...)
+{
+    struct timeval tv = {2, 0};
+    redisContext *rc = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+    cr_assert(rc && !rc->err, "connect to master %d", r->port);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(rc, fmt, ap);
+    va_end(ap);
+    long long v = -1;
+    if (out && outlen)
+        out[0] = '\0';
+    if (rep) {
+        if (rep->type == REDIS_REPLY_INTEGER)
+            v = rep->integer;
+        else if ((rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS) && out)
+            snprintf(out, outlen, "%s", rep->str);
+        freeReplyObject(rep);
+    }
+    redisFree(rc);
+    return v;
+}
+
+static int log_port(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int port = 0;
+    while (!port && fgets(line, sizeof line, f)) {
+        /* {"msg":"listening on 127.0.0.1:PORT",...} */
+        char *p = strstr(line, "listening on ");
+        if (!p)
+            continue;
+        char *q = strchr(p, '"');
+        if (!q)
+            continue;
+        *q = '\0';
+        char *colon = strrchr(p, ':');
+        if (colon)
+            port = atoi(colon + 1);
+    }
+    fclose(f);
+    return port;
+}
+
+static int svc_ready(void *arg)
+{
+    h_service *s = arg;
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(s->url, &curl, "GET", "/readyz", NULL, &r);
+    curl_easy_cleanup(curl);
+    h_resp_free(&r);
+    return r.status == 200;
+}
+
+void h_service_start(h_cluster *c, h_service *s, const char *extra)
+{
+    static int seq;
+    char masters[1024] = "";
+    for (int i = 0; i < c->n; i++) {
+        char one[64];
+        snprintf(one, sizeof one, "%s127.0.0.1:%d", i ? "," : "", c->masters[i].port);
+        strcat(masters, one);
+    }
+    snprintf(s->log, sizeof s->log, "%s/redlockd-%d.log", c->tmp, seq++);
+    const char *bin = getenv("REDLOCKD_BIN");
+    if (!bin)
+        bin = "bin/redlockd";
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)bin;
+    argv[n++] = "--masters";
+    argv[n++] = masters;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    char extra_copy[1024] = "";
+    if (extra) {
+        snprintf(extra_copy, sizeof extra_copy, "%s", extra);
+        for (char *tok = strtok(extra_copy, " "); tok && n < 62; tok = strtok(NULL, " "))
+            argv[n++] = tok;
+    }
+    argv[n] = NULL;
+    s->pid = spawn(argv, s->log);
+    double end = h_now_ms() + 10000;
+    while (!(s->port = log_port(s->log))) {
+        int st;
+        cr_assert(waitpid(s->pid, &st, WNOHANG) == 0, "redlockd exited at start (see %s)", s->log);
+        cr_assert(h_now_ms() < end, "redlockd did not report its port (see %s)", s->log);
+        usleep(5000);
+    }
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    cr_assert(h_wait_until(svc_ready, s, 10000), "redlockd never became ready (see %s)", s->log);
+}
+
+void h_service_stop(h_service *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+}
+
+int h_service_term(h_service *s, int timeout_ms)
+{
+    kill(s->pid, SIGTERM);
+    double end = h_now_ms() + timeout_ms;
+    int st;
+    while (h_now_ms() < end) {
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(5000);
+    }
+    return -1;
+}
+
+void h_require_local(h_cluster *c)
+{
+    if (c->external)
+        cr_skip_test("needs local processes (external stack)");
+}
+
+void h_cluster_start(h_cluster *c, int n, int appendonly, const char *extra)
+{
+    memset(c, 0, sizeof *c);
+    const char *url = getenv("REDLOCK_TEST_URL");
+    if (url && *url) {
+        c->external = 1;
+        snprintf(c->svc.url, sizeof c->svc.url, "%s", url);
+        const char *ms = getenv("REDLOCK_TEST_MASTERS");
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", ms ? ms : "");
+        for (char *tok = strtok(buf, ","); tok && c->n < H_MAX_MASTERS; tok = strtok(NULL, ",")) {
+            char *colon = strrchr(tok, ':');
+            c->masters[c->n++].port = colon ? atoi(colon + 1) : 6379;
+        }
+        if (n != 5 || extra || appendonly)
+            cr_skip_test("needs its own masters or flags (external stack)");
+        return;
+    }
+    snprintf(c->tmp, sizeof c->tmp, "/tmp/redlockd-test-XXXXXX");
+    cr_assert(mkdtemp(c->tmp), "mkdtemp");
+    c->n = n;
+    for (int i = 0; i < n; i++)
+        redis_start(c, i, appendonly);
+    h_service_start(c, &c->svc, extra);
+}
+
+void h_cluster_stop(h_cluster *c)
+{
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    c->curl = NULL;
+    if (c->external)
+        return;
+    h_service_stop(&c->svc);
+    for (int i = 0; i < c->n; i++) {
+        if (c->masters[i].pid > 0) {
+            kill(c->masters[i].pid, SIGCONT);
+            h_redis_kill(&c->masters[i]);
+        }
+    }
+    if (c->tmp[0] && !getenv("REDLOCK_TEST_KEEP")) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->tmp);
+        if (system(cmd) != 0) {
+            /* best effort */
+        }
+    }
+}
+
+/* ---- HTTP ---- */
+
+struct sink {
+    h_resp *r;
+    size_t len;
+};
+
+static size_t on_body(char *p, size_t sz, size_t n, void *arg)
+{
+    struct sink *s = arg;
+    size_t k = sz * n;
+    size_t room = sizeof s->r->body - 1 - s->len;
+    size_t take = k < room ? k : room;
+    memcpy(s->r->body + s->len, p, take);
+    s->len += take;
+    s->r->body[s->len] = '\0';
+    return k;
+}
+
+static void header_value(const char *line, size_t n, const char *name, char *out, size_t outlen)
+{
+    size_t nl = strlen(name);
+    if (n > nl + 1 && strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+        const char *v = line + nl + 1;
+        while (*v == ' ')
+            v++;
+        size_t vl = (size_t)(line + n - v);
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
+            vl--;
+        if (vl >= outlen)
+            vl = outlen - 1;
+        memcpy(out, v, vl);
+        out[vl] = '\0';
+    }
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *arg)
+{
+    h_resp *r = arg;
+    size_t k = sz * n;
+    header_value(p, k, "Retry-After", r->retry_after, sizeof r->retry_after);
+    header_value(p, k, "Allow", r->allow, sizeof r->allow);
+    header_value(p, k, "X-Request-Id", r->request_id, sizeof r->request_id);
+    header_value(p, k, "Content-Type", r->content_type, sizeof r->content_type);
+    return k;
+}
+
+static void record(const char *method, const char *path, const h_resp *r)
+{
+    const char *file = getenv("REDLOCK_TEST_RECORD");
+    if (!file || !*file || !r->status)
+        return;
+    json_t *line = json_object();
+    char p[512];
+    snprintf(p, sizeof p, "%s", path);
+    p[strcspn(p, "?")] = '\0';
+    json_object_set_new(line, "method", json_string(method));
+    json_object_set_new(line, "path", json_string(p));
+    json_object_set_new(line, "status", json_integer(r->status));
+    json_t *h = json_object();
+    if (r->content_type[0])
+        json_object_set_new(h, "content-type", json_string(r->content_type));
+    if (r->retry_after[0])
+        json_object_set_new(h, "retry-after", json_string(r->retry_after));
+    if (r->allow[0])
+        json_object_set_new(h, "allow", json_string(r->allow));
+    json_object_set_new(line, "headers", h);
+    json_object_set_new(line, "body", r->json ? json_incref(r->json) : json_string(r->body));
+    char *s = json_dumps(line, JSON_COMPACT);
+    json_decref(line);
+    if (!s)
+        return;
+    int fd = open(file, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+        size_t len = strlen(s);
+        s[len] = '\n';
+        if (write(fd, s, len + 1) < 0) {
+            /* recording is best effort */
+        }
+        close(fd);
+    }
+    free(s);
+}
+
+void h_http_to(const char *base, void **curlp, const char *method, const char *path,
+               const char *body, h_resp *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!*curlp)
+        *curlp = curl_easy_init();
+    CURL *curl = *curlp;
+    cr_assert(curl);
+    curl_easy_reset(curl);
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    struct sink s = {out, 0};
+    struct curl_slist *hdrs = NULL;
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    if (body)
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (body) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    double t0 = h_now_ms();
+    CURLcode rc = curl_easy_perform(curl);
+    out->ms = h_now_ms() - t0;
+    curl_slist_free_all(hdrs);
+    if (rc != CURLE_OK) {
+        out->status = 0;
+        snprintf(out->body, sizeof out->body, "curl: %s", curl_easy_strerror(rc));
+        return;
+    }
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
+    json_error_t e;
+    out->json = json_loads(out->body, 0, &e);
+    record(method, path, out);
+}
+
+void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out)
+{
+    h_http_to(c->svc.url, &c->curl, method, path, body, out);
+}
+
+void h_resp_free(h_resp *r)
+{
+    if (r->json)
+        json_decref(r->json);
+    r->json = NULL;
+}
+
+long long h_int(const h_resp *r, const char *key)
+{
+    json_t *v = r->json ? json_object_get(r->json, key) : NULL;
+    return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+const char *h_str(const h_resp *r, const char *key)
+{
+    json_t *v = r->json ? json_object_get(r->json, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : "";
+}
+
+long h_acquire(h_cluster *c, const char *name, const char *query, char *lease, size_t leaselen,
+               long long *token)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/locks/%s%s%s", name, query ? "?" : "", query ? query : "");
+    h_resp r;
+    h_http(c, "POST", path, NULL, &r);
+    if (r.status == 201) {
+        if (lease)
+            snprintf(lease, leaselen, "%s", h_str(&r, "lease"));
+        if (token)
+            *token = h_int(&r, "fencing_token");
+    }
+    h_resp_free(&r);
+    return r.status;
+}
+
+long h_release(h_cluster *c, const char *name, const char *lease)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/locks/%s?lease=%s", name, lease);
+    h_resp r;
+    h_http(c, "DELETE", path, NULL, &r);
+    h_resp_free(&r);
+    return r.status;
+}

@@ -1,0 +1,91 @@
+/* harness.h -- integration-test fixtures: real redis-server processes on free loopback
+ * ports, the real bin/redlockd, an HTTP client (libcurl) and condition waits with
+ * deadlines.  Or, with REDLOCK_TEST_URL / REDLOCK_TEST_MASTERS set, an external stack
+ * (tests that need to start, freeze or kill processes then skip themselves). */
+#ifndef RL_HARNESS_H
+#define RL_HARNESS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define H_MAX_MASTERS 7
+
+typedef struct h_redis {
+    int port;
+    pid_t pid;
+    char dir[200];
+    int appendonly;
+} h_redis;
+
+typedef struct h_service {
+    pid_t pid;
+    int port;
+    char url[128];
+    char log[300];
+} h_service;
+
+typedef struct h_cluster {
+    int n;
+    h_redis masters[H_MAX_MASTERS];
+    h_service svc;
+    char tmp[128];
+    int external;
+    void *curl; /* keep-alive client for this cluster's default service */
+} h_cluster;
+
+typedef struct h_resp {
+    long status;
+    char body[16384];
+    json_t *json;          /* parsed body or NULL; freed by h_resp_free */
+    char retry_after[32];  /* Retry-After header, "" if none */
+    char allow[64];        /* Allow header */
+    char request_id[80];   /* X-Request-Id header */
+    char content_type[80];
+    double ms;             /* client-side duration */
+} h_resp;
+
+/* Start n masters (AOF on if appendonly) and a service with extra flags (may be
+ * NULL).  Aborts the test (cr_assert) on failure. */
+void h_cluster_start(h_cluster *c, int n, int appendonly, const char *extra_flags);
+void h_cluster_stop(h_cluster *c);
+
+/* Start another service instance on the same masters. */
+void h_service_start(h_cluster *c, h_service *s, const char *extra_flags);
+void h_service_stop(h_service *s);
+/* SIGTERM the service and wait for it; returns its exit status (or -1). */
+int h_service_term(h_service *s, int timeout_ms);
+
+/* Master faults. */
+void h_redis_freeze(h_redis *r);   /* SIGSTOP */
+void h_redis_thaw(h_redis *r);     /* SIGCONT */
+void h_redis_kill(h_redis *r);     /* SIGKILL and reap */
+void h_redis_restart(h_redis *r, int empty); /* start again on the same port (empty: wipe dir) */
+/* Run a redis command on a master (sync hiredis); returns the integer/-1, or copies a
+ * string reply into out. */
+long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...);
+
+/* HTTP against the cluster's service (or svc if given).  path includes any query. */
+void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out);
+void h_http_to(const char *base_url, void **curl, const char *method, const char *path,
+               const char *body, h_resp *out);
+void h_resp_free(h_resp *r);
+
+/* Convenience: POST a lock; returns status; copies lease and token. */
+long h_acquire(h_cluster *c, const char *name, const char *query, char *lease, size_t leaselen,
+               long long *token);
+long h_release(h_cluster *c, const char *name, const char *lease);
+
+/* JSON helpers (0 / "" if missing). */
+long long h_int(const h_resp *r, const char *key);
+const char *h_str(const h_resp *r, const char *key);
+
+/* Monotonic milliseconds. */
+double h_now_ms(void);
+/* Wait until cond(arg) is true or timeout_ms passes; returns 1 if it became true. */
+int h_wait_until(int (*cond)(void *), void *arg, int timeout_ms);
+
+/* Skip the current test when running against an external stack. */
+void h_require_local(h_cluster *c);
+
+#endif
