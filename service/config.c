@@ -36,6 +36,7 @@ void config_defaults(config *cfg)
     cfg->max_connections = 10000;
     cfg->max_waiters = 10000;
     cfg->quarantine_ms = -1; /* -1: follow max_ttl_ms */
+    cfg->fresh_window_ms = 10000;
     cfg->log_json = 1;
     cfg->log_level = LOG_INFO;
 }
@@ -228,6 +229,8 @@ static const struct opt opts[] = {
      "parked waiting acquirers, whole process"},
     {"quarantine-ms", "REDLOCK_QUARANTINE_MS", OPT_LONG, OFF(quarantine_ms), 0, 86400000L * 30,
      "how long a master that lost its data stays out of quorums (default: max ttl)"},
+    {"fresh-window-ms", "REDLOCK_FRESH_WINDOW_MS", OPT_LONG, OFF(fresh_window_ms), 1, 3600000,
+     "a new cluster's grace for late masters before missing data means loss"},
     {"log-format", "REDLOCK_LOG_FORMAT", OPT_LOGFMT, 0, 0, 0, "json or text"},
     {"log-level", "REDLOCK_LOG_LEVEL", OPT_LOGLEVEL, 0, 0, 0, "error, warn, info or debug"},
 };

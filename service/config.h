@@ -33,6 +33,8 @@ typedef struct config {
     long max_connections;  /* whole process */
     long max_waiters;      /* parked acquirers, whole process */
     long quarantine_ms;    /* how long a master that lost its data stays out of quorums */
+    long fresh_window_ms;  /* after a new cluster is marked, a master without the marker is
+                            * a late member, not one that lost its data */
     int log_json;          /* 1: JSON lines, 0: text */
     int log_level;         /* LOG_ERROR..LOG_DEBUG from log.h */
 } config;

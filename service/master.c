@@ -185,7 +185,9 @@ static int64_t marker_reply_quarantine(master_conn *m, redisReply *reply, int *m
         reply->element[2]->type != REDIS_REPLY_INTEGER)
         return -3;
     *marked = reply->element[0]->integer != 0;
-    m->fresh = reply->element[2]->integer > 0;
+    long long fresh_ms = reply->element[2]->integer;
+    /* From the send time: never later than the key's own expiry on the master. */
+    m->fresh_until_us = fresh_ms > 0 ? m->marker_sent_us + fresh_ms * 1000 : 0;
     return reply->element[1]->integer; /* PTTL of the quarantine key: -2 none */
 }
 
@@ -235,10 +237,11 @@ static int send_marker(master_conn *m, const char *action, int64_t ms)
     snprintf(k2, sizeof k2, "%s#quarantine", m->conf->key_prefix);
     snprintf(k3, sizeof k3, "%s#fresh", m->conf->key_prefix);
     snprintf(msbuf, sizeof msbuf, "%lld", (long long)(ms > 0 ? ms : 1));
-    snprintf(fbuf, sizeof fbuf, "%d", MASTER_FRESH_WINDOW_MS);
+    snprintf(fbuf, sizeof fbuf, "%ld", m->conf->fresh_window_ms);
     const char *argv[] = {"EVAL", script_source(SCRIPT_MARKER), "3", k1, k2, k3, action, msbuf, fbuf};
     if (redisAsyncCommandArgv(m->ac, on_marker_reply, NULL, 9, argv, NULL) != REDIS_OK)
         return -1;
+    m->marker_sent_us = clock_now_us();
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();
     return 0;

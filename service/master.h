@@ -54,7 +54,8 @@ struct master_conn {
     unsigned pending;          /* commands sent, replies not yet received */
     int64_t progress_us;       /* last reply, or when pending went 0 -> 1 */
     int64_t quarantine_until_us;
-    int fresh;                 /* marked moments ago as part of a new cluster */
+    int64_t fresh_until_us;    /* marked moments ago as part of a new cluster, until then */
+    int64_t marker_sent_us;    /* when the last marker script was sent */
     char sha[SCRIPT__COUNT][41];
     /* figures for /readyz and metrics (owner thread writes, others may read relaxed) */
     uint64_t errors;
@@ -89,10 +90,6 @@ void master_flush(master_conn *m, int flushing_phase);
 /* Periodic check: a connection whose oldest reply is overdue by stall_us is closed
  * and reconnected, so that later rounds fail fast instead of waiting on it. */
 void master_check_stall(master_conn *m, int64_t now_us, int64_t stall_us);
-
-/* How long after a new cluster is first marked a master without the marker is taken
- * for a late-starting member of it rather than one that lost its data. */
-#define MASTER_FRESH_WINDOW_MS 10000
 
 /* Resolve an UNMARKED master: mark it (fresh cluster) or quarantine it (lost data). */
 void master_resolve_marker(master_conn *m, int quarantine);

@@ -18,13 +18,14 @@
 static void resolve_markers(worker *w)
 {
     size_t unmarked = 0, marked = 0, fresh = 0, n = w->rounds.n;
+    int64_t now = clock_now_us();
     for (size_t i = 0; i < n; i++) {
         int st = w->masters[i].state;
         if (st == MASTER_UNMARKED)
             unmarked++;
         else if (st == MASTER_READY || st == MASTER_QUARANTINED) {
             marked++;
-            fresh += w->masters[i].fresh;
+            fresh += w->masters[i].fresh_until_us > now;
         }
     }
     if (!unmarked)

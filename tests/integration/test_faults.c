@@ -1,0 +1,286 @@
+/* test_faults.c -- real faults on real masters: SIGSTOP/SIGCONT to freeze, SIGKILL and
+ * restart (with the AOF, or empty).  Every call stays bounded by the node timeout. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static h_cluster C;
+static void teardown(void) { h_cluster_stop(&C); }
+
+TestSuite(faults, .fini = teardown, .timeout = 120);
+
+/* Bound for one call that may wait on a frozen master: the node timeout (250 ms in
+ * these tests) for each of at most two rounds, plus a wide margin for a busy 2-core
+ * machine.  A hang would be the client's 30 s timeout. */
+#define CALL_BOUND_MS (2 * 250 + 1500)
+
+static int ready_count(void)
+{
+    h_resp r;
+    h_http(&C, "GET", "/readyz", NULL, &r);
+    int ok = 0;
+    json_t *ms = json_object_get(r.json, "masters");
+    for (size_t i = 0; i < json_array_size(ms); i++)
+        ok += json_is_true(json_object_get(json_array_get(ms, i), "ok"));
+    h_resp_free(&r);
+    return ok;
+}
+
+static int all_ready(void *arg)
+{
+    (void)arg;
+    return ready_count() == C.n;
+}
+
+static int grant_works(void *arg)
+{
+    char lease[200];
+    long st = h_acquire(&C, (const char *)arg, "ttl_ms=2000", lease, sizeof lease, NULL);
+    if (st == 201)
+        h_release(&C, (const char *)arg, lease);
+    return st == 201;
+}
+
+/* Wait until the cluster is older than its fresh window (--fresh-window-ms, short in
+ * these tests), as it is in production: no master carries the #fresh key any more. */
+static int cluster_aged(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < C.n; i++)
+        if (C.masters[i].pid > 0 && h_redis_cmd(&C.masters[i], NULL, 0, "EXISTS redlock:#fresh") != 0)
+            return 0;
+    return 1;
+}
+
+static void age_cluster(void)
+{
+    cr_assert(h_wait_until(cluster_aged, NULL, 5000), "the fresh window ends");
+}
+
+#define AGED "--fresh-window-ms 300"
+
+
+Test(faults, two_frozen_masters_still_grant_within_the_bound)
+{
+    h_cluster_start(&C, 5, 0, NULL);
+    h_require_local(&C);
+    h_redis_freeze(&C.masters[0]);
+    h_redis_freeze(&C.masters[1]);
+    for (int i = 0; i < 20; i++) {
+        char name[32], lease[200];
+        snprintf(name, sizeof name, "frozen2.%d", i);
+        double t0 = h_now_ms();
+        long st = h_acquire(&C, name, NULL, lease, sizeof lease, NULL);
+        double took = h_now_ms() - t0;
+        cr_assert_eq(st, 201, "round %d", i);
+        cr_assert_lt(took, CALL_BOUND_MS, "acquire took %.0f ms", took);
+        h_resp r;
+        char path[300];
+        snprintf(path, sizeof path, "/locks/%s", name);
+        t0 = h_now_ms();
+        h_http(&C, "GET", path, NULL, &r);
+        took = h_now_ms() - t0;
+        cr_assert_eq(r.status, 200);
+        cr_assert(json_is_true(json_object_get(r.json, "held")));
+        cr_assert_lt(took, CALL_BOUND_MS, "inspect took %.0f ms", took);
+        h_resp_free(&r);
+        t0 = h_now_ms();
+        cr_assert_eq(h_release(&C, name, lease), 200);
+        cr_assert_lt(h_now_ms() - t0, CALL_BOUND_MS);
+    }
+    cr_assert_eq(ready_count(), 3);
+    h_redis_thaw(&C.masters[0]);
+    h_redis_thaw(&C.masters[1]);
+    cr_assert(h_wait_until(all_ready, NULL, 10000), "the thawed masters come back");
+}
+
+Test(faults, three_frozen_masters_are_503_within_the_bound)
+{
+    h_cluster_start(&C, 5, 0, NULL);
+    h_require_local(&C);
+    for (int i = 0; i < 3; i++)
+        h_redis_freeze(&C.masters[i]);
+    const char *methods[] = {"POST", "GET", "DELETE", "PATCH"};
+    const char *bodies[] = {NULL, NULL, "{\"lease\":\"xxxxxxxxxxxxxxxxxxxx\"}",
+                            "{\"lease\":\"xxxxxxxxxxxxxxxxxxxx\"}"};
+    for (int round = 0; round < 3; round++)
+        for (int k = 0; k < 4; k++) {
+            h_resp r;
+            double t0 = h_now_ms();
+            h_http(&C, methods[k], "/locks/frozen3", bodies[k], &r);
+            double took = h_now_ms() - t0;
+            cr_assert_eq(r.status, 503, "%s: %ld %s", methods[k], r.status, r.body);
+            cr_assert_str_eq(h_str(&r, "error"), "quorum_unavailable");
+            cr_assert_eq(h_int(&r, "quorum"), 3);
+            cr_assert_leq(h_int(&r, "nodes_ok"), 2);
+            cr_assert_lt(took, CALL_BOUND_MS, "%s took %.0f ms", methods[k], took);
+            h_resp_free(&r);
+        }
+    h_resp r;
+    h_http(&C, "GET", "/readyz", NULL, &r);
+    cr_assert_eq(r.status, 503);
+    cr_assert(json_is_false(json_object_get(r.json, "ready")));
+    h_resp_free(&r);
+    h_http(&C, "GET", "/healthz", NULL, &r);
+    cr_assert_eq(r.status, 200, "the process still serves");
+    h_resp_free(&r);
+    for (int i = 0; i < 3; i++)
+        h_redis_thaw(&C.masters[i]);
+    cr_assert(h_wait_until(grant_works, "frozen3.after", 10000), "grants resume after SIGCONT");
+}
+
+Test(faults, waiting_acquire_rides_out_a_majority_freeze)
+{
+    h_cluster_start(&C, 5, 0, NULL);
+    h_require_local(&C);
+    for (int i = 0; i < 3; i++)
+        h_redis_freeze(&C.masters[i]);
+    pid_t pid = fork();
+    if (pid == 0) {
+        usleep(700 * 1000);
+        for (int i = 0; i < 3; i++)
+            kill(C.masters[i].pid, SIGCONT);
+        _exit(0);
+    }
+    h_resp r;
+    h_http(&C, "POST", "/locks/ride.out?wait_ms=8000", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    h_resp_free(&r);
+    waitpid(pid, NULL, 0);
+}
+
+Test(faults, dead_master_costs_nothing_and_comes_back)
+{
+    h_cluster_start(&C, 5, 0, NULL);
+    h_require_local(&C);
+    h_redis_kill(&C.masters[4]);
+    for (int i = 0; i < 10; i++) {
+        double t0 = h_now_ms();
+        char lease[200];
+        long st = h_acquire(&C, "dead.one", "ttl_ms=2000", lease, sizeof lease, NULL);
+        cr_assert_eq(st, 201, "round %d: %ld", i, st);
+        cr_assert_eq(h_release(&C, "dead.one", lease), 200);
+        cr_assert_lt(h_now_ms() - t0, CALL_BOUND_MS);
+    }
+    h_redis_restart(&C.masters[4], 0);
+    cr_assert(h_wait_until(all_ready, NULL, 10000), "a restarted master rejoins");
+}
+
+struct tok {
+    const char *name;
+    long long *last;
+};
+
+Test(faults, master_restarted_empty_never_sends_tokens_back)
+{
+    h_cluster_start(&C, 5, 0, AGED " --quarantine-ms 1500");
+    h_require_local(&C);
+    age_cluster();
+    char lease[200];
+    long long tok = 0, last = 0;
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(h_acquire(&C, "empty.tok", NULL, lease, sizeof lease, &tok), 201);
+        cr_assert_gt(tok, last);
+        last = tok;
+        cr_assert_eq(h_release(&C, "empty.tok", lease), 200);
+    }
+    h_redis_kill(&C.masters[0]);
+    h_redis_restart(&C.masters[0], 1);
+    cr_assert_eq(h_redis_cmd(&C.masters[0], NULL, 0, "EXISTS redlock:#fence:empty.tok"), 0,
+                 "the master really lost its counters");
+    /* Through the quarantine and after it, tokens only go up. */
+    double end = h_now_ms() + 6000;
+    int rounds = 0;
+    while (h_now_ms() < end) {
+        long st = h_acquire(&C, "empty.tok", NULL, lease, sizeof lease, &tok);
+        cr_assert_eq(st, 201);
+        cr_assert_gt(tok, last, "token %lld after %lld", tok, last);
+        last = tok;
+        long rs = h_release(&C, "empty.tok", lease);
+        cr_assert_eq(rs, 200, "release after grant %lld: %ld", tok, rs);
+        rounds++;
+        usleep(20000);
+    }
+    cr_assert(h_wait_until(all_ready, NULL, 10000), "the quarantine ends");
+    cr_assert_eq(h_acquire(&C, "empty.tok", NULL, lease, sizeof lease, &tok), 201);
+    cr_assert_gt(tok, last);
+    /* The empty master's counter was raised to the issued token. */
+    char val[64];
+    h_redis_cmd(&C.masters[0], val, sizeof val, "GET redlock:#fence:empty.tok");
+    cr_assert_geq(atoll(val), tok - 1, "counter on the restarted master: %s, token %lld", val, tok);
+    cr_assert_gt(rounds, 10);
+}
+
+Test(faults, master_restarted_with_its_aof_rejoins_at_once)
+{
+    h_cluster_start(&C, 5, 1, AGED);
+    h_require_local(&C);
+    age_cluster();
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "aof.keep", "ttl_ms=60000", lease, sizeof lease, NULL), 201);
+    h_redis_kill(&C.masters[2]);
+    h_redis_restart(&C.masters[2], 0);
+    cr_assert(h_wait_until(all_ready, NULL, 10000), "not quarantined: it kept its data");
+    char val[256];
+    h_redis_cmd(&C.masters[2], val, sizeof val, "GET redlock:aof.keep");
+    cr_assert_str_eq(val, lease);
+}
+
+/* A lock held on exactly three masters; one of them restarts empty, and the two that
+ * never had it come back: without the quarantine a competitor reaches three. */
+static long competitor_after_empty_restart(const char *flags)
+{
+    char all[200];
+    snprintf(all, sizeof all, "%s%s%s", AGED, flags ? " " : "", flags ? flags : "");
+    h_cluster_start(&C, 5, 0, all);
+    h_require_local(&C);
+    age_cluster();
+    h_redis_kill(&C.masters[3]);
+    h_redis_kill(&C.masters[4]);
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "quar.safe", "ttl_ms=60000", lease, sizeof lease, NULL), 201);
+    h_redis_kill(&C.masters[0]);
+    h_redis_restart(&C.masters[0], 1);
+    h_redis_restart(&C.masters[3], 1);
+    h_redis_restart(&C.masters[4], 1);
+    /* Let the service reconnect and judge the three restarted masters. */
+    double end = h_now_ms() + 8000;
+    for (;;) {
+        h_resp r;
+        h_http(&C, "GET", "/readyz", NULL, &r);
+        int judged = 1;
+        json_t *ms = json_object_get(r.json, "masters");
+        for (size_t i = 0; i < json_array_size(ms); i++) {
+            const char *st = json_string_value(json_object_get(json_array_get(ms, i), "state"));
+            judged &= st && (strcmp(st, "ready") == 0 || strcmp(st, "quarantined") == 0);
+        }
+        h_resp_free(&r);
+        if (judged || h_now_ms() > end)
+            break;
+        usleep(20000);
+    }
+    return h_acquire(&C, "quar.safe", NULL, NULL, 0, NULL);
+}
+
+Test(faults, empty_master_is_kept_out_of_quorums)
+{
+    long st = competitor_after_empty_restart(NULL);
+    cr_assert_neq(st, 201, "a competitor reached a quorum through an empty master");
+    h_resp r;
+    h_http(&C, "GET", "/readyz", NULL, &r);
+    cr_assert(strstr(r.body, "\"quarantined\""), "%s", r.body);
+    h_resp_free(&r);
+}
+
+Test(faults, without_quarantine_the_hazard_is_real)
+{
+    /* The control experiment: the test above can fail. */
+    long st = competitor_after_empty_restart("--quarantine-ms 0");
+    cr_assert_eq(st, 201, "expected the unsafe grant without a quarantine");
+}
