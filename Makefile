@@ -56,3 +56,8 @@ include tests/tests.mk
 .PHONY: clean
 clean:
 	rm -rf build bin
+
+# Five local masters plus the service in the foreground (Ctrl-C stops all).
+.PHONY: run
+run: $(BINDIR)/redlockd
+	$(Q)sh tools/run-local.sh $(ARGS)

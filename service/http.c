@@ -40,7 +40,8 @@ struct http_req {
     struct MHD_Connection *conn;
     const struct route *route;
     handler_fn fn;
-    int method_idx;
+    int method_idx;          /* index in the route's method table, -1 if none */
+    int method_id;           /* for counters: 0 POST, 1 DELETE, 2 PATCH, 3 GET, 4 other */
     int started;             /* the handler ran (body complete) */
     int suspended;
     int too_large;
@@ -400,16 +401,15 @@ static void log_request(http_req *r, int toe_ok)
     int cls = status / 100;
     if (cls < 1 || cls > 5)
         cls = 5;
-    int mi = r->method_idx < 0 ? 5 : r->method_idx;
-    w->http_counts[route_index(r->route)][mi][cls]++;
+    w->http_counts[route_index(r->route)][r->method_id][cls]++;
     if (w->log.level < LOG_INFO)
         return;
     char fields[768];
     jw j;
     jw_init(&j, fields, sizeof fields);
     jw_key_str(&j, "request_id", r->request_id);
-    static const char *mnames[] = {"POST", "DELETE", "PATCH", "GET", "other", "other"};
-    jw_key_str(&j, "method", r->route ? (r->method_idx >= 0 ? r->route->methods[r->method_idx].method : "other") : mnames[5]);
+    static const char *mnames[] = {"POST", "DELETE", "PATCH", "GET", "other"};
+    jw_key_str(&j, "method", mnames[r->method_id]);
     jw_key_str(&j, "route", r->route ? (r->route->prefix ? "/locks/{name}" : r->route->path) : "other");
     if (r->name_len)
         jw_key_strn(&j, "name", r->name, r->name_len > 255 ? 255 : r->name_len);
@@ -419,7 +419,6 @@ static void log_request(http_req *r, int toe_ok)
         jw_key_uint(&j, "nodes_ok", r->op.nodes_ok);
     if (!toe_ok)
         jw_key_bool(&j, "aborted", 1);
-    (void)mnames;
     log_event(&w->log, LOG_INFO, "request", fields);
 }
 
@@ -469,6 +468,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         r->conn = c;
         r->start_us = clock_now_us();
         r->method_idx = -1;
+        static const char *const ids[] = {"POST", "DELETE", "PATCH", "GET"};
+        r->method_id = 4;
+        for (int k = 0; k < 4; k++)
+            if (strcmp(method, ids[k]) == 0)
+                r->method_id = k;
         request_id(r);
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
             const struct route *rt = &routes[i];

@@ -69,7 +69,10 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
         jw_key_str(&j, "to", master_state_name(st));
         jw_key_str(&j, "reason", why);
         int level = st == MASTER_READY ? LOG_INFO : LOG_WARN;
-        if (w->id != 0 && level == LOG_INFO)
+        /* "unmarked" is judged at once; shutting down is said once by main. */
+        if (st == MASTER_UNMARKED || __atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED))
+            level = LOG_DEBUG;
+        if (w->id != 0)
             level = LOG_DEBUG; /* one line per master, not one per worker */
         log_event(&w->log, level, "master state", fields);
     }
