@@ -1,0 +1,616 @@
+#!/usr/bin/env python3
+"""test_cli.py -- end-to-end tests of bin/redlock against 5 real redis-server and the real
+bin/redlockd, all on free loopback ports in a temporary directory.
+
+    python3 tests/cli/test_cli.py [--redlock bin/redlock] [--redlockd bin/redlockd]
+                                  [--stub] [-k SUBSTRING] [-v]
+
+--stub runs against tests/cli/stub_server.py instead of redlockd (no Redis; for working
+on the client alone).  Every wait is a condition with a deadline, never a bare sleep.
+The last line is "N passed, N failed"; the exit status is 1 if any test failed."""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+N_MASTERS = 5
+KEY_PREFIX = "redlock:"          # redlockd's default --key-prefix
+TEMPFAIL = 75
+
+
+class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def wait_until(pred, timeout, what, interval=0.02):
+    """Poll pred() until it returns a true value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise Failure("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def wait_until_or_none(pred, timeout, interval=0.02):
+    """Like wait_until, but returns None at the deadline (for checks that nothing
+    happens within a while)."""
+    try:
+        return wait_until(pred, timeout, "", interval)
+    except Failure:
+        return None
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def http_get(url, timeout=2.0):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except (urllib.error.URLError, OSError):
+        return 0, ""
+
+
+class Env:
+    """The processes under test: redis masters, one or more services."""
+
+    def __init__(self, args):
+        self.args = args
+        self.redlock = os.path.abspath(args.redlock)
+        self.tmp = tempfile.mkdtemp(prefix="redlock-cli-test.")
+        self.procs = []          # every Popen we started, killed at the end
+        self.masters = []        # redis ports
+        self.master_procs = []   # their Popen, in the same order
+        self.services = []       # (Popen, url, log path)
+        self.url = None
+        self.counter = 0
+
+    # -- processes -----------------------------------------------------------------
+    def start_masters(self):
+        for i in range(N_MASTERS):
+            for attempt in range(5):
+                port = free_port()
+                d = os.path.join(self.tmp, "redis%d" % i)
+                os.makedirs(d, exist_ok=True)
+                p = subprocess.Popen(
+                    ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                     "--save", "", "--appendonly", "no", "--dir", d,
+                     "--protected-mode", "no", "--daemonize", "no",
+                     "--logfile", os.path.join(d, "redis.log")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.procs.append(p)
+                try:
+                    wait_until(lambda: p.poll() is not None or self.redis(port, "PING") == "PONG",
+                               10, "redis-server on port %d" % port)
+                except Failure:
+                    p.kill()
+                    raise
+                if p.poll() is None:
+                    self.masters.append(port)
+                    self.master_procs.append(p)
+                    break
+            else:
+                raise Failure("could not start redis-server %d" % i)
+
+    def redis(self, port, *cmd):
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port)] + list(cmd),
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip()
+
+    def start_service(self):
+        """Start a service; returns (Popen, url).  The first one is self.url."""
+        for attempt in range(5):
+            port = free_port()
+            url = "http://127.0.0.1:%d" % port
+            log = os.path.join(self.tmp, "service-%d.log" % port)
+            with open(log, "w") as logf:
+                if self.args.stub:
+                    cmd = [sys.executable, os.path.join(HERE, "stub_server.py"),
+                           "--listen", "127.0.0.1:%d" % port]
+                else:
+                    cmd = [os.path.abspath(self.args.redlockd),
+                           "--listen", "127.0.0.1:%d" % port,
+                           "--masters", ",".join("127.0.0.1:%d" % m for m in self.masters)]
+                p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+            self.procs.append(p)
+            wait_until(lambda: p.poll() is not None or http_get(url + "/healthz")[0] == 200,
+                       15, "the service at %s to answer /healthz" % url)
+            if p.poll() is None:
+                self.services.append((p, url, log))
+                if self.url is None:
+                    self.url = url
+                return p, url
+        raise Failure("the service did not start; log:\n" + read(log)[-2000:])
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.args.keep:
+            print("kept", self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- helpers for tests ---------------------------------------------------------
+    def name(self, base):
+        self.counter += 1
+        return "cli-test/%s-%d-%d" % (base, os.getpid(), self.counter)
+
+    def path(self, base):
+        self.counter += 1
+        return os.path.join(self.tmp, "%s.%d" % (base, self.counter))
+
+    def env(self, url=None, **extra):
+        e = dict(os.environ)
+        for k in ("REDLOCK_URL", "REDLOCK_TOKEN", "REDLOCK_LEASE"):
+            e.pop(k, None)
+        e["REDLOCK_URL"] = url or self.url
+        e.update(extra)
+        return e
+
+    def cli(self, *args, url=None, timeout=30, input=None, env_extra=None):
+        r = subprocess.run([self.redlock] + list(args), capture_output=True, text=True,
+                           env=self.env(url, **(env_extra or {})), timeout=timeout,
+                           input=input)
+        if self.args.verbose:
+            sys.stderr.write("$ redlock %s -> %d\n%s%s" % (" ".join(args), r.returncode,
+                                                           r.stdout, r.stderr))
+        return r
+
+    def spawn(self, *args, url=None):
+        out, err = self.path("stdout"), self.path("stderr")
+        p = subprocess.Popen([self.redlock] + list(args), env=self.env(url),
+                             stdout=open(out, "w"), stderr=open(err, "w"))
+        p.out_path, p.err_path = out, err
+        self.procs.append(p)
+        return p
+
+    def lose_lease(self, name):
+        """Take the lock away behind redlock's back, as a crash or failover would."""
+        if self.args.stub:
+            req = urllib.request.Request(self.url + "/admin/locks/" + name, method="DELETE")
+            urllib.request.urlopen(req, timeout=5).read()
+            return
+        for port in self.masters:
+            self.redis(port, "DEL", KEY_PREFIX + name)
+
+
+def finish(p, timeout, what):
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise Failure("%s still running after %.0fs" % (what, timeout))
+    return p.returncode
+
+
+# CMD for the lost-lock tests: marks its start, runs until stopped, and runs on_term on
+# SIGTERM.  `sleep` runs in the background with `wait` so that the trap fires at once.
+def holder(marks, on_term="echo TERM >> {m}; exit 0"):
+    return ("echo started >> {m}; trap '%s' TERM; "
+            "while :; do sleep 0.05 & wait $!; done" % on_term).format(m=marks)
+
+
+# ---------------------------------------------------------------------------------------
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+@test
+def version_and_help(env):
+    r = env.cli("--version")
+    check(r.returncode == 0 and re.match(r"^redlock \d+\.\d+", r.stdout), r.stdout)
+    r = env.cli("--help")
+    check(r.returncode == 0 and "redlock run NAME" in r.stdout, "help: " + r.stdout[:200])
+    r = env.cli("run", "x")
+    check(r.returncode == 2 and "no command" in r.stderr, "usage error: %r" % (r,))
+    r = env.cli("frobnicate", "x")
+    check(r.returncode == 2, "unknown command exit %d" % r.returncode)
+
+
+@test
+def run_passes_exit_status_and_environment(env):
+    name = env.name("status")
+    out = env.path("env")
+    r = env.cli("run", name, "--ttl", "5000", "--",
+                "sh", "-c", 'printf "%%s %%s\\n" "$REDLOCK_FENCING_TOKEN" "$REDLOCK_LEASE" > %s;'
+                ' exit 7' % out)
+    check(r.returncode == 7, "exit status %d, stderr %r" % (r.returncode, r.stderr))
+    token, lease = read(out).split()
+    check(int(token) >= 1, "fencing token %r" % token)
+    check(re.match(r"^[A-Za-z0-9_-]{16,128}$", lease), "lease %r" % lease)
+    check(lease not in r.stdout + r.stderr, "redlock printed the lease")
+    # Released at exit: status says free, and the next run gets a higher token.
+    st = json.loads(env.cli("status", name).stdout)
+    check(st["held"] is False, "still held after run: %r" % st)
+    check("lease" not in st, "status shows a lease")
+    r = env.cli("run", name, "--", "sh", "-c", 'echo "$REDLOCK_FENCING_TOKEN" > %s' % out)
+    check(r.returncode == 0 and int(read(out)) > int(token), "second token %r" % read(out))
+    # No descriptor of redlock's (HTTP connections, curl's socketpair, the signalfd)
+    # leaks into CMD: the test harness passes only 0, 1 and 2.
+    r = env.cli("run", name, "--", "sh", "-c", "ls -l /proc/$$/fd")
+    check(r.returncode == 0, "ls: %r" % (r,))
+    fds = [l for l in r.stdout.splitlines() if "->" in l]
+    check(len(fds) <= 3 and "socket:" not in r.stdout and "anon_inode" not in r.stdout,
+          "descriptors leaked into CMD:\n" + r.stdout)
+    r = env.cli("run", name, "--", "sh", "-c", "kill -TERM $$")
+    check(r.returncode == 128 + signal.SIGTERM, "killed by TERM: %d" % r.returncode)
+    r = env.cli("run", name, "--", "/nonexistent/command")
+    check(r.returncode == 127 and "cannot run" in r.stderr, "exec failure: %r" % (r,))
+    st = json.loads(env.cli("status", name).stdout)
+    check(st["held"] is False, "held after a failed exec: %r" % st)
+
+
+@test
+def run_exits_75_while_the_lock_is_held(env):
+    name = env.name("held")
+    r = env.cli("acquire", name, "--ttl", "20000")
+    check(r.returncode == 0, "acquire: %r" % (r,))
+    grant = json.loads(r.stdout)
+    check(grant["name"] == name and grant["fencing_token"] >= 1, r.stdout)
+    marker = env.path("never")
+    r = env.cli("run", name, "--", "touch", marker)
+    check(r.returncode == TEMPFAIL, "run on a held lock: %d" % r.returncode)
+    check("held" in r.stderr, "message: %r" % r.stderr)
+    check(not os.path.exists(marker), "CMD ran without the lock")
+    r = env.cli("acquire", name, "--quiet")
+    check(r.returncode == TEMPFAIL and r.stdout == "", "acquire held: %r" % (r,))
+    # --wait longer than the holder's ttl: run gets the lock when it is released.
+    run_waits_for_a_release(env, name, grant["lease"], 30000)
+
+
+def run_waits_for_a_release(env, name, lease, wait_ms):
+    """`run --wait` on a held lock gets it once the holder releases it, not before."""
+    marker = env.path("ran")
+    p = env.spawn("run", name, "--wait", str(wait_ms), "--", "touch", marker)
+    check(not wait_until_or_none(lambda: os.path.exists(marker) or p.poll() is not None,
+                                 0.3),
+          "run did not wait: exit %r, ran %r, stderr %r"
+          % (p.poll(), os.path.exists(marker), read(p.err_path)))
+    r = env.cli("release", name, "--lease", "-", input=lease + "\n")
+    check(r.returncode == 0, "release: %r" % (r,))
+    t0 = time.monotonic()
+    check(finish(p, 20, "run --wait") == 0, "run --wait: %d %s" % (p.returncode,
+                                                                   read(p.err_path)))
+    check(os.path.exists(marker), "CMD did not run after the wait")
+    return time.monotonic() - t0
+
+
+@test
+def run_wait_shorter_than_the_holders_ttl_still_gets_a_release(env):
+    """The common flock case: the holder's ttl is long, it finishes early, and a waiter
+    whose --wait is shorter than that ttl takes over."""
+    name = env.name("shortwait")
+    r = env.cli("acquire", name, "--ttl", "20000")
+    check(r.returncode == 0, "acquire: %r" % (r,))
+    took = run_waits_for_a_release(env, name, json.loads(r.stdout)["lease"], 5000)
+    check(took < 2.0, "took %.2fs after the release" % took)
+
+
+@test
+def one_request_commands(env):
+    name = env.name("ops")
+    r = env.cli("acquire", name, "--ttl", "10000")
+    check(r.returncode == 0, "acquire: %r" % (r,))
+    lease = json.loads(r.stdout)["lease"]
+    r = env.cli("extend", name, "--ttl", "15000", env_extra={"REDLOCK_LEASE": lease})
+    check(r.returncode == 0, "extend with REDLOCK_LEASE: %r" % (r,))
+    ext = json.loads(r.stdout)
+    check(ext["ttl_ms"] == 15000 and ext["validity_ms"] > 10000, r.stdout)
+    check(lease not in r.stdout + r.stderr, "extend printed the lease")
+    r = env.cli("status", name)
+    st = json.loads(r.stdout)
+    check(r.returncode == 0 and st["held"] is True, r.stdout)
+    check(lease not in r.stdout, "status printed the lease")
+    r = env.cli("release", name, "--lease", lease)
+    check(r.returncode == 0 and json.loads(r.stdout)["released"] is True, "%r" % (r,))
+    r = env.cli("release", name, "--lease", lease)
+    check(r.returncode == 1 and json.loads(r.stdout)["error"] == "lease_not_found",
+          "second release: %r" % (r,))
+    check(lease not in r.stderr, "error message shows the lease")
+    r = env.cli("release", name)
+    check(r.returncode == 2, "release without lease: %d" % r.returncode)
+    r = env.cli("acquire", "bad name!")
+    check(r.returncode == 1 and "invalid_name" in r.stderr, "invalid name: %r" % (r,))
+
+
+@test
+def unreachable_service_is_a_temporary_failure(env):
+    url = "http://127.0.0.1:%d" % free_port()
+    marker = env.path("never")
+    r = env.cli("run", "x", "--", "touch", marker, url=url)
+    check(r.returncode == TEMPFAIL and "cannot reach" in r.stderr, "%r" % (r,))
+    check(not os.path.exists(marker), "CMD ran without the lock")
+    r = env.cli("status", "x", url=url)
+    check(r.returncode == TEMPFAIL, "status: %r" % (r,))
+
+
+@test
+def two_runs_never_overlap(env):
+    name = env.name("overlap")
+    marks = env.path("marks")
+    rounds = 6
+    body = ('echo "start $ID $REDLOCK_FENCING_TOKEN" >> %s; sleep 0.1; '
+            'echo "end $ID $REDLOCK_FENCING_TOKEN" >> %s') % (marks, marks)
+    loop = ('i=0; while [ $i -lt %d ]; do i=$((i+1)); '
+            'ID="$W.$i" "$RL" run "%s" --ttl 2000 --wait 30000 -- sh -c \'%s\' || exit 1; '
+            'done') % (rounds, name, body)
+    workers = []
+    for w in ("A", "B", "C"):
+        e = env.env(RL=env.redlock, W=w)
+        workers.append(subprocess.Popen(["sh", "-c", loop], env=e, stderr=subprocess.PIPE,
+                                        text=True))
+        env.procs.append(workers[-1])
+    for p in workers:
+        check(finish(p, 90, "overlap worker") == 0,
+              "worker failed (%d): %s" % (p.returncode, p.stderr.read()))
+    lines = read(marks).split("\n")[:-1]
+    check(len(lines) == 2 * rounds * 3, "%d marks, expected %d" % (len(lines), 6 * rounds))
+    last_token = 0
+    for i in range(0, len(lines), 2):
+        s, e = lines[i].split(), lines[i + 1].split()
+        check(s[0] == "start" and e[0] == "end" and s[1:] == e[1:],
+              "interleaved at line %d: %r / %r" % (i + 1, lines[i], lines[i + 1]))
+        check(int(s[2]) > last_token, "fencing token did not increase at line %d" % (i + 1))
+        last_token = int(s[2])
+
+
+@test
+def extension_keeps_the_lock_past_its_ttl(env):
+    name = env.name("extend")
+    marks = env.path("marks")
+    p = env.spawn("run", name, "--ttl", "900", "--", "sh", "-c",
+                  "echo started >> %s; sleep 2.5; echo done >> %s" % (marks, marks))
+    wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+    # Past 2.5 ttls, the lock must still be held (by extensions), and not be grantable.
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and "done" not in read(marks):
+        r = env.cli("acquire", name, "--quiet")
+        check(r.returncode == TEMPFAIL, "lock grantable while CMD runs: %r" % (r,))
+        time.sleep(0.2)
+    check(finish(p, 15, "run") == 0, "run: %d %s" % (p.returncode, read(p.err_path)))
+    check("lost" not in read(p.err_path), read(p.err_path))
+
+
+@test
+def lost_lease_terminates_the_command(env):
+    name = env.name("lost")
+    marks = env.path("marks")
+    p = env.spawn("run", name, "--ttl", "1500", "--grace", "3000", "--",
+                  "sh", "-c", holder(marks))
+    wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+    env.lose_lease(name)
+    t0 = time.monotonic()
+    rc = finish(p, 10, "run after the lease was lost")
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d, stderr %r" % (rc, err))
+    check("TERM" in read(marks), "CMD did not get SIGTERM: %r" % read(marks))
+    check("lost the lock" in err and "lease_not_found" in err, "stderr: %r" % err)
+    check(time.monotonic() - t0 < 3.0, "took %.1fs to notice" % (time.monotonic() - t0))
+
+
+@test
+def command_ignoring_sigterm_gets_sigkill_after_grace(env):
+    name = env.name("grace")
+    marks = env.path("marks")
+    p = env.spawn("run", name, "--ttl", "1200", "--grace", "800", "--",
+                  "sh", "-c", holder(marks, "echo TERM-ignored >> {m}"))
+    wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+    env.lose_lease(name)
+    wait_until(lambda: "TERM-ignored" in read(marks), 5, "SIGTERM to reach CMD")
+    t_term = time.monotonic()
+    rc = finish(p, 10, "run with a stubborn CMD")
+    took = time.monotonic() - t_term
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d: %s" % (rc, err))
+    check("SIGKILL" in err, "no SIGKILL message: %r" % err)
+    check(0.5 <= took < 3.0, "SIGKILL %.2fs after SIGTERM, grace 0.8s" % took)
+
+
+@test
+def killed_service_terminates_the_command(env):
+    svc, url = env.start_service()   # a second instance, on the same masters
+    name = env.name("svckill")
+    marks = env.path("marks")
+    p = env.spawn("run", name, "--ttl", "2000", "--grace", "3000", "--",
+                  "sh", "-c", holder(marks), url=url)
+    wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+    svc.send_signal(signal.SIGKILL)
+    svc.wait(timeout=10)
+    t0 = time.monotonic()
+    rc = finish(p, 15, "run after the service died")
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d: %s" % (rc, err))
+    check("TERM" in read(marks), "CMD did not get SIGTERM: %r" % read(marks))
+    check("validity ran out" in err, "stderr: %r" % err)
+    check(time.monotonic() - t0 < 4.0, "took %.1fs (ttl 2s)" % (time.monotonic() - t0))
+
+
+@test
+def lost_quorum_terminates_the_command_when_validity_runs_out(env):
+    """Extensions answered 503 (a majority of masters frozen) are retried until the
+    validity runs out; then CMD is stopped as for a lost lease."""
+    if env.args.stub:
+        raise Skip("no masters behind the stub")
+    name = env.name("quorum")
+    marks = env.path("marks")
+    frozen = env.master_procs[:N_MASTERS // 2 + 1]
+    p = env.spawn("run", name, "--ttl", "2000", "--grace", "3000", "--",
+                  "sh", "-c", holder(marks))
+    wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+    try:
+        for m in frozen:
+            m.send_signal(signal.SIGSTOP)
+        rc = finish(p, 15, "run after the quorum was lost")
+    finally:
+        for m in frozen:
+            m.send_signal(signal.SIGCONT)
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d: %s" % (rc, err))
+    check("TERM" in read(marks), "CMD did not get SIGTERM: %r" % read(marks))
+    check("503" in err and "validity ran out" in err, "stderr: %r" % err)
+    wait_until(lambda: all(env.redis(m, "PING") == "PONG" for m in env.masters), 10,
+               "the masters to answer again")
+
+
+@test
+def sigterm_and_sigint_are_forwarded_and_the_lock_released(env):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        name = env.name("fwd")
+        marks = env.path("marks")
+        # sh ignores SIGINT in background jobs unless trapped: trap both.
+        p = env.spawn("run", name, "--ttl", "5000", "--", "sh", "-c",
+                      "trap 'echo got-$0 >> %s; exit 5' TERM INT; echo started >> %s; "
+                      "while :; do sleep 0.05 & wait $!; done" % (marks, marks))
+        wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+        p.send_signal(sig)
+        rc = finish(p, 10, "run after %s" % sig.name)
+        check(rc == 5, "%s: exit %d, stderr %r" % (sig.name, rc, read(p.err_path)))
+        check("got-" in read(marks), "CMD did not see %s" % sig.name)
+        st = json.loads(env.cli("status", name).stdout)
+        check(st["held"] is False, "lock still held after %s: %r" % (sig.name, st))
+
+
+@test
+def token_and_lease_travel_in_headers_and_body(env):
+    """Against a socket that records the raw request: Authorization header, and the
+    lease in the JSON body, never in the URL."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    seen = []
+
+    def serve():
+        for _ in range(2):
+            c, _ = srv.accept()
+            c.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += c.recv(4096)
+            head, _, body = data.partition(b"\r\n\r\n")
+            m = re.search(rb"content-length: *(\d+)", head, re.I)
+            while m and len(body) < int(m.group(1)):
+                body += c.recv(4096)
+            seen.append((head.decode(), body.decode()))
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+            c.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    url = "http://127.0.0.1:%d/" % srv.getsockname()[1]
+    lease = "L" * 20 + "secret"
+    r1 = env.cli("status", "a/b", "--token", "tok123", url=url)
+    r2 = env.cli("release", "a/b", "--lease", lease, url=url,
+                 env_extra={"REDLOCK_TOKEN": "from-env"})
+    t.join(10)
+    srv.close()
+    check(r1.returncode == 0 and r2.returncode == 0, "%r %r" % (r1, r2))
+    check(len(seen) == 2, "requests seen: %d" % len(seen))
+    (h1, _), (h2, b2) = seen
+    check(h1.startswith("GET /locks/a%2Fb HTTP/1.1"), h1.split("\r\n")[0])
+    check("Authorization: Bearer tok123" in h1, h1)
+    check(h2.startswith("DELETE /locks/a%2Fb HTTP/1.1"), h2.split("\r\n")[0])
+    check("Authorization: Bearer from-env" in h2, h2)
+    check(lease not in h2 and json.loads(b2) == {"lease": lease}, "%r %r" % (h2, b2))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--redlock", default="bin/redlock")
+    ap.add_argument("--redlockd", default="bin/redlockd")
+    ap.add_argument("--stub", action="store_true", help="use stub_server.py, not redlockd")
+    ap.add_argument("-k", default="", help="run only tests whose name contains this")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = ap.parse_args()
+    for tool in ["redis-server", "redis-cli"] if not args.stub else []:
+        if shutil.which(tool) is None:
+            sys.exit("test_cli: %s not found" % tool)
+    for path in [args.redlock] + ([] if args.stub else [args.redlockd]):
+        if not os.access(path, os.X_OK):
+            sys.exit("test_cli: %s not built" % path)
+
+    env = Env(args)
+    passed = failed = skipped = 0
+    try:
+        if not args.stub:
+            env.start_masters()
+        env.start_service()
+        for fn in TESTS:
+            if args.k not in fn.__name__:
+                continue
+            t0 = time.monotonic()
+            try:
+                fn(env)
+                passed += 1
+                print("ok   %-55s %.2fs" % (fn.__name__, time.monotonic() - t0), flush=True)
+            except Skip as e:
+                skipped += 1
+                print("skip %-55s %s" % (fn.__name__, e), flush=True)
+            except Exception as e:  # a failed check or a crash of the test itself
+                failed += 1
+                print("FAIL %-55s %s" % (fn.__name__, e), flush=True)
+                if not isinstance(e, Failure) or args.verbose:
+                    traceback.print_exc()
+        for p, url, log in env.services:
+            if p.poll() is not None and p.returncode != -signal.SIGKILL:
+                failed += 1
+                print("FAIL service %s exited %d; log tail:\n%s"
+                      % (url, p.returncode, read(log)[-2000:]))
+    finally:
+        env.close()
+    print("%d passed, %d failed" % (passed, failed)
+          + (", %d skipped" % skipped if skipped else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+/* test_cli_unit.c -- unit tests of the redlock client's pure parts: the command line
+ * (args.c), exit codes and the lease clock (policy.c), request bodies (ops.c). */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cli/args.h"
+#include "cli/ops.h"
+#include "cli/policy.h"
+
+/* ---- args ------------------------------------------------------------------------ */
+
+static const char *const fake_env[][2] = {
+    {"REDLOCK_URL", "http://lock.example:9000"},
+    {"REDLOCK_TOKEN", "tok-from-env"},
+    {"REDLOCK_LEASE", "lease-from-env-0123"},
+};
+
+static const char *env_table(const char *key)
+{
+    for (size_t i = 0; i < sizeof(fake_env) / sizeof(fake_env[0]); i++)
+        if (strcmp(fake_env[i][0], key) == 0)
+            return fake_env[i][1];
+    return NULL;
+}
+
+/* Parse a NULL-terminated word list; returns cli_opts_parse's result. */
+static int parse(cli_opts *o, cli_getenv_fn env, const char **words, char *err, size_t len)
+{
+    int argc = 0;
+
+    while (words[argc] != NULL)
+        argc++;
+    cli_opts_init(o, env);
+    return cli_opts_parse(o, argc, (char **)words, err, len);
+}
+
+Test(args, defaults_without_environment)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "status", "jobs/nightly", NULL};
+
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_STATUS);
+    cr_assert_str_eq(o.name, "jobs/nightly");
+    cr_assert_str_eq(o.url, "http://127.0.0.1:8080");
+    cr_assert_null(o.token);
+    cr_assert_eq(o.ttl_ms, -1);
+    cr_assert_eq(o.wait_ms, -1);
+    cr_assert_eq(o.grace_ms, 5000);
+}
+
+Test(args, flags_override_environment)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "--url", "http://other:1", "acquire", "n", "--token=t2",
+                       "--ttl", "1500", "--wait=250", "-q", NULL};
+
+    cr_assert_eq(parse(&o, env_table, w, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_ACQUIRE);
+    cr_assert_str_eq(o.url, "http://other:1");
+    cr_assert_str_eq(o.token, "t2");
+    cr_assert_eq(o.ttl_ms, 1500);
+    cr_assert_eq(o.wait_ms, 250);
+    cr_assert_eq(o.quiet, 1);
+}
+
+Test(args, environment_supplies_url_and_token)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "status", "n", NULL};
+
+    cr_assert_eq(parse(&o, env_table, w, err, sizeof(err)), 0, "%s", err);
+    cr_assert_str_eq(o.url, "http://lock.example:9000");
+    cr_assert_str_eq(o.token, "tok-from-env");
+}
+
+Test(args, env_lease_serves_release_and_extend_but_never_acquire)
+{
+    cli_opts o;
+    char err[256];
+    const char *rel[] = {"redlock", "release", "n", NULL};
+    const char *acq[] = {"redlock", "acquire", "n", NULL};
+
+    cr_assert_eq(parse(&o, env_table, rel, err, sizeof(err)), 0, "%s", err);
+    cr_assert_str_eq(o.lease, "lease-from-env-0123");
+    cr_assert_eq(parse(&o, env_table, acq, err, sizeof(err)), 0, "%s", err);
+    cr_assert_null(o.lease, "acquire inside `redlock run` must not reuse the outer lease");
+}
+
+Test(args, release_without_lease_is_a_usage_error)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "release", "n", NULL};
+
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "--lease") != NULL, "%s", err);
+}
+
+Test(args, lease_dash_means_stdin)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "extend", "n", "--lease", "-", NULL};
+
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.lease_from_stdin, 1);
+    cr_assert_null(o.lease);
+}
+
+Test(args, run_takes_the_command_after_double_dash)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "run", "n", "--ttl", "900", "--grace", "0", "--",
+                       "sh",      "-c",  "--ttl x", NULL};
+
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_RUN);
+    cr_assert_eq(o.ttl_ms, 900);
+    cr_assert_eq(o.grace_ms, 0);
+    cr_assert_eq(o.argc, 3);
+    cr_assert_str_eq(o.argv[0], "sh");
+    cr_assert_str_eq(o.argv[2], "--ttl x");
+    cr_assert_null(o.argv[3]);
+}
+
+Test(args, run_takes_the_command_after_name_like_flock)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "run", "n", "make", "--jobs", NULL};
+
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.argc, 2);
+    cr_assert_str_eq(o.argv[0], "make");
+    cr_assert_str_eq(o.argv[1], "--jobs");
+}
+
+Test(args, help_and_version_win_over_errors_later_on)
+{
+    cli_opts o;
+    char err[256];
+    const char *h[] = {"redlock", "--help", NULL};
+    const char *v[] = {"redlock", "run", "-V", NULL};
+
+    cr_assert_eq(parse(&o, NULL, h, err, sizeof(err)), 0);
+    cr_assert_eq(o.cmd, CLI_CMD_HELP);
+    cr_assert_eq(parse(&o, NULL, v, err, sizeof(err)), 0);
+    cr_assert_eq(o.cmd, CLI_CMD_VERSION);
+}
+
+/* Criterion copies parameters into a fresh process: no pointers, only arrays. */
+struct bad_case {
+    char words[6][16];
+    char message_part[32];
+};
+
+ParameterizedTestParameters(args, usage_errors)
+{
+    static struct bad_case cases[] = {
+        {{"redlock"}, "no command"},
+        {{"redlock", "lock", "n"}, "unknown command"},
+        {{"redlock", "status"}, "no lock NAME"},
+        {{"redlock", "run", "n"}, "no command given after NAME"},
+        {{"redlock", "run", "n", "--"}, "no command given after NAME"},
+        {{"redlock", "acquire", "n", "--ttl", "0"}, "--ttl"},
+        {{"redlock", "acquire", "n", "--ttl", "12x"}, "--ttl"},
+        {{"redlock", "acquire", "n", "--wait", "-1"}, "--wait"},
+        {{"redlock", "acquire", "n", "--ttl"}, "needs a value"},
+        {{"redlock", "status", "n", "extra"}, "unexpected argument"},
+        {{"redlock", "status", "n", "--bogus"}, "unknown option"},
+        {{"redlock", "status", "n", "-x"}, "unknown option"},
+        {{"redlock", "status", "n", "--url="}, "--url"},
+    };
+    return cr_make_param_array(struct bad_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct bad_case *c, args, usage_errors)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[7] = {NULL};
+
+    for (int i = 0; i < 6 && c->words[i][0] != '\0'; i++)
+        w[i] = c->words[i];
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1);
+    cr_assert(strstr(err, c->message_part) != NULL, "'%s' lacks '%s'", err,
+              c->message_part);
+}
+
+Test(args, a_bad_lease_is_refused_without_echoing_it)
+{
+    cli_opts o;
+    char err[256];
+    char lease[200];
+    const char *w[] = {"redlock", "release", "n", "--lease", lease, NULL};
+
+    memset(lease, 'S', sizeof(lease) - 1);
+    lease[sizeof(lease) - 1] = '\0';
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1);
+    cr_assert_null(strstr(err, "SSSS"), "the message echoes the lease: %s", err);
+}
+
+Test(args, parse_ms_bounds)
+{
+    long v = 0;
+
+    cr_assert_eq(cli_parse_ms("0", 0, 10, &v), 0);
+    cr_assert_eq(v, 0);
+    cr_assert_eq(cli_parse_ms("10", 0, 10, &v), 0);
+    cr_assert_eq(cli_parse_ms("11", 0, 10, &v), -1);
+    cr_assert_eq(cli_parse_ms("", 0, 10, &v), -1);
+    cr_assert_eq(cli_parse_ms(" 5", 0, 10, &v), -1);
+    cr_assert_eq(cli_parse_ms("+5", 0, 10, &v), -1);
+    cr_assert_eq(cli_parse_ms("99999999999999999999", 0, 10, &v), -1);
+}
+
+/* ---- policy ---------------------------------------------------------------------- */
+
+Test(policy, exit_codes_for_http_status)
+{
+    cr_assert_eq(cli_exit_for_status(200), 0);
+    cr_assert_eq(cli_exit_for_status(201), 0);
+    cr_assert_eq(cli_exit_for_status(409), 75);
+    cr_assert_eq(cli_exit_for_status(503), 75);
+    cr_assert_eq(cli_exit_for_status(0), 75, "no answer (connection refused) is temporary");
+    cr_assert_eq(cli_exit_for_status(400), 1);
+    cr_assert_eq(cli_exit_for_status(401), 1);
+    cr_assert_eq(cli_exit_for_status(404), 1);
+    cr_assert_eq(cli_exit_for_status(500), 1);
+}
+
+Test(policy, exit_code_passes_status_and_maps_signals)
+{
+    cr_assert_eq(cli_exit_for_wait(0), 0);
+    cr_assert_eq(cli_exit_for_wait(3 << 8), 3);
+    cr_assert_eq(cli_exit_for_wait(255 << 8), 255);
+    cr_assert_eq(cli_exit_for_wait(SIGTERM), 128 + SIGTERM);
+    cr_assert_eq(cli_exit_for_wait(SIGKILL), 128 + SIGKILL);
+}
+
+Test(policy, extends_at_a_third_of_the_ttl)
+{
+    cli_sched s;
+
+    cli_sched_granted(&s, 1000, 29700, 30000);
+    cr_assert_eq(s.deadline, 1000 + 29700, "validity counts from the send time");
+    cr_assert_eq(s.next_extend, 1000 + 10000);
+    cr_assert_not(cli_sched_expired(&s, 30699));
+    cr_assert(cli_sched_expired(&s, 30700));
+}
+
+Test(policy, short_validity_brings_the_extension_forward)
+{
+    cli_sched s;
+
+    cli_sched_granted(&s, 0, 600, 30000);
+    cr_assert_eq(s.next_extend, 300);
+}
+
+Test(policy, tiny_ttls_still_move_forward)
+{
+    cli_sched s;
+
+    cli_sched_granted(&s, 50, 0, 2);
+    cr_assert_eq(s.next_extend, 51);
+    cr_assert(cli_sched_expired(&s, 50));
+}
+
+Test(policy, failed_extension_retries_soon_within_bounds)
+{
+    cli_sched s;
+
+    cli_sched_granted(&s, 0, 29000, 30000);
+    cli_sched_failed(&s, 12000);
+    cr_assert_eq(s.next_extend, 13000, "capped at 1 s");
+    cli_sched_granted(&s, 0, 290, 300);
+    cli_sched_failed(&s, 100);
+    cr_assert_eq(s.next_extend, 150, "at least 50 ms");
+    cli_sched_granted(&s, 0, 2900, 3000);
+    cli_sched_failed(&s, 100);
+    cr_assert_eq(s.next_extend, 400, "ttl/10 in between");
+}
+
+Test(policy, sleep_until_the_next_event)
+{
+    cli_sched s;
+
+    cli_sched_granted(&s, 0, 2900, 3000);
+    cr_assert_eq(cli_sched_sleep(&s, 0, 1, 5000), 1000);
+    cr_assert_eq(cli_sched_sleep(&s, 0, 1, 400), 400, "capped");
+    cr_assert_eq(cli_sched_sleep(&s, 0, 0, 5000), 2900, "extension in flight: the deadline");
+    cr_assert_eq(cli_sched_sleep(&s, 3500, 1, 5000), 0, "never negative");
+}
+
+/* ---- ops ------------------------------------------------------------------------- */
+
+Test(ops, acquire_body_holds_only_what_was_given)
+{
+    json_t *b = cli_ops_acquire_body(-1, -1, NULL);
+    char *s;
+
+    cr_assert_not_null(b);
+    cr_assert_eq(json_object_size(b), 0);
+    json_decref(b);
+    b = cli_ops_acquire_body(2500, 0, "abcdefghijklmnop");
+    s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    cr_assert_str_eq(s, "{\"lease\":\"abcdefghijklmnop\",\"ttl_ms\":2500,\"wait_ms\":0}");
+    free(s);
+    json_decref(b);
+}
+
+Test(ops, timeout_covers_the_wait)
+{
+    cr_assert_gt(cli_ops_timeout(-1), 0);
+    cr_assert_eq(cli_ops_timeout(60000) - cli_ops_timeout(0), 60000);
+}
