@@ -7,13 +7,12 @@
 
 static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_ACQUIRE] =
-        "local v = redis.call('GET', KEYS[1])\n"
-        "if v == false then\n"
-        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        /* The common case first: one SET NX and one INCR. */
+        "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
         "  return {1, redis.call('INCR', KEYS[2])}\n"
         "end\n"
         "local f = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
-        "if v == ARGV[1] then\n"
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
         "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
         "  return {2, f}\n"
         "end\n"
