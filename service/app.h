@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "config.h"
 #include "log.h"
 
@@ -22,6 +23,8 @@ typedef struct app {
     int stopping;                /* set once by main on SIGTERM/SIGINT (atomic) */
     int seen_marked;             /* some master carried the data marker (atomic) */
     int64_t started_us;
+    auth auth;                   /* bearer tokens (n == 0: open) */
+    char *tls_cert, *tls_key;    /* PEM text when serving HTTPS */
     log_ctx log;                 /* main thread only */
 } app;
 

@@ -37,6 +37,7 @@ void config_defaults(config *cfg)
     cfg->max_waiters = 10000;
     cfg->quarantine_ms = -1; /* -1: follow max_ttl_ms */
     cfg->fresh_window_ms = 10000;
+    cfg->header_timeout_ms = 15000;
     cfg->log_json = 1;
     cfg->log_level = LOG_INFO;
 }
@@ -195,7 +196,7 @@ int config_parse_masters(config *cfg, const char *list, char *err, size_t errlen
 /* ---- flags and environment ------------------------------------------------ */
 
 enum opt_kind { OPT_MASTERS, OPT_LISTEN, OPT_LONG, OPT_DOUBLE, OPT_PREFIX, OPT_INT,
-                OPT_LOGFMT, OPT_LOGLEVEL };
+                OPT_LOGFMT, OPT_LOGLEVEL, OPT_PATH, OPT_BOOL };
 
 struct opt {
     const char *flag;
@@ -231,6 +232,16 @@ static const struct opt opts[] = {
      "how long a master that lost its data stays out of quorums (default: max ttl)"},
     {"fresh-window-ms", "REDLOCK_FRESH_WINDOW_MS", OPT_LONG, OFF(fresh_window_ms), 1, 3600000,
      "a new cluster's grace for late masters before missing data means loss"},
+    {"header-timeout-ms", "REDLOCK_HEADER_TIMEOUT_MS", OPT_LONG, OFF(header_timeout_ms), 100, 3600000,
+     "a connection must send a whole request header within this (also the keep-alive idle limit)"},
+    {"auth-tokens-file", "REDLOCK_AUTH_TOKENS_FILE", OPT_PATH, OFF(auth_tokens_file), 0, 0,
+     "bearer tokens, one per line, optionally followed by a lock-name prefix"},
+    {"auth-probes", "REDLOCK_AUTH_PROBES", OPT_BOOL, OFF(auth_probes), 0, 1,
+     "1: /readyz and /metrics need a token too (/healthz never does)"},
+    {"tls-cert", "REDLOCK_TLS_CERT", OPT_PATH, OFF(tls_cert), 0, 0, "PEM certificate: serve HTTPS"},
+    {"tls-key", "REDLOCK_TLS_KEY", OPT_PATH, OFF(tls_key), 0, 0, "PEM private key for --tls-cert"},
+    {"redis-password-file", "REDLOCK_REDIS_PASSWORD_FILE", OPT_PATH, OFF(redis_password_file), 0, 0,
+     "AUTH password for masters whose URL carries none"},
     {"log-format", "REDLOCK_LOG_FORMAT", OPT_LOGFMT, 0, 0, 0, "json or text"},
     {"log-level", "REDLOCK_LOG_LEVEL", OPT_LOGLEVEL, 0, 0, 0, "error, warn, info or debug"},
 };
@@ -297,6 +308,23 @@ static int apply(config *cfg, const struct opt *o, const char *val, const char *
             return -1;
         }
         snprintf(cfg->key_prefix, sizeof cfg->key_prefix, "%s", val);
+        return 0;
+    case OPT_PATH:
+        if (!*val || strlen(val) >= 512) {
+            snprintf(err, errlen, "%s: invalid path '%s'", origin, val);
+            return -1;
+        }
+        snprintf((char *)cfg + o->offset, 512, "%s", val);
+        return 0;
+    case OPT_BOOL:
+        if (strcmp(val, "1") == 0 || strcmp(val, "true") == 0 || strcmp(val, "yes") == 0)
+            *(int *)((char *)cfg + o->offset) = 1;
+        else if (strcmp(val, "0") == 0 || strcmp(val, "false") == 0 || strcmp(val, "no") == 0)
+            *(int *)((char *)cfg + o->offset) = 0;
+        else {
+            snprintf(err, errlen, "%s: invalid value '%s' (expected 1 or 0)", origin, val);
+            return -1;
+        }
         return 0;
     case OPT_LOGFMT:
         if (strcmp(val, "json") == 0)
@@ -382,5 +410,9 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen)
     }
     if (cfg->quarantine_ms < 0)
         cfg->quarantine_ms = cfg->max_ttl_ms;
+    if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
+        snprintf(err, errlen, "invalid TLS setting: --tls-cert and --tls-key go together");
+        return CONFIG_ERROR;
+    }
     return CONFIG_OK;
 }

@@ -35,6 +35,11 @@ typedef struct config {
     long quarantine_ms;    /* how long a master that lost its data stays out of quorums */
     long fresh_window_ms;  /* after a new cluster is marked, a master without the marker is
                             * a late member, not one that lost its data */
+    long header_timeout_ms; /* a request header must arrive within this (slow clients) */
+    char auth_tokens_file[512]; /* empty: no authentication */
+    int auth_probes;       /* 1: /readyz and /metrics need a token too */
+    char tls_cert[512], tls_key[512]; /* both set: HTTPS */
+    char redis_password_file[512];
     int log_json;          /* 1: JSON lines, 0: text */
     int log_level;         /* LOG_ERROR..LOG_DEBUG from log.h */
 } config;

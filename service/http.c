@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "auth.h"
 #include "errors.h"
 #include "jw.h"
 #include "lease.h"
@@ -35,8 +38,18 @@ struct route {
     struct route_method methods[5];
 };
 
+/* One client connection, tracked for the header timeout while it has no request
+ * being served (in the worker's idle list, oldest first). */
+typedef struct http_conn {
+    struct http_conn *prev, *next;
+    int fd;
+    int linked;
+    int64_t since_us;
+} http_conn;
+
 struct http_req {
     worker *w;
+    http_conn *hc;
     struct MHD_Connection *conn;
     const struct route *route;
     handler_fn fn;
@@ -98,6 +111,9 @@ static int reply_error(http_req *r, rl_err e, const char *msg, const char *extra
     if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
         hdr = MHD_HTTP_HEADER_ALLOW;
         val = r->route->allow;
+    } else if (e == RL_E_UNAUTHORIZED) {
+        hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+        val = "Bearer realm=\"redlockd\"";
     }
     return queue_json(r, rl_err_status(e), buf, jw_len(&w), hdr, val);
 }
@@ -352,6 +368,84 @@ static void op_done(lockop *op)
     MHD_resume_connection(r->conn);
 }
 
+/* ---- connections and the header timeout ---- */
+
+static void conn_unlink(worker *w, http_conn *hc)
+{
+    if (!hc || !hc->linked)
+        return;
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        w->idle_head = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
+    else
+        w->idle_tail = hc->prev;
+    hc->prev = hc->next = NULL;
+    hc->linked = 0;
+}
+
+static void conn_link_tail(worker *w, http_conn *hc)
+{
+    conn_unlink(w, hc);
+    hc->since_us = clock_now_us();
+    hc->prev = w->idle_tail;
+    hc->next = NULL;
+    if (w->idle_tail)
+        w->idle_tail->next = hc;
+    else
+        w->idle_head = hc;
+    w->idle_tail = hc;
+    hc->linked = 1;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    worker *w = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int fd = ci ? ci->connect_fd : -1;
+        w->nconns++;
+        if (w->nconns > w->max_conns) {
+            /* Past the cap: refuse at once (the daemon's own limit is set higher, so
+             * that excess clients are told instead of left in the accept queue). */
+            if (fd >= 0)
+                shutdown(fd, SHUT_RDWR);
+            w->conns_refused++;
+            return;
+        }
+        http_conn *hc = calloc(1, sizeof *hc);
+        if (!hc)
+            return; /* untracked: only MHD's own idle timeout applies to it */
+        hc->fd = fd;
+        conn_link_tail(w, hc);
+        *socket_context = hc;
+    } else {
+        w->nconns--;
+        if (*socket_context) {
+            http_conn *hc = *socket_context;
+            conn_unlink(w, hc);
+            free(hc);
+            *socket_context = NULL;
+        }
+    }
+}
+
+void http_sweep(worker *w, int64_t now_us)
+{
+    int64_t cutoff = now_us - w->app->cfg.header_timeout_ms * 1000;
+    while (w->idle_head && w->idle_head->since_us < cutoff) {
+        http_conn *hc = w->idle_head;
+        conn_unlink(w, hc);
+        /* libmicrohttpd sees end-of-stream and closes it the usual way. */
+        if (hc->fd >= 0)
+            shutdown(hc->fd, SHUT_RDWR);
+        w->conns_cut++;
+    }
+}
+
 /* ---- libmicrohttpd callbacks ---- */
 
 static http_req *req_new(worker *w)
@@ -431,6 +525,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!r)
         return;
     log_request(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    if (r->hc && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        conn_link_tail(r->w, r->hc); /* keep-alive: the next request's clock starts */
     req_free(r);
     *con_cls = NULL;
 }
@@ -466,6 +562,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             return MHD_NO;
         *con_cls = r;
         r->conn = c;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        r->hc = ci ? ci->socket_context : NULL;
         r->start_us = clock_now_us();
         r->method_idx = -1;
         static const char *const ids[] = {"POST", "DELETE", "PATCH", "GET"};
@@ -495,6 +593,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             }
         if (!r->fn)
             return reply_error(r, RL_E_METHOD_NOT_ALLOWED, NULL, NULL);
+        const app *a = w->app;
+        if (a->auth.n && (r->route->id == ROUTE_LOCK || (a->cfg.auth_probes && r->route->id != ROUTE_HEALTHZ))) {
+            const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+            rl_err e = auth_check(&a->auth, h, r->route->id == ROUTE_LOCK ? r->name : NULL, r->name_len);
+            if (e != RL_OK)
+                return reply_error(r, e, NULL, NULL);
+        }
         if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && r->route->id == ROUTE_LOCK)
             return reply_error(r, RL_E_SHUTTING_DOWN, NULL, NULL);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -535,8 +640,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (r->started)
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
     r->started = 1;
-    if (r->fn(r) == SUSPENDED)
-        return MHD_YES;
+    conn_unlink(w, r->hc); /* being served: no longer subject to the header timeout */
+    r->fn(r);
     return MHD_YES;
 }
 
@@ -581,14 +686,31 @@ int http_start(worker *w)
 {
     app *a = w->app;
     unsigned per = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
-    w->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO, 0, NULL,
-                              NULL, on_access, w,
-                              MHD_OPTION_LISTEN_SOCKET, a->listen_fd,
+    w->max_conns = per;
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, a->tls_cert},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (a->tls_cert)
+        flags |= MHD_USE_TLS;
+    /* Each daemon gets its own descriptor of the shared socket: a daemon closes the
+     * socket it was given when it stops, and must not close the others'. */
+    w->listen_fd = dup(a->listen_fd);
+    if (w->listen_fd < 0) {
+        log_msg(&w->log, LOG_ERROR, "worker %d: dup of the listening socket failed", w->id);
+        return -1;
+    }
+    w->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, w,
+                              MHD_OPTION_LISTEN_SOCKET, w->listen_fd,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, w,
-                              MHD_OPTION_CONNECTION_LIMIT, per,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, w,
+                              MHD_OPTION_CONNECTION_LIMIT, per + 64,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                              MHD_OPTION_ARRAY, a->tls_cert ? tls : tls + 2,
                               MHD_OPTION_END);
     if (!w->mhd) {
         log_msg(&w->log, LOG_ERROR, "worker %d: cannot start the HTTP daemon", w->id);
@@ -613,8 +735,8 @@ int http_start(worker *w)
 void http_quiesce(worker *w)
 {
     if (w->mhd && !w->quiesced) {
-        MHD_quiesce_daemon(w->mhd); /* returns the shared socket: main closes it */
-        w->quiesced = 1;
+        /* On success the daemon no longer owns its descriptor: http_stop closes it. */
+        w->quiesced = MHD_quiesce_daemon(w->mhd) != MHD_INVALID_SOCKET ? 2 : 1;
     }
 }
 
@@ -625,6 +747,9 @@ void http_stop(worker *w)
     loop_io_set(&w->loop, &w->mhd_io, 0);
     MHD_stop_daemon(w->mhd);
     w->mhd = NULL;
+    if (w->quiesced == 2)
+        close(w->listen_fd);
+    w->listen_fd = -1;
 }
 
 void http_fini(worker *w)

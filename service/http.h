@@ -5,6 +5,8 @@
 #ifndef RL_HTTP_H
 #define RL_HTTP_H
 
+#include <stdint.h>
+
 struct worker;
 
 /* Start w's daemon on the app's listening socket.  0 or -1 (logged). */
@@ -21,6 +23,10 @@ void http_fini(struct worker *w);
 
 /* Run the daemon's pending work (called by the worker loop). */
 void http_run(struct worker *w);
+
+/* Close connections that have not delivered a whole request header within the
+ * header timeout (slow clients, idle keep-alive past the limit). */
+void http_sweep(struct worker *w, int64_t now_us);
 
 /* Milliseconds until the daemon needs to run, or -1. */
 int http_timeout_ms(struct worker *w);

@@ -138,6 +138,50 @@ static int listen_on(app *a)
     return 0;
 }
 
+static char *slurp(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot read '%s'", path);
+        return NULL;
+    }
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (!buf || n == 0) {
+        free(buf);
+        snprintf(err, errlen, "'%s' is empty or unreadable", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Secrets from files: tokens, TLS material, the masters' password. */
+static int load_secrets(app *a, char *err, size_t errlen)
+{
+    config *c = &a->cfg;
+    if (c->auth_tokens_file[0] && auth_load(&a->auth, c->auth_tokens_file, err, errlen) != 0)
+        return -1;
+    if (c->tls_cert[0]) {
+        if (!(a->tls_cert = slurp(c->tls_cert, err, errlen)) ||
+            !(a->tls_key = slurp(c->tls_key, err, errlen)))
+            return -1;
+    }
+    if (c->redis_password_file[0]) {
+        char *pw = slurp(c->redis_password_file, err, errlen);
+        if (!pw)
+            return -1;
+        pw[strcspn(pw, "\r\n")] = '\0';
+        for (size_t i = 0; i < c->n_masters; i++)
+            if (!c->masters[i].password[0])
+                snprintf(c->masters[i].password, sizeof c->masters[i].password, "%s", pw);
+        memset(pw, 0, strlen(pw));
+        free(pw);
+    }
+    return 0;
+}
+
 static void raise_fd_limit(app *a)
 {
     struct rlimit rl;
@@ -167,6 +211,10 @@ int main(int argc, char **argv)
     if (rc == CONFIG_EXIT)
         return 0;
     if (rc == CONFIG_ERROR) {
+        fprintf(stderr, "redlockd: %s\n", err);
+        return 2;
+    }
+    if (load_secrets(&a, err, sizeof err) != 0) {
         fprintf(stderr, "redlockd: %s\n", err);
         return 2;
     }
@@ -217,6 +265,8 @@ int main(int argc, char **argv)
     jw_arr_close(&j);
     jw_key_int(&j, "quorum", (long long)config_quorum(a.cfg.n_masters));
     jw_key_int(&j, "node_timeout_ms", a.cfg.node_timeout_ms);
+    jw_key_bool(&j, "tls", a.tls_cert != NULL);
+    jw_key_int(&j, "auth_tokens", (long long)a.auth.n);
     char msg[400];
     snprintf(msg, sizeof msg, "listening on %s", a.listen_addr);
     log_event(&a.log, LOG_INFO, msg, fields);
@@ -239,6 +289,9 @@ int main(int argc, char **argv)
     free(a.workers);
     if (a.listen_fd >= 0)
         close(a.listen_fd);
+    auth_free(&a.auth);
+    free(a.tls_cert);
+    free(a.tls_key);
     log_msg(&a.log, LOG_INFO, "stopped");
     return 0;
 }

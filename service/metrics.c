@@ -112,6 +112,17 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_waiter_wakeups_total Parked waiters woken by a release here.\n"
                   "# TYPE redlockd_waiter_wakeups_total counter\nredlockd_waiter_wakeups_total %llu\n",
               (unsigned long long)sum_counter(a, CNT_WAKEUPS));
+    uint64_t cut = 0, refused = 0;
+    for (size_t i = 0; i < a->nworkers; i++) {
+        cut += ld(&a->workers[i]->conns_cut);
+        refused += ld(&a->workers[i]->conns_refused);
+    }
+    sb_printf(&b, "# HELP redlockd_connections_refused_total Connections refused past --max-connections.\n"
+                  "# TYPE redlockd_connections_refused_total counter\nredlockd_connections_refused_total %llu\n",
+              (unsigned long long)refused);
+    sb_printf(&b, "# HELP redlockd_slow_connections_closed_total Connections closed for not sending a whole request header in time.\n"
+                  "# TYPE redlockd_slow_connections_closed_total counter\nredlockd_slow_connections_closed_total %llu\n",
+              (unsigned long long)cut);
     sb_printf(&b, "# HELP redlockd_parked_waiters Acquirers parked waiting for a lock.\n"
                   "# TYPE redlockd_parked_waiters gauge\nredlockd_parked_waiters %ld\n",
               __atomic_load_n(&a->waiters_total, __ATOMIC_RELAXED));

@@ -165,6 +165,10 @@ static void on_tick(loop_timer *t)
         stall = 250000;
     for (size_t i = 0; i < w->rounds.n; i++)
         master_check_stall(&w->masters[i], now, stall);
+    if (w->mhd && now >= w->next_sweep_us) {
+        http_sweep(w, now);
+        w->next_sweep_us = now + 100 * 1000;
+    }
     loop_timer_start(&w->loop, &w->tick, now + TICK_MS * 1000);
 }
 
@@ -240,6 +244,7 @@ worker *worker_new(app *a, int id)
     w->app = a;
     w->id = id;
     w->evfd = -1;
+    w->listen_fd = -1;
     log_init(&w->log, a->cfg.log_json, a->cfg.log_level, 1);
     lease_rng_init(&w->rng);
     pthread_mutex_init(&w->mb_lock, NULL);

@@ -18,6 +18,7 @@
 
 struct MHD_Daemon;
 struct http_req;
+struct http_conn;
 
 #define WORKER_MAILBOX 256
 
@@ -40,7 +41,13 @@ typedef struct worker {
     uint64_t req_seq;
     size_t active_reqs;     /* requests between first call and completion */
     struct http_req *free_reqs;
-    int quiesced;
+    struct http_conn *idle_head, *idle_tail; /* connections waiting for a whole request, oldest first */
+    int64_t next_sweep_us;
+    uint64_t conns_cut;     /* connections closed for a slow or missing request header */
+    uint64_t conns_refused; /* connections refused past --max-connections */
+    unsigned nconns, max_conns;
+    int quiesced;           /* 1: asked, 2: the daemon gave its socket back */
+    int listen_fd;          /* this daemon's descriptor of the shared socket */
     int64_t stop_deadline_us;
     /* mailbox: other threads post, this one drains on its eventfd */
     int evfd;

@@ -70,6 +70,10 @@ static pid_t spawn(char *const argv[], const char *log_path)
     return pid;
 }
 
+static const char *redis_password;
+
+void h_set_redis_password(const char *pw) { redis_password = pw; }
+
 static int redis_ping(int port)
 {
     struct timeval tv = {0, 200000};
@@ -77,6 +81,11 @@ static int redis_ping(int port)
     int ok = 0;
     if (rc && !rc->err) {
         redisSetTimeout(rc, tv);
+        if (redis_password) {
+            redisReply *a = redisCommand(rc, "AUTH %s", redis_password);
+            if (a)
+                freeReplyObject(a);
+        }
         redisReply *r = redisCommand(rc, "PING");
         ok = r && r->type == REDIS_REPLY_STATUS;
         if (r)
@@ -95,7 +104,11 @@ static int redis_launch(h_redis *r)
     char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
                     "--appendonly", r->appendonly ? "yes" : "no", "--appendfsync", "always",
                     "--dir", r->dir, "--daemonize", "no", "--protected-mode", "no",
-                    "--maxmemory-policy", "noeviction", NULL};
+                    "--maxmemory-policy", "noeviction", NULL, NULL, NULL};
+    if (redis_password) {
+        argv[19] = "--requirepass";
+        argv[20] = (char *)redis_password;
+    }
     r->pid = spawn(argv, log);
     double end = h_now_ms() + 10000;
     while (h_now_ms() < end) {
@@ -157,6 +170,11 @@ long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...
     struct timeval tv = {2, 0};
     redisContext *rc = redisConnectWithTimeout("127.0.0.1", r->port, tv);
     cr_assert(rc && !rc->err, "connect to master %d", r->port);
+    if (redis_password) {
+        redisReply *a = redisCommand(rc, "AUTH %s", redis_password);
+        if (a)
+            freeReplyObject(a);
+    }
     va_list ap;
     va_start(ap, fmt);
     redisReply *rep = redisvCommand(rc, fmt, ap);
@@ -214,9 +232,13 @@ void h_service_start(h_cluster *c, h_service *s, const char *extra)
 {
     static int seq;
     char masters[1024] = "";
+    const char *pw = getenv("REDLOCK_TEST_URL_PASSWORD");
     for (int i = 0; i < c->n; i++) {
-        char one[64];
-        snprintf(one, sizeof one, "%s127.0.0.1:%d", i ? "," : "", c->masters[i].port);
+        char one[160];
+        if (pw)
+            snprintf(one, sizeof one, "%sredis://:%s@127.0.0.1:%d", i ? "," : "", pw, c->masters[i].port);
+        else
+            snprintf(one, sizeof one, "%s127.0.0.1:%d", i ? "," : "", c->masters[i].port);
         strcat(masters, one);
     }
     snprintf(s->log, sizeof s->log, "%s/redlockd-%d.log", c->tmp, seq++);
@@ -227,7 +249,7 @@ void h_service_start(h_cluster *c, h_service *s, const char *extra)
     int n = 0;
     argv[n++] = (char *)bin;
     argv[n++] = "--masters";
-    argv[n++] = masters;
+    argv[n++] = c->masters_override ? (char *)c->masters_override : masters;
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
     char extra_copy[1024] = "";
@@ -248,7 +270,8 @@ void h_service_start(h_cluster *c, h_service *s, const char *extra)
         cr_assert(h_now_ms() < end, "redlockd did not report its port (see %s)", s->log);
         usleep(5000);
     }
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", extra && strstr(extra, "--tls-cert") ? "https" : "http",
+             s->port);
     cr_assert(h_wait_until(svc_ready, s, 10000), "redlockd never became ready (see %s)", s->log);
 }
 
@@ -440,6 +463,14 @@ void h_http_to(const char *base, void **curlp, const char *method, const char *p
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 30000L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L); /* tests use a self-signed cert */
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+    const char *auth = getenv("REDLOCK_TEST_TOKEN");
+    if (auth && *auth) {
+        static char hdr[300];
+        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
+        hdrs = curl_slist_append(hdrs, hdr);
+    }
     if (body) {
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));

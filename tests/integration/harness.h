@@ -32,6 +32,7 @@ typedef struct h_cluster {
     char tmp[128];
     int external;
     void *curl; /* keep-alive client for this cluster's default service */
+    const char *masters_override; /* --masters value to use instead of the local list */
 } h_cluster;
 
 typedef struct h_resp {
@@ -44,6 +45,9 @@ typedef struct h_resp {
     char content_type[80];
     double ms;             /* client-side duration */
 } h_resp;
+
+/* Masters started from now on require this password (NULL: none). */
+void h_set_redis_password(const char *pw);
 
 /* Start n masters (AOF on if appendonly) and a service with extra flags (may be
  * NULL).  Aborts the test (cr_assert) on failure. */

@@ -1,0 +1,35 @@
+/* auth.h -- bearer-token authentication: the tokens file (one token per line,
+ * optionally followed by a lock-name prefix that scopes it), and the check of an
+ * Authorization header.  Tokens are compared in constant time. */
+#ifndef RL_AUTH_H
+#define RL_AUTH_H
+
+#include <stddef.h>
+
+#include "errors.h"
+
+typedef struct auth_token {
+    char *token;
+    char *scope;   /* lock-name prefix, or NULL for every name */
+} auth_token;
+
+typedef struct auth {
+    auth_token *tokens;
+    size_t n;
+} auth;
+
+/* Load path into a (replacing nothing: a must be zeroed).  Returns 0, or -1 with a
+ * message naming the file and line in err. */
+int auth_load(auth *a, const char *path, char *err, size_t errlen);
+
+/* Parse the text of a tokens file (used by auth_load and the fuzzer). */
+int auth_parse(auth *a, const char *text, char *err, size_t errlen);
+
+void auth_free(auth *a);
+
+/* Check an Authorization header value (may be NULL) for a lock name (NULL for routes
+ * without one).  RL_OK, RL_E_UNAUTHORIZED (missing or unknown token) or RL_E_FORBIDDEN
+ * (a known token whose scope does not cover name). */
+rl_err auth_check(const auth *a, const char *header, const char *name, size_t name_len);
+
+#endif
