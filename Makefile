@@ -18,7 +18,7 @@ endif
 OPT ?= -O2
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wno-format-nonliteral
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fno-strict-aliasing -pthread
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fno-strict-aliasing -pthread -MMD -MP
 BASE_LDFLAGS := -pthread
 
 ifeq ($(SANITIZER),)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "notify.h"
 #include "reply.h"
 #include "scripts.h"
 
@@ -74,7 +75,8 @@ static waitq *waitq_find(lockop_env *env, const char *name, size_t len)
 typedef struct keybuf {
     char key[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 1];
     char fkey[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 8];
-    size_t key_len, fkey_len;
+    char chan[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 12];
+    size_t key_len, fkey_len, chan_len;
 } keybuf;
 
 static void make_keys(const lockop *op, keybuf *kb)
@@ -82,6 +84,7 @@ static void make_keys(const lockop *op, keybuf *kb)
     const char *prefix = op->env->conf->key_prefix;
     kb->key_len = (size_t)snprintf(kb->key, sizeof kb->key, "%s%.*s", prefix, (int)op->name_len, op->name);
     kb->fkey_len = (size_t)snprintf(kb->fkey, sizeof kb->fkey, "%s#fence:%.*s", prefix, (int)op->name_len, op->name);
+    kb->chan_len = notify_channel(prefix, op->name, op->name_len, kb->chan, sizeof kb->chan);
 }
 
 /* Completion: always from the loop, through the wait timer set to "now". */
@@ -120,9 +123,9 @@ static void release_everywhere(lockop *op)
         return; /* out of memory: the keys expire with their ttl */
     keybuf kb;
     make_keys(op, &kb);
-    const char *argv[] = {kb.key, op->lease};
-    size_t lens[] = {kb.key_len, op->lease_len};
-    round_send(rd, SCRIPT_RELEASE, 1, 1, argv, lens, round_all(op->env->rounds));
+    const char *argv[] = {kb.key, op->lease, kb.chan};
+    size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len};
+    round_send(rd, SCRIPT_RELEASE, 1, 2, argv, lens, round_all(op->env->rounds));
     round_unref(rd);
 }
 
@@ -164,6 +167,8 @@ static void unpark(lockop *op)
     loop_timer_stop(op->env->rounds->loop, &op->wait_timer);
     if (!q->head) {
         loop_timer_stop(q->env->rounds->loop, &q->retry);
+        if (q->env->watch)
+            q->env->watch(q->env, q->name, q->name_len, 0);
         waitq **pp = bucket_of(q->env, q->name, q->name_len);
         while (*pp != q)
             pp = &(*pp)->next;
@@ -198,6 +203,8 @@ static int park(lockop *op, int64_t delay_ms)
             waitq **b = bucket_of(env, op->name, op->name_len);
             q->next = *b;
             *b = q;
+            if (env->watch)
+                env->watch(env, q->name, q->name_len, 1);
         }
         op->q = q;
         op->q_prev = q->tail;
@@ -559,10 +566,10 @@ void lockop_start(lockop *op)
         rd = round_new(env->rounds, release_done, op);
         if (!rd)
             break;
-        const char *argv[] = {kb.key, op->lease};
-        size_t lens[] = {kb.key_len, op->lease_len};
+        const char *argv[] = {kb.key, op->lease, kb.chan};
+        size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len};
         op->rd = rd;
-        round_send(rd, SCRIPT_RELEASE, 1, 1, argv, lens, round_all(env->rounds));
+        round_send(rd, SCRIPT_RELEASE, 1, 2, argv, lens, round_all(env->rounds));
         round_unref(rd);
         return;
     }

@@ -39,6 +39,8 @@ struct lockop_env {
     void *owner;                               /* the worker */
     /* A release of name succeeded here: wake waiters on other workers too. */
     void (*released)(lockop_env *env, const char *name, size_t len);
+    /* A queue of waiters for name was created / is gone (follow its releases). */
+    void (*watch)(lockop_env *env, const char *name, size_t len, int on);
     long *waiters_total;                       /* process-wide count (atomic) */
     waitq **buckets;                           /* name -> queue of parked waiters */
     size_t nbuckets;

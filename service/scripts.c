@@ -23,8 +23,12 @@ static const char *const sources[SCRIPT__COUNT] = {
         "if f < t then redis.call('SET', KEYS[1], ARGV[1]) return t end\n"
         "return f\n",
     [SCRIPT_RELEASE] =
+        /* ARGV[2]: the channel waiters on other instances follow (see notify.h);
+         * publishing to a channel nobody follows costs next to nothing. */
         "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-        "  return redis.call('DEL', KEYS[1])\n"
+        "  redis.call('DEL', KEYS[1])\n"
+        "  redis.call('PUBLISH', ARGV[2], '1')\n"
+        "  return 1\n"
         "end\n"
         "return 0\n",
     [SCRIPT_EXTEND] =

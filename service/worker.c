@@ -104,6 +104,23 @@ static void on_released(lockop_env *env, const char *name, size_t len)
     }
 }
 
+static void on_watch(lockop_env *env, const char *name, size_t len, int on)
+{
+    worker *w = env->owner;
+    if (!w->notify)
+        return;
+    if (on)
+        notify_subscribe(w->notify, name, len);
+    else
+        notify_unsubscribe(w->notify, name, len);
+}
+
+static void on_announced(void *owner, const char *name, size_t len)
+{
+    worker *w = owner;
+    lockop_wake(&w->ops, name, len);
+}
+
 void worker_post_wake(worker *w, const char *name, size_t len)
 {
     pthread_mutex_lock(&w->mb_lock);
@@ -212,6 +229,8 @@ static void *worker_main(void *arg)
     app *a = w->app;
     for (size_t i = 0; i < w->rounds.n; i++)
         master_start(&w->masters[i]);
+    if (w->notify)
+        notify_start(w->notify);
     loop_timer_start(&w->loop, &w->tick, clock_now_us() + TICK_MS * 1000);
 
     while (!__atomic_load_n(&a->stopping, __ATOMIC_RELAXED))
@@ -230,6 +249,8 @@ static void *worker_main(void *arg)
     while (w->active_reqs && clock_now_us() < limit)
         pass(w, 10);
     http_stop(w);
+    notify_free(w->notify);
+    w->notify = NULL;
     loop_timer_stop(&w->loop, &w->tick);
     round_env_dispatch(&w->rounds);
     log_flush(&w->log);
@@ -265,6 +286,10 @@ worker *worker_new(app *a, int id)
     if (lockop_env_init(&w->ops, &w->rounds, &a->cfg, w, &a->waiters_total, seed) != 0)
         goto err;
     w->ops.released = on_released;
+    w->ops.watch = on_watch;
+    w->notify = notify_new(&a->cfg, &w->loop, on_announced, w);
+    if (!w->notify)
+        goto err;
     w->tick.cb = on_tick;
     w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (w->evfd < 0)
@@ -295,6 +320,7 @@ void worker_free(worker *w)
     if (!w)
         return;
     http_fini(w);
+    notify_free(w->notify);
     round_env_fini(&w->rounds);
     lockop_env_fini(&w->ops);
     if (w->evfd >= 0)

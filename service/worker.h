@@ -14,6 +14,7 @@
 #include "log.h"
 #include "loop.h"
 #include "master.h"
+#include "notify.h"
 #include "round.h"
 
 struct MHD_Daemon;
@@ -30,6 +31,7 @@ typedef struct worker {
     master_conn *masters;
     round_env rounds;
     lockop_env ops;
+    notify *notify;         /* release announcements from other instances */
     struct MHD_Daemon *mhd;
     loop_io mhd_io;
     int mhd_ready;          /* MHD has work: run it this pass */

@@ -246,3 +246,36 @@ Test(locking, sigterm_answers_waiters_and_exits_zero)
     cr_assert(w.status == 409 || w.status == 503, "the parked waiter was answered: %ld", w.status);
     cr_assert(w.done_ms - t0 < 5000);
 }
+
+Test(locking, release_on_another_instance_wakes_a_waiter_here)
+{
+    h_require_local(&C);
+    h_service b;
+    h_service_start(&C, &b, NULL);
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "wait.cross", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
+    struct waiter w = {b.url, "/locks/wait.cross?wait_ms=20000", 0, 0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_main, &w);
+    /* Parked on instance B (its own gauge). */
+    double end = h_now_ms() + 5000;
+    void *curl_b = NULL;
+    for (;;) {
+        h_resp r;
+        h_http_to(b.url, &curl_b, "GET", "/metrics", NULL, &r);
+        int parked_b = strstr(r.body, "\nredlockd_parked_waiters 1\n") != NULL;
+        h_resp_free(&r);
+        if (parked_b)
+            break;
+        cr_assert(h_now_ms() < end, "the waiter parks on B");
+        usleep(5000);
+    }
+    double released = h_now_ms();
+    cr_assert_eq(h_release(&C, "wait.cross", lease), 200, "released through A");
+    pthread_join(th, NULL);
+    cr_assert_eq(w.status, 201);
+    cr_assert(w.done_ms - released < 2000, "B's waiter woke %.1f ms after A's release (expiry was 30 s away)",
+              w.done_ms - released);
+    curl_easy_cleanup(curl_b);
+    h_service_stop(&b);
+}

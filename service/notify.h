@@ -1,0 +1,34 @@
+/* notify.h -- release notifications across service instances: one subscriber
+ * connection per master per worker, subscribed to "<prefix>#released:<name>" for
+ * exactly the names that have parked waiters on this worker.  The release script
+ * publishes on that channel, so a waiter here learns of a release made through any
+ * other instance without waiting for its next poll (the poll stays as the fallback). */
+#ifndef RL_NOTIFY_H
+#define RL_NOTIFY_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "loop.h"
+
+typedef struct notify notify;
+
+/* Called with the name whose release was announced. */
+typedef void (*notify_cb)(void *owner, const char *name, size_t len);
+
+/* Create (not connected).  NULL on allocation failure. */
+notify *notify_new(const config *cfg, loop *l, notify_cb cb, void *owner);
+void notify_free(notify *n);
+
+/* Connect to every master (reconnecting with back-off on failure). */
+void notify_start(notify *n);
+
+/* Follow / stop following name (reference-counted by the caller: call once per
+ * queue of waiters created / destroyed). */
+void notify_subscribe(notify *n, const char *name, size_t len);
+void notify_unsubscribe(notify *n, const char *name, size_t len);
+
+/* The channel for name into buf; returns its length. */
+size_t notify_channel(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
+
+#endif
