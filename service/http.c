@@ -23,7 +23,7 @@ typedef int (*handler_fn)(http_req *r);
 
 enum { REPLIED = 0, SUSPENDED = 1 };
 
-enum route_id { ROUTE_LOCK = 0, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_METRICS, ROUTE_OTHER };
+enum route_id { ROUTE_LOCK = 0, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_METRICS, ROUTE_OTHER, ROUTE_LOCKS };
 
 struct route_method {
     const char *method;
@@ -225,6 +225,78 @@ static int h_extend(http_req *r)
     return SUSPENDED;
 }
 
+static int h_macquire(http_req *r)
+{
+    worker *w = r->w;
+    char msg[256] = "";
+    multi_params *mp = malloc(sizeof *mp);
+    if (!mp)
+        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
+    memset(&mp->p, 0, sizeof mp->p);
+    rl_err e = query_params(r);
+    mp->p = r->params;
+    if (e == RL_OK)
+        e = multi_params_from_body(mp, r->body, r->body_len, msg, sizeof msg);
+    if (e == RL_OK)
+        e = params_check(&mp->p, w->app->cfg.max_ttl_ms, w->app->cfg.max_wait_ms,
+                         w->app->cfg.drift_factor, msg, sizeof msg);
+    if (e == RL_OK && w->app->auth.n) {
+        const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        for (size_t j = 0; e == RL_OK && j < mp->n; j++)
+            e = auth_check(&w->app->auth, h, mp->names[j], mp->lens[j]);
+    }
+    if (e != RL_OK) {
+        free(mp);
+        return reply_error(r, e, msg, NULL), REPLIED;
+    }
+    lockop_init(&r->op, &w->ops, LOCKOP_MACQUIRE, mp->names[0], mp->lens[0], op_done, r);
+    lockop *op = &r->op;
+    const char *names[MULTI_MAX_NAMES];
+    for (size_t j = 0; j < mp->n; j++)
+        names[j] = mp->names[j];
+    int bad = lockop_set_multi(op, names, mp->lens, mp->n);
+    op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : w->app->cfg.default_ttl_ms;
+    if (mp->p.has_lease) {
+        op->lease_len = strlen(mp->p.lease);
+        memcpy(op->lease, mp->p.lease, op->lease_len + 1);
+    } else if (!bad) {
+        bad = lease_generate(&w->rng, op->lease);
+        op->lease_len = LEASE_GEN_LEN;
+    }
+    if (mp->p.has_wait && mp->p.wait_ms > 0)
+        op->wait_deadline_us = r->start_us + (int64_t)mp->p.wait_ms * 1000;
+    free(mp);
+    if (bad)
+        return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    lockop_start(op);
+    return SUSPENDED;
+}
+
+static int h_mrelease(http_req *r)
+{
+    char msg[256] = "";
+    rl_err e = query_params(r);
+    if (e == RL_OK)
+        e = params_from_body(&r->params, r->body, r->body_len, msg, sizeof msg);
+    if (e == RL_OK && !r->params.has_lease) {
+        e = RL_E_INVALID_LEASE;
+        snprintf(msg, sizeof msg, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
+    }
+    if (e != RL_OK)
+        return reply_error(r, e, msg, NULL), REPLIED;
+    lockop_init(&r->op, &r->w->ops, LOCKOP_MRELEASE, "", 0, op_done, r);
+    r->op.lease_len = strlen(r->params.lease);
+    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
+    if (lockop_set_multi(&r->op, NULL, NULL, 0) != 0)
+        return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    lockop_start(&r->op);
+    return SUSPENDED;
+}
+
 static int h_inspect(http_req *r)
 {
     if (!validate_name(r->name, r->name_len))
@@ -306,6 +378,7 @@ static const struct route routes[] = {
     {"/healthz", 0, ROUTE_HEALTHZ, "GET", {{"GET", h_healthz}}},
     {"/readyz", 0, ROUTE_READYZ, "GET", {{"GET", h_readyz}}},
     {"/metrics", 0, ROUTE_METRICS, "GET", {{"GET", h_metrics}}},
+    {"/locks", 0, ROUTE_LOCKS, "POST, DELETE", {{"POST", h_macquire}, {"DELETE", h_mrelease}}},
 };
 
 /* ---- completion of a suspended request ---- */
@@ -319,6 +392,29 @@ static void op_done(lockop *op)
     if (op->kind == LOCKOP_READY) {
         health_reply(r, op->err == RL_OK ? 200 : 503, op->nodes_ok, op->rd ? op->rd->replies : NULL);
         lockop_fini(op);
+    } else if (op->err == RL_OK && op->multi) {
+        char big[16384];
+        jw_init(&j, big, sizeof big);
+        jw_obj_open(&j);
+        jw_arr_open(&j, "names");
+        for (size_t k = 0; k < op->multi->n; k++)
+            jw_key_strn(&j, NULL, op->multi->names[k], op->multi->lens[k]);
+        jw_arr_close(&j);
+        if (op->kind == LOCKOP_MACQUIRE) {
+            jw_key_strn(&j, "lease", op->lease, op->lease_len);
+            jw_raw_fields(&j, "\"fencing_tokens\":");
+            j.need_comma = 0;
+            jw_obj_open(&j);
+            for (size_t k = 0; k < op->multi->n; k++)
+                jw_key_uint(&j, op->multi->names[k], op->multi->tokens[k]);
+            jw_obj_close(&j);
+            jw_key_int(&j, "validity_ms", op->validity_ms);
+            jw_key_int(&j, "ttl_ms", op->ttl_ms);
+        } else {
+            jw_key_bool(&j, "released", 1);
+        }
+        jw_obj_close(&j);
+        queue_json(r, op->kind == LOCKOP_MACQUIRE ? 201 : 200, big, jw_len(&j), NULL, NULL);
     } else if (op->err == RL_OK) {
         jw_obj_open(&j);
         jw_key_strn(&j, "name", op->name, op->name_len);
@@ -468,6 +564,7 @@ static http_req *req_new(worker *w)
     r->name_len = 0;
     memset(&r->params, 0, sizeof r->params);
     r->op.rd = NULL;
+    r->op.multi = NULL;
     r->op.kind = -1;
     w->active_reqs++;
     return r;
@@ -476,6 +573,8 @@ static http_req *req_new(worker *w)
 static void req_free(http_req *r)
 {
     worker *w = r->w;
+    if (r->op.kind >= 0)
+        lockop_fini(&r->op);
     if (r->body != r->body_inline)
         free(r->body);
     if (r->resp)
@@ -594,13 +693,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         if (!r->fn)
             return reply_error(r, RL_E_METHOD_NOT_ALLOWED, NULL, NULL);
         const app *a = w->app;
-        if (a->auth.n && (r->route->id == ROUTE_LOCK || (a->cfg.auth_probes && r->route->id != ROUTE_HEALTHZ))) {
+        int lockish = r->route->id == ROUTE_LOCK || r->route->id == ROUTE_LOCKS;
+        if (a->auth.n && (lockish || (a->cfg.auth_probes && r->route->id != ROUTE_HEALTHZ))) {
             const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
             rl_err e = auth_check(&a->auth, h, r->route->id == ROUTE_LOCK ? r->name : NULL, r->name_len);
             if (e != RL_OK)
                 return reply_error(r, e, NULL, NULL);
         }
-        if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && r->route->id == ROUTE_LOCK)
+        if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && lockish)
             return reply_error(r, RL_E_SHUTTING_DOWN, NULL, NULL);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         long n;

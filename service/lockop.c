@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <hiredis/hiredis.h>
 
 #include "notify.h"
 #include "reply.h"
@@ -114,6 +115,8 @@ void lockop_init(lockop *op, lockop_env *env, int kind, const char *name, size_t
     op->start_us = clock_now_us();
 }
 
+static void mrelease_send(lockop *op, round *rd);
+
 static void release_everywhere(lockop *op)
 {
     /* Fire and forget: a master that timed out may still have set the key.  On each
@@ -121,6 +124,11 @@ static void release_everywhere(lockop *op)
     round *rd = round_new(op->env->rounds, NULL, NULL);
     if (!rd)
         return; /* out of memory: the keys expire with their ttl */
+    if (op->multi) {
+        mrelease_send(op, rd);
+        round_unref(rd);
+        return;
+    }
     keybuf kb;
     make_keys(op, &kb);
     const char *argv[] = {kb.key, op->lease, kb.chan};
@@ -289,8 +297,25 @@ static void on_wait_timer(loop_timer *t)
 static void acquire_done(round *rd);
 static void raise_done(round *rd);
 
+static void attempt_multi(lockop *op, round *rd);
+static void macquire_done(round *rd);
+
 static void attempt(lockop *op)
 {
+    if (op->multi) {
+        round *mr = round_new(op->env->rounds, macquire_done, op);
+        if (!mr) {
+            op->err = RL_E_INTERNAL;
+            unpark(op);
+            finish(op);
+            return;
+        }
+        op->attempts++;
+        op->in_flight = 1;
+        op->rd = mr;
+        attempt_multi(op, mr);
+        return;
+    }
     keybuf kb;
     make_keys(op, &kb);
     char ttl[24];
@@ -452,6 +477,307 @@ static void raise_done(round *rr)
 void lockop_fini(lockop *op)
 {
     drop_round(op);
+    if (op->multi) {
+        free(op->multi->fences);
+        free(op->multi);
+        op->multi = NULL;
+    }
+}
+
+int lockop_set_multi(lockop *op, const char *const *names, const size_t *lens, size_t n)
+{
+    lockop_multi *mu = calloc(1, sizeof *mu);
+    if (!mu || n > LOCKOP_MULTI_MAX)
+        goto fail;
+    /* n == 0: a release by lease alone; the names come back from the masters. */
+    mu->fences = calloc(op->env->rounds->n * (n ? n : 1), sizeof *mu->fences);
+    if (!mu->fences)
+        goto fail;
+    mu->n = n;
+    for (size_t j = 0; j < n; j++) {
+        memcpy(mu->names[j], names[j], lens[j]);
+        mu->names[j][lens[j]] = '\0';
+        mu->lens[j] = lens[j];
+    }
+    op->multi = mu;
+    return 0;
+fail:
+    if (mu)
+        free(mu->fences);
+    free(mu);
+    return -1;
+}
+
+/* ---- multi-name locks ---- */
+
+static void multi_decode(round *rd, size_t i, const struct redisReply *r, redlock_reply *out)
+{
+    lockop *op = rd->owner;
+    lockop_multi *mu = op->multi;
+    const redisReply *rep = r;
+    out->state = RL_SLOT_FAILED;
+    out->has_value = 0;
+    if (!rep || rep->type != REDIS_REPLY_ARRAY)
+        return;
+    if (rd->script == SCRIPT_MRELEASE) {
+        if (rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_INTEGER ||
+            rep->element[1]->type != REDIS_REPLY_STRING)
+            return;
+        out->state = rep->element[0]->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+        if (out->state == RL_SLOT_OK && !mu->have_released_names) {
+            /* "a\nb\n..." as stored at acquire time */
+            const char *p = rep->element[1]->str, *end = p + rep->element[1]->len;
+            size_t k = 0;
+            while (p < end && k < LOCKOP_MULTI_MAX) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+                if (len && validate_name(p, len)) {
+                    memcpy(mu->names[k], p, len);
+                    mu->names[k][len] = '\0';
+                    mu->lens[k++] = len;
+                }
+                p += len + 1;
+            }
+            mu->n = k;
+            mu->have_released_names = 1;
+        }
+        return;
+    }
+    size_t n = mu->n;
+    size_t first; /* index of f1 */
+    if (rd->script == SCRIPT_MRAISE) {
+        if (rep->elements != n)
+            return;
+        first = 0;
+        out->state = RL_SLOT_OK;
+        out->raised = 1;
+    } else if (rep->elements >= 1 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
+               rep->element[0]->integer == 1 && rep->elements == n + 1) {
+        first = 1;
+        out->state = RL_SLOT_OK;
+    } else if (rep->elements == n + 2 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
+               rep->element[1]->type == REDIS_REPLY_INTEGER) {
+        first = 2;
+        out->state = RL_SLOT_REFUSED;
+        out->pttl = rep->element[1]->integer;
+    } else {
+        return;
+    }
+    for (size_t j = 0; j < n; j++) {
+        const redisReply *e = rep->element[first + j];
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0) {
+            out->state = RL_SLOT_FAILED;
+            return;
+        }
+        uint64_t f = (uint64_t)e->integer;
+        if (rd->script == SCRIPT_MRAISE) {
+            if (f < mu->tokens[j])
+                out->raised = 0;
+        } else {
+            mu->fences[i * n + j] = f;
+        }
+    }
+}
+
+/* Keys of a multi-name op: lock keys, fence keys, then the set key. */
+typedef struct multikeys {
+    char buf[LOCKOP_MULTI_MAX * 2 + 1][sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 160];
+    const char *argv[LOCKOP_MULTI_MAX * 2 + 8];
+    size_t lens[LOCKOP_MULTI_MAX * 2 + 8];
+} multikeys;
+
+static size_t set_key(const lockop *op, char *buf, size_t cap)
+{
+    return (size_t)snprintf(buf, cap, "%s#set:%.*s", op->env->conf->key_prefix, (int)op->lease_len,
+                            op->lease);
+}
+
+static void mrelease_send(lockop *op, round *rd)
+{
+    char key[512];
+    size_t kl = set_key(op, key, sizeof key);
+    const char *prefix = op->env->conf->key_prefix;
+    const char *argv[] = {key, op->lease, prefix};
+    size_t lens[] = {kl, op->lease_len, strlen(prefix)};
+    rd->decode = op->kind == LOCKOP_MRELEASE ? multi_decode : NULL;
+    round_send(rd, SCRIPT_MRELEASE, 1, 2, argv, lens, round_all(op->env->rounds));
+}
+
+static void macquire_done(round *rd);
+static void mraise_done(round *rd);
+
+static void attempt_multi(lockop *op, round *rd)
+{
+    lockop_multi *mu = op->multi;
+    multikeys *mk = malloc(sizeof *mk);
+    if (!mk) {
+        round_send(rd, SCRIPT_MACQUIRE, 0, 0, NULL, NULL, 0); /* decides unavailable */
+        return;
+    }
+    const char *prefix = op->env->conf->key_prefix;
+    size_t n = mu->n, a = 0;
+    for (size_t j = 0; j < n; j++) {
+        mk->lens[a] = (size_t)snprintf(mk->buf[a], sizeof mk->buf[a], "%s%s", prefix, mu->names[j]);
+        mk->argv[a] = mk->buf[a];
+        a++;
+    }
+    for (size_t j = 0; j < n; j++) {
+        mk->lens[a] = (size_t)snprintf(mk->buf[a], sizeof mk->buf[a], "%s#fence:%s", prefix, mu->names[j]);
+        mk->argv[a] = mk->buf[a];
+        a++;
+    }
+    mk->lens[a] = set_key(op, mk->buf[a], sizeof mk->buf[a]);
+    mk->argv[a] = mk->buf[a];
+    a++;
+    char ttl[24], cnt[8];
+    char joined[LOCKOP_MULTI_MAX * (NAME_MAX_LEN + 1) + 1];
+    size_t jl = 0;
+    for (size_t j = 0; j < n; j++) {
+        memcpy(joined + jl, mu->names[j], mu->lens[j]);
+        jl += mu->lens[j];
+        joined[jl++] = '\n';
+    }
+    mk->argv[a] = op->lease; mk->lens[a++] = op->lease_len;
+    mk->argv[a] = ttl; mk->lens[a++] = (size_t)snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+    mk->argv[a] = cnt; mk->lens[a++] = (size_t)snprintf(cnt, sizeof cnt, "%zu", n);
+    mk->argv[a] = joined; mk->lens[a++] = jl;
+    rd->decode = multi_decode;
+    round_send(rd, SCRIPT_MACQUIRE, (int)(2 * n + 1), 4, mk->argv, mk->lens, round_all(op->env->rounds));
+    free(mk);
+}
+
+static void macquire_done(round *rd)
+{
+    lockop *op = rd->owner;
+    lockop_multi *mu = op->multi;
+    round_env *re = op->env->rounds;
+    size_t n = mu->n;
+    redlock_tally t;
+    redlock_tally_of(rd->replies, re->n, &t);
+    op->nodes_ok = t.ok + t.refused;
+    if (rd->decision == RL_DECIDE_QUORUM) {
+        int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
+                                               op->env->conf->drift_factor);
+        if (validity <= 0) {
+            drop_round(op);
+            acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
+            return;
+        }
+        op->validity_ms = validity;
+        /* Per name: the token is the max over the granting masters; a master that
+         * answered below any token is raised (all names at once). */
+        uint64_t mask = 0;
+        for (size_t j = 0; j < n; j++) {
+            uint64_t tj = 0;
+            for (size_t i = 0; i < re->n; i++)
+                if (rd->replies[i].state == RL_SLOT_OK && mu->fences[i * n + j] > tj)
+                    tj = mu->fences[i * n + j];
+            mu->tokens[j] = tj;
+        }
+        for (size_t i = 0; i < re->n && i < 64; i++) {
+            int st = rd->replies[i].state;
+            if (st != RL_SLOT_OK && st != RL_SLOT_REFUSED)
+                continue;
+            for (size_t j = 0; j < n; j++)
+                if (mu->fences[i * n + j] < mu->tokens[j])
+                    mask |= (uint64_t)1 << i;
+        }
+        if (!mask) {
+            drop_round(op);
+            acquire_succeeded(op);
+            return;
+        }
+        op->env->counters[CNT_RAISE_ROUNDS]++;
+        round *rr = round_new(re, mraise_done, op);
+        if (!rr) {
+            drop_round(op);
+            acquire_failed(op, RL_E_INTERNAL);
+            return;
+        }
+        rr->wait_all = 1;
+        rr->decode = multi_decode;
+        multikeys *mk = malloc(sizeof *mk);
+        char toks[LOCKOP_MULTI_MAX][24];
+        if (mk) {
+            const char *prefix = op->env->conf->key_prefix;
+            for (size_t j = 0; j < n; j++) {
+                mk->lens[j] = (size_t)snprintf(mk->buf[j], sizeof mk->buf[j], "%s#fence:%s", prefix, mu->names[j]);
+                mk->argv[j] = mk->buf[j];
+                mk->lens[n + j] = (size_t)snprintf(toks[j], sizeof toks[j], "%llu", (unsigned long long)mu->tokens[j]);
+                mk->argv[n + j] = toks[j];
+            }
+            round_send(rr, SCRIPT_MRAISE, (int)n, (int)n, mk->argv, mk->lens, mask);
+            free(mk);
+        } else {
+            round_send(rr, SCRIPT_MRAISE, 0, 0, NULL, NULL, 0);
+        }
+        round_unref(rr);
+        return;
+    }
+    int held = rd->decision == RL_DECIDE_NO_QUORUM;
+    if (held)
+        op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
+                                                    op->env->conf->default_ttl_ms);
+    drop_round(op);
+    acquire_failed(op, held ? RL_E_LOCK_HELD : RL_E_QUORUM_UNAVAILABLE);
+}
+
+static void mraise_done(round *rr)
+{
+    lockop *op = rr->owner;
+    round *rd = op->rd;
+    round_env *re = op->env->rounds;
+    lockop_multi *mu = op->multi;
+    size_t fenced = 0;
+    for (size_t i = 0; i < re->n; i++) {
+        if (rd->replies[i].state != RL_SLOT_OK)
+            continue;
+        int ok = rr->replies[i].state == RL_SLOT_OK && rr->replies[i].raised;
+        if (!ok) {
+            ok = 1;
+            for (size_t j = 0; j < mu->n; j++)
+                if (mu->fences[i * mu->n + j] < mu->tokens[j])
+                    ok = 0;
+        }
+        fenced += ok;
+    }
+    int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
+                                           op->env->conf->drift_factor);
+    drop_round(op);
+    if (fenced < re->quorum) {
+        op->nodes_ok = fenced;
+        acquire_failed(op, RL_E_QUORUM_UNAVAILABLE);
+    } else if (validity <= 0) {
+        acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
+    } else {
+        op->validity_ms = validity;
+        acquire_succeeded(op);
+    }
+}
+
+static void mrelease_done(round *rd)
+{
+    lockop *op = rd->owner;
+    redlock_tally t;
+    redlock_tally_of(rd->replies, rd->env->n, &t);
+    op->nodes_ok = t.ok + t.refused;
+    op->rd = NULL;
+    if (rd->decision == RL_DECIDE_QUORUM) {
+        op->err = RL_OK;
+        op->env->counters[CNT_REL_OK]++;
+        for (size_t j = 0; j < op->multi->n; j++) {
+            lockop_wake(op->env, op->multi->names[j], op->multi->lens[j]);
+            if (op->env->released)
+                op->env->released(op->env, op->multi->names[j], op->multi->lens[j]);
+        }
+    } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
+        op->err = RL_E_LEASE_NOT_FOUND;
+        op->env->counters[CNT_REL_NOT_FOUND]++;
+    } else {
+        op->err = RL_E_QUORUM_UNAVAILABLE;
+        op->env->counters[CNT_REL_UNAVAILABLE]++;
+    }
+    op->done(op);
 }
 
 /* ---- release / extend / inspect / ready ---- */
@@ -560,7 +886,16 @@ void lockop_start(lockop *op)
     round *rd;
     switch (op->kind) {
     case LOCKOP_ACQUIRE:
+    case LOCKOP_MACQUIRE:
         attempt(op);
+        return;
+    case LOCKOP_MRELEASE:
+        rd = round_new(env->rounds, mrelease_done, op);
+        if (!rd)
+            break;
+        op->rd = rd;
+        mrelease_send(op, rd);
+        round_unref(rd);
         return;
     case LOCKOP_RELEASE: {
         rd = round_new(env->rounds, release_done, op);

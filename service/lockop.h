@@ -22,7 +22,10 @@ typedef struct lockop lockop;
 typedef struct lockop_env lockop_env;
 typedef struct waitq waitq;
 
-enum lockop_kind { LOCKOP_ACQUIRE, LOCKOP_RELEASE, LOCKOP_EXTEND, LOCKOP_INSPECT, LOCKOP_READY };
+enum lockop_kind { LOCKOP_ACQUIRE, LOCKOP_RELEASE, LOCKOP_EXTEND, LOCKOP_INSPECT, LOCKOP_READY,
+                   LOCKOP_MACQUIRE, LOCKOP_MRELEASE };
+
+#define LOCKOP_MULTI_MAX 32 /* names in one multi-name lock */
 
 /* Counters a worker keeps (written by its thread only, read relaxed by /metrics). */
 enum lockop_counter {
@@ -76,10 +79,26 @@ struct lockop {
     lockop *q_next, *q_prev;
     loop_timer wait_timer;
     int in_flight;              /* a round for this op is under way */
+    /* multi-name locks (LOCKOP_MACQUIRE / LOCKOP_MRELEASE), else NULL */
+    struct lockop_multi *multi;
     /* completion */
     lockop_done_cb done;
     void *owner;
 };
+
+/* The names of a multi-name lock and what the masters said of each. */
+typedef struct lockop_multi {
+    size_t n;
+    char names[LOCKOP_MULTI_MAX][NAME_MAX_LEN + 1];
+    size_t lens[LOCKOP_MULTI_MAX];
+    uint64_t tokens[LOCKOP_MULTI_MAX];
+    uint64_t *fences;           /* [master * n + name] */
+    int have_released_names;    /* MRELEASE: names[] filled from a master's reply */
+} lockop_multi;
+
+/* Make op a multi-name op over names (valid, distinct, 1..LOCKOP_MULTI_MAX).
+ * Returns 0 or -1 (allocation). */
+int lockop_set_multi(lockop *op, const char *const *names, const size_t *lens, size_t n);
 
 int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void *owner,
                     long *waiters_total, uint32_t seed);

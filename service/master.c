@@ -435,13 +435,26 @@ static char *put_bulk(char *p, const char *s, size_t n)
     return p;
 }
 
+static char *put_decimal(char *p, size_t v)
+{
+    char tmp[24];
+    int k = 0;
+    do {
+        tmp[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k)
+        *p++ = tmp[--k];
+    return p;
+}
+
 int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, void *priv)
 {
-    if (m->state != MASTER_READY || !m->ac || nkeys + nargs > 8 || nkeys > 9)
+    if (m->state != MASTER_READY || !m->ac || nkeys < 0 || nargs < 0 || nkeys + nargs > 512)
         return -1;
     /* Formatted here, without hiredis's printf-style formatter: this is the hot path. */
-    size_t need = 64 + 40;
+    size_t need = 128;
     for (int i = 0; i < nkeys + nargs; i++)
         need += lens[i] + 32;
     char stackbuf[2048];
@@ -449,17 +462,15 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     if (!buf)
         return -1;
     char *p = buf;
-    int argc = 3 + nkeys + nargs;
     *p++ = '*';
-    if (argc >= 10)
-        *p++ = (char)('0' + argc / 10);
-    *p++ = (char)('0' + argc % 10);
+    p = put_decimal(p, (size_t)(3 + nkeys + nargs));
     *p++ = '\r';
     *p++ = '\n';
     p = put_bulk(p, "EVALSHA", 7);
     p = put_bulk(p, m->sha[script], 40);
-    char nk = (char)('0' + nkeys);
-    p = put_bulk(p, &nk, 1);
+    char nk[24];
+    size_t nkl = (size_t)(put_decimal(nk, (size_t)nkeys) - nk);
+    p = put_bulk(p, nk, nkl);
     for (int i = 0; i < nkeys + nargs; i++)
         p = put_bulk(p, argv[i], lens[i]);
     int rc = redisAsyncFormattedCommand(m->ac, on_eval_reply, priv, buf, (size_t)(p - buf));

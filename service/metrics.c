@@ -68,11 +68,11 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_uptime_seconds Seconds since start.\n# TYPE redlockd_uptime_seconds gauge\n"
                   "redlockd_uptime_seconds %.3f\n", (double)(clock_now_us() - a->started_us) / 1e6);
 
-    static const char *routes[] = {"/locks/{name}", "/healthz", "/readyz", "/metrics", "other"};
+    static const char *routes[] = {"/locks/{name}", "/healthz", "/readyz", "/metrics", "other", "/locks"};
     static const char *methods[] = {"POST", "DELETE", "PATCH", "GET", "other"};
     sb_printf(&b, "# HELP redlockd_http_requests_total HTTP requests by route, method and status class.\n"
                   "# TYPE redlockd_http_requests_total counter\n");
-    for (int r = 0; r < 5; r++)
+    for (int r = 0; r < 6; r++)
         for (int m = 0; m < 5; m++)
             for (int c = 1; c < 6; c++) {
                 uint64_t s = 0;

@@ -149,10 +149,13 @@ void round_on_reply(master_conn *m, struct redisReply *r, void *priv)
     else
         m->errors++;
     if (!rd->decided && out->state == RL_SLOT_PENDING) {
-        reply_decode(rd->script, r, out);
+        if (rd->decode)
+            rd->decode(rd, slot->index, r, out);
+        else
+            reply_decode(rd->script, r, out);
         out->rtt_us = now - rd->start_us;
         check(rd);
-    } else if (rd->late && r) {
+    } else if (rd->late && r && !rd->decode) {
         redlock_reply late;
         memset(&late, 0, sizeof late);
         reply_decode(rd->script, r, &late);

@@ -30,6 +30,9 @@ typedef struct round_env {
 } round_env;
 
 typedef void (*round_cb)(round *rd);
+/* A decoder of the owner's own (used instead of reply_decode while undecided). */
+typedef void (*round_decode_cb)(round *rd, size_t master, const struct redisReply *r,
+                                redlock_reply *out);
 typedef void (*round_late_cb)(round *rd, size_t master, const redlock_reply *late);
 
 struct round {
@@ -45,6 +48,7 @@ struct round {
     round *next_ready;
     round_cb done;         /* called once, from the owner's loop, after the decision */
     round_late_cb late;    /* optional: a reply that came after the decision */
+    round_decode_cb decode; /* optional: decodes replies into the owner's storage */
     void *owner;
     uint64_t token;        /* free for the owner (e.g. the token a raise round raises to) */
     struct round_slot {

@@ -11,6 +11,10 @@ enum script_id {
     SCRIPT_INSPECT,     /* KEYS lock, fence -> {value|nil, pttl, F} */
     SCRIPT_MARKER,      /* KEYS marker, quarantine, fresh; ARGV check|mark|quarantine, q_ms, fresh_ms
                          * -> {marked, quarantine pttl, fresh pttl} */
+    SCRIPT_MACQUIRE,    /* KEYS lock1..n, fence1..n, set; ARGV lease, ttl, n, "name1\nname2..."
+                         * -> {1, f1..fn} | {0, pttl (longest held), f1..fn} */
+    SCRIPT_MRAISE,      /* KEYS fence1..n; ARGV t1..tn -> {F1..Fn} after max(F, t) */
+    SCRIPT_MRELEASE,    /* KEYS set; ARGV lease, key prefix -> {1|0, "name1\nname2..."} */
     SCRIPT__COUNT
 };
 

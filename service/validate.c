@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "redlock.h"
@@ -126,12 +127,73 @@ rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg,
                 p->has_lease = 1;
             }
         } else {
-            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease)", key);
+            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease%s)", key,
+                     strcmp(key, "names") == 0 ? "; names goes to POST /locks" : "");
             rc = RL_E_INVALID_JSON;
         }
         if (rc != RL_OK)
             goto out;
     }
+out:
+    json_decref(root);
+    return rc;
+}
+
+rl_err multi_params_from_body(multi_params *mp, const char *body, size_t len, char *msg,
+                              size_t msglen)
+{
+    if (len == 0) {
+        snprintf(msg, msglen, "the body must be a JSON object with \"names\"");
+        return RL_E_INVALID_JSON;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        snprintf(msg, msglen, "invalid JSON body: %s (at byte %d)", jerr.text, jerr.position);
+        return RL_E_INVALID_JSON;
+    }
+    rl_err rc = RL_OK;
+    json_t *names = json_is_object(root) ? json_object_get(root, "names") : NULL;
+    if (!json_is_object(root)) {
+        snprintf(msg, msglen, "the body must be a JSON object");
+        rc = RL_E_INVALID_JSON;
+        goto out;
+    }
+    if (!json_is_array(names) || json_array_size(names) == 0 ||
+        json_array_size(names) > MULTI_MAX_NAMES) {
+        snprintf(msg, msglen, "\"names\" must be an array of 1..%d lock names", MULTI_MAX_NAMES);
+        rc = RL_E_INVALID_NAME;
+        goto out;
+    }
+    mp->n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(names, i, v) {
+        const char *s = json_string_value(v);
+        size_t l = json_string_length(v);
+        if (!json_is_string(v) || !validate_name(s, l)) {
+            snprintf(msg, msglen, "names[%zu] is not a valid lock name", i);
+            rc = RL_E_INVALID_NAME;
+            goto out;
+        }
+        for (size_t k = 0; k < mp->n; k++)
+            if (mp->lens[k] == l && memcmp(mp->names[k], s, l) == 0) {
+                snprintf(msg, msglen, "names[%zu] repeats '%s'", i, mp->names[k]);
+                rc = RL_E_INVALID_NAME;
+                goto out;
+            }
+        memcpy(mp->names[mp->n], s, l + 1);
+        mp->lens[mp->n++] = l;
+    }
+    /* The other members are those of a single lock. */
+    json_object_del(root, "names");
+    char *rest = json_dumps(root, JSON_COMPACT);
+    if (!rest) {
+        rc = RL_E_INTERNAL;
+        goto out;
+    }
+    rc = params_from_body(&mp->p, rest, strlen(rest), msg, msglen);
+    free(rest);
 out:
     json_decref(root);
     return rc;

@@ -36,6 +36,20 @@ rl_err params_from_query(lock_params *p, const char *key, const char *value);
  * an error, so that a typo does not pass silently.  On error, msg says what is wrong. */
 rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg, size_t msglen);
 
+#define MULTI_MAX_NAMES 32
+
+/* The body of POST /locks: {"names": [...], "ttl_ms", "wait_ms", "lease"}.  names are
+ * 1..MULTI_MAX_NAMES distinct valid names; pointers into names_buf (caller's). */
+typedef struct multi_params {
+    lock_params p;
+    size_t n;
+    char names[MULTI_MAX_NAMES][NAME_MAX_LEN + 1];
+    size_t lens[MULTI_MAX_NAMES];
+} multi_params;
+
+rl_err multi_params_from_body(multi_params *mp, const char *body, size_t len, char *msg,
+                              size_t msglen);
+
 /* Check ranges against the configured limits (ttl 1..max_ttl and above the drift
  * allowance, wait 0..max_wait).  Returns RL_OK or the error with a message. */
 rl_err params_check(const lock_params *p, long max_ttl_ms, long max_wait_ms, double drift_factor,

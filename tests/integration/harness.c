@@ -398,6 +398,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg)
     header_value(p, k, "Allow", r->allow, sizeof r->allow);
     header_value(p, k, "X-Request-Id", r->request_id, sizeof r->request_id);
     header_value(p, k, "Content-Type", r->content_type, sizeof r->content_type);
+    header_value(p, k, "WWW-Authenticate", r->www_auth, sizeof r->www_auth);
     return k;
 }
 
@@ -420,6 +421,10 @@ static void record(const char *method, const char *path, const h_resp *r)
         json_object_set_new(h, "retry-after", json_string(r->retry_after));
     if (r->allow[0])
         json_object_set_new(h, "allow", json_string(r->allow));
+    if (r->request_id[0])
+        json_object_set_new(h, "x-request-id", json_string(r->request_id));
+    if (r->www_auth[0])
+        json_object_set_new(h, "www-authenticate", json_string(r->www_auth));
     json_object_set_new(line, "headers", h);
     json_object_set_new(line, "body", r->json ? json_incref(r->json) : json_string(r->body));
     char *s = json_dumps(line, JSON_COMPACT);

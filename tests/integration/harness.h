@@ -43,6 +43,7 @@ typedef struct h_resp {
     char allow[64];        /* Allow header */
     char request_id[80];   /* X-Request-Id header */
     char content_type[80];
+    char www_auth[80];     /* WWW-Authenticate header */
     double ms;             /* client-side duration */
 } h_resp;
 

@@ -198,7 +198,7 @@ Test(api, lock_key_is_interoperable)
 
 /* Criterion copies parameters into the test process: no pointers, only arrays. */
 struct bad {
-    char method[8], path[64], body[48];
+    char method[8], path[64], body[64];
     long status;
     char error[24];
 };
@@ -227,7 +227,13 @@ static struct bad bad_cases[] = {
     {"DELETE", "/locks/x", "", 400, "invalid_lease"},
     {"DELETE", "/locks/x?lease=short", "", 400, "invalid_lease"},
     {"GET", "/nope", "", 404, "not_found"},
-    {"GET", "/locks", "", 404, "not_found"},
+    {"GET", "/locks", "", 405, "method_not_allowed"},
+    {"POST", "/locks", "", 400, "invalid_json"},
+    {"POST", "/locks", "{\"names\":[]}", 400, "invalid_name"},
+    {"POST", "/locks", "{\"names\":[\"a\",\"a\"]}", 400, "invalid_name"},
+    {"POST", "/locks", "{\"names\":[\"a b\"]}", 400, "invalid_name"},
+    {"POST", "/locks", "{\"names\":[\"a\"],\"ttl_ms\":0}", 400, "invalid_ttl"},
+    {"DELETE", "/locks", "{}", 400, "invalid_lease"},
     {"PUT", "/locks/x", "", 405, "method_not_allowed"},
     {"POST", "/healthz", "", 405, "method_not_allowed"},
 };
@@ -300,6 +306,7 @@ Test(api, request_id_is_echoed)
 
 Test(api, metrics_move_with_requests)
 {
+    h_require_local(&C); /* counts from zero: needs a service of its own */
     h_resp r;
     cr_assert_eq(h_acquire(&C, "api.metrics", NULL, NULL, 0, NULL), 201);
     cr_assert_eq(h_acquire(&C, "api.metrics", NULL, NULL, 0, NULL), 409);

@@ -21,8 +21,8 @@ Test(locking, fencing_tokens_increase_over_1000_cycles)
     char lease[200];
     for (int i = 0; i < 1000; i++) {
         long long tok;
-        cr_assert_eq(h_acquire(&C, "fence.cycle", "ttl_ms=5000", lease, sizeof lease, &tok), 201,
-                     "cycle %d", i);
+        long st = h_acquire(&C, "fence.cycle", "ttl_ms=5000", lease, sizeof lease, &tok);
+        cr_assert_eq(st, 201, "cycle %d: status %ld", i, st);
         cr_assert_gt(tok, last, "cycle %d: token %lld after %lld", i, tok, last);
         last = tok;
         cr_assert_eq(h_release(&C, "fence.cycle", lease), 200, "cycle %d", i);
@@ -278,4 +278,93 @@ Test(locking, release_on_another_instance_wakes_a_waiter_here)
               w.done_ms - released);
     curl_easy_cleanup(curl_b);
     h_service_stop(&b);
+}
+
+/* ---- several names at once ---- */
+
+static long long token_of(const h_resp *r, const char *name)
+{
+    json_t *t = json_object_get(json_object_get(r->json, "fencing_tokens"), name);
+    return json_is_integer(t) ? json_integer_value(t) : -1;
+}
+
+Test(locking, multi_name_lock_is_all_or_nothing)
+{
+    h_resp r;
+    h_http(&C, "POST", "/locks", "{\"names\":[\"m.a\",\"m.b\",\"m.c\"],\"ttl_ms\":10000}", &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    char lease[200];
+    snprintf(lease, sizeof lease, "%s", h_str(&r, "lease"));
+    cr_assert_eq(json_array_size(json_object_get(r.json, "names")), 3);
+    long long tc = token_of(&r, "m.c");
+    cr_assert(token_of(&r, "m.a") >= 1 && token_of(&r, "m.b") >= 1 && tc >= 1, "%s", r.body);
+    cr_assert(h_int(&r, "validity_ms") > 9000);
+    h_resp_free(&r);
+    cr_assert_eq(h_acquire(&C, "m.b", NULL, NULL, 0, NULL), 409, "each name is held");
+
+    /* Overlapping set: refused as a whole, m.d stays free. */
+    h_http(&C, "POST", "/locks", "{\"names\":[\"m.d\",\"m.c\"]}", &r);
+    cr_assert_eq(r.status, 409, "%s", r.body);
+    cr_assert(h_int(&r, "retry_after_ms") > 8000);
+    h_resp_free(&r);
+    h_http(&C, "GET", "/locks/m.d", NULL, &r);
+    cr_assert(json_is_false(json_object_get(r.json, "held")), "nothing of a refused set is kept");
+    h_resp_free(&r);
+
+    /* The lease alone releases the set. */
+    char body[300];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+    h_http(&C, "DELETE", "/locks", body, &r);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert(json_is_true(json_object_get(r.json, "released")));
+    cr_assert_eq(json_array_size(json_object_get(r.json, "names")), 3);
+    h_resp_free(&r);
+    h_http(&C, "DELETE", "/locks", body, &r);
+    cr_assert_eq(r.status, 404, "released twice");
+    h_resp_free(&r);
+
+    h_http(&C, "POST", "/locks", "{\"names\":[\"m.d\",\"m.c\"]}", &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    cr_assert_gt(token_of(&r, "m.c"), tc, "tokens go up per name");
+    h_resp_free(&r);
+}
+
+struct orderer {
+    const char *url;
+    const char *body;
+    int granted;
+};
+
+static void *orderer_main(void *arg)
+{
+    struct orderer *o = arg;
+    void *curl = NULL;
+    for (int i = 0; i < 40; i++) {
+        h_resp r;
+        h_http_to(o->url, &curl, "POST", "/locks?wait_ms=10000", o->body, &r);
+        if (r.status == 201) {
+            o->granted++;
+            char del[300];
+            snprintf(del, sizeof del, "{\"lease\":\"%s\"}", h_str(&r, "lease"));
+            h_resp d;
+            h_http_to(o->url, &curl, "DELETE", "/locks", del, &d);
+            h_resp_free(&d);
+        }
+        h_resp_free(&r);
+    }
+    curl_easy_cleanup(curl);
+    return NULL;
+}
+
+Test(locking, opposite_orders_never_deadlock)
+{
+    struct orderer a = {C.svc.url, "{\"names\":[\"dl.x\",\"dl.y\"],\"ttl_ms\":5000}", 0};
+    struct orderer b = {C.svc.url, "{\"names\":[\"dl.y\",\"dl.x\"],\"ttl_ms\":5000}", 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, orderer_main, &a);
+    pthread_create(&tb, NULL, orderer_main, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_assert_eq(a.granted, 40);
+    cr_assert_eq(b.granted, 40);
 }
