@@ -53,3 +53,13 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-integration
 	$(Q)for t in $(TEST_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
 	@echo "make test: all suites passed"
+
+# The integration suites that need no fault timing, with redlockd under valgrind
+# memcheck: each service is stopped with SIGTERM and its exit status (99 on any
+# memory error or definite leak) must be 0.
+VALGRIND_SUITES ?= api/* locking/* security/*
+test-valgrind: $(BINDIR)/redlockd $(BUILD)/tests/integration_tests
+	$(Q)set -f; for s in $(VALGRIND_SUITES); do \
+	  REDLOCKD_BIN=$(abspath tools/valgrind-redlockd.sh) REDLOCK_TEST_GRACEFUL=1 \
+	  REDLOCK_TEST_NODE_TIMEOUT_MS=2000 $(BUILD)/tests/integration_tests --jobs 2 --filter "$$s" \
+	  $(CRITERION_ARGS) || exit 1; done
