@@ -187,6 +187,7 @@ static int h_acquire(http_req *r)
         if (lease_generate(&w->rng, op->lease) != 0)
             return reply_error(r, RL_E_INTERNAL, "the system random generator failed", NULL), REPLIED;
         op->lease_len = LEASE_GEN_LEN;
+        op->lease_generated = 1;
     }
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
@@ -547,10 +548,12 @@ void http_sweep(worker *w, int64_t now_us)
 static http_req *req_new(worker *w)
 {
     http_req *r = w->free_reqs;
-    if (r)
+    if (r) {
         w->free_reqs = r->next_free;
-    else if (!(r = malloc(sizeof *r)))
+        w->nfree_reqs--;
+    } else if (!(r = malloc(sizeof *r))) {
         return NULL;
+    }
     r->w = w;
     r->route = NULL;
     r->fn = NULL;
@@ -580,9 +583,14 @@ static void req_free(http_req *r)
     if (r->resp)
         MHD_destroy_response(r->resp);
     r->resp = NULL;
+    w->active_reqs--;
+    if (w->nfree_reqs >= 1024) {
+        free(r); /* a bounded pool, not the peak of a crowd of waiters */
+        return;
+    }
     r->next_free = w->free_reqs;
     w->free_reqs = r;
-    w->active_reqs--;
+    w->nfree_reqs++;
 }
 
 static int route_index(const struct route *rt) { return rt ? rt->id : ROUTE_OTHER; }

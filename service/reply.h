@@ -7,8 +7,9 @@
 
 struct redisReply;
 
-/* Pseudo-script id for PING (readiness rounds). */
+/* Pseudo-script ids: PING (readiness rounds), the acquire transaction (master.h). */
 #define SCRIPT_PING 100
+#define SCRIPT_ACQUIRE_TX 101
 
 /* Decode r (may be NULL: connection failed) for script into out->state and fields.
  * Anything unexpected (error reply, wrong shape) is RL_SLOT_FAILED. */

@@ -33,6 +33,7 @@ round *round_new(round_env *env, round_cb done, void *owner)
     round *rd = env->free_list;
     if (rd) {
         env->free_list = rd->next_ready;
+        env->pooled--;
     } else {
         size_t sz = sizeof *rd + env->n * (sizeof *rd->slots + sizeof *rd->replies);
         rd = malloc(sz);
@@ -68,9 +69,14 @@ void round_unref(round *rd)
         return;
     round_env *env = rd->env;
     loop_timer_stop(env->loop, &rd->timer);
+    env->live--;
+    if (env->pooled >= 1024) {
+        free(rd); /* keep a bounded pool, not the peak of a burst */
+        return;
+    }
     rd->next_ready = env->free_list;
     env->free_list = rd;
-    env->live--;
+    env->pooled++;
 }
 
 static void decide_now(round *rd, int decision)
@@ -116,6 +122,25 @@ void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
             rd->refs++;
         else
             r->state = RL_SLOT_FAILED;
+    }
+    loop_timer_start(env->loop, &rd->timer, rd->start_us + env->node_timeout_us);
+    check(rd);
+}
+
+void round_acquire_tx(round *rd, const char *key, size_t key_len, const char *fkey,
+                      size_t fkey_len, const char *lease, size_t lease_len, const char *ttl,
+                      size_t ttl_len)
+{
+    round_env *env = rd->env;
+    rd->script = SCRIPT_ACQUIRE_TX;
+    rd->start_us = clock_now_us();
+    for (size_t i = 0; i < env->n; i++) {
+        rd->replies[i].state = RL_SLOT_PENDING;
+        if (master_acquire_tx(&env->masters[i], key, key_len, fkey, fkey_len, lease, lease_len,
+                              ttl, ttl_len, &rd->slots[i]) == 0)
+            rd->refs++;
+        else
+            rd->replies[i].state = RL_SLOT_FAILED;
     }
     loop_timer_start(env->loop, &rd->timer, rd->start_us + env->node_timeout_us);
     check(rd);

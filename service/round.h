@@ -27,6 +27,7 @@ typedef struct round_env {
     round *ready_head, *ready_tail; /* decided rounds waiting for their done() */
     round *free_list;
     size_t live;                    /* rounds allocated and not yet back in the pool */
+    size_t pooled;                  /* rounds in free_list */
 } round_env;
 
 typedef void (*round_cb)(round *rd);
@@ -75,6 +76,11 @@ void round_unref(round *rd);
  * immediately (all masters down); done() then runs from the ready list. */
 void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, uint64_t mask);
+
+/* The acquire transaction (master_acquire_tx) to every master. */
+void round_acquire_tx(round *rd, const char *key, size_t key_len, const char *fkey,
+                      size_t fkey_len, const char *lease, size_t lease_len, const char *ttl,
+                      size_t ttl_len);
 
 /* Send PING to every connected master (readiness). */
 void round_ping(round *rd);

@@ -2,6 +2,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -30,33 +31,48 @@ static void resolve_markers(worker *w)
     }
     if (!unmarked)
         return;
-    int seen = __atomic_load_n(&w->app->seen_marked, __ATOMIC_RELAXED);
-    if (fresh) {
-        /* Another worker or instance marked a new cluster moments ago: this master
-         * is a member that answered late, not one that lost its data. */
-        for (size_t i = 0; i < n; i++)
-            if (w->masters[i].state == MASTER_UNMARKED)
-                master_resolve_marker(&w->masters[i], 0);
-    } else if (marked || seen) {
-        /* Others carry the marker (or did): this master lost its data.  Keep it out
-         * of quorums for quarantine_ms, recorded on the master for every instance. */
-        for (size_t i = 0; i < n; i++)
-            if (w->masters[i].state == MASTER_UNMARKED)
-                master_resolve_marker(&w->masters[i], 1);
-    } else if (unmarked == n) {
-        /* Every master is new: a fresh cluster, nothing can be held yet. */
-        for (size_t i = 0; i < n; i++)
-            master_resolve_marker(&w->masters[i], 0);
+    int seen_any = __atomic_load_n(&w->app->seen_marked, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < n; i++) {
+        master_conn *m = &w->masters[i];
+        if (m->state != MASTER_UNMARKED)
+            continue;
+        int64_t seen = __atomic_load_n(&w->app->master_marked_at_us[i], __ATOMIC_RELAXED);
+        if (seen && seen < m->marker_sent_us) {
+            /* This process found it marked before this check found it bare: it lost
+             * its data, whatever the fresh window says. */
+            master_resolve_marker(m, 1);
+        } else if (seen) {
+            /* Marked by another worker after our check left: our view is stale.
+             * "mark" is a no-op on a marked master and answers its real state. */
+            master_resolve_marker(m, 0);
+        } else if (fresh) {
+            /* Another worker or instance marked a new cluster moments ago: this
+             * master is a member that answered late, not one that lost its data. */
+            master_resolve_marker(m, 0);
+        } else if (marked) {
+            /* Others carry the marker: this master lost its data.  Keep it out of
+             * quorums for quarantine_ms, recorded on the master for every instance. */
+            master_resolve_marker(m, 1);
+        } else if (unmarked == n) {
+            /* Every master is new: a fresh cluster, nothing can be held yet -- unless
+             * this process saw markers before, and then every master lost its data. */
+            master_resolve_marker(m, seen_any);
+        }
+        /* Otherwise wait until every master has been heard from. */
     }
-    /* Otherwise wait until every master has been heard from. */
 }
 
 static void on_master_state(master_conn *m, int old_state, const char *why)
 {
     worker *w = m->owner;
     int st = m->state;
-    if (st == MASTER_READY || st == MASTER_QUARANTINED)
+    if (st == MASTER_READY || st == MASTER_QUARANTINED) {
         __atomic_store_n(&w->app->seen_marked, 1, __ATOMIC_RELAXED);
+        int64_t at = m->marker_sent_us;
+        int64_t prev = __atomic_load_n(&w->app->master_marked_at_us[m->index], __ATOMIC_RELAXED);
+        if (!prev || at < prev)
+            __atomic_store_n(&w->app->master_marked_at_us[m->index], at, __ATOMIC_RELAXED);
+    }
     /* Connection churn is routine; log the transitions a person cares about. */
     if (!(old_state == MASTER_DOWN && st == MASTER_CONNECTING) &&
         !(old_state == MASTER_CONNECTING && st == MASTER_DOWN && m->errors > 1)) {
@@ -185,6 +201,13 @@ static void on_tick(loop_timer *t)
     if (w->mhd && now >= w->next_sweep_us) {
         http_sweep(w, now);
         w->next_sweep_us = now + 100 * 1000;
+    }
+    if (now >= w->next_trim_us) {
+        /* After a burst (a frozen master's backlog, a crowd of waiters) hand freed
+         * memory back instead of keeping the high-water mark for ever. */
+        if (w->id == 0)
+            malloc_trim(0);
+        w->next_trim_us = now + 10 * 1000 * 1000;
     }
     loop_timer_start(&w->loop, &w->tick, now + TICK_MS * 1000);
 }

@@ -43,8 +43,10 @@ typedef struct worker {
     uint64_t req_seq;
     size_t active_reqs;     /* requests between first call and completion */
     struct http_req *free_reqs;
+    size_t nfree_reqs;
     struct http_conn *idle_head, *idle_tail; /* connections waiting for a whole request, oldest first */
     int64_t next_sweep_us;
+    int64_t next_trim_us;
     uint64_t conns_cut;     /* connections closed for a slow or missing request header */
     uint64_t conns_refused; /* connections refused past --max-connections */
     unsigned nconns, max_conns;

@@ -78,7 +78,7 @@ Test(faults, two_frozen_masters_still_grant_within_the_bound)
         double t0 = h_now_ms();
         long st = h_acquire(&C, name, NULL, lease, sizeof lease, NULL);
         double took = h_now_ms() - t0;
-        cr_assert_eq(st, 201, "round %d", i);
+        cr_assert_eq(st, 201, "round %d: status %ld", i, st);
         cr_assert_lt(took, CALL_BOUND_MS, "acquire took %.0f ms", took);
         h_resp r;
         char path[300];
@@ -157,7 +157,7 @@ Test(faults, waiting_acquire_rides_out_a_majority_freeze)
 
 Test(faults, dead_master_costs_nothing_and_comes_back)
 {
-    h_cluster_start(&C, 5, 0, NULL);
+    h_cluster_start(&C, 5, 1, NULL); /* AOF on: it comes back with its data */
     h_require_local(&C);
     h_redis_kill(&C.masters[4]);
     for (int i = 0; i < 10; i++) {
