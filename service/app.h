@@ -21,7 +21,6 @@ typedef struct app {
     struct worker **workers;
     long waiters_total;          /* parked acquirers, all workers (atomic) */
     int stopping;                /* set once by main on SIGTERM/SIGINT (atomic) */
-    int seen_marked;             /* some master carried the data marker (atomic) */
     /* when a check that found master i marked was sent (atomic; 0: never) */
     int64_t master_marked_at_us[CONFIG_MAX_MASTERS];
     int64_t started_us;

@@ -211,6 +211,16 @@ static void apply_marker(master_conn *m, redisReply *reply)
         set_state(m, MASTER_QUARANTINED, "lost its data: out of quorums until the quarantine ends");
         return;
     }
+    if (m->state == MASTER_QUARANTINED && m->hooks->may_rejoin && !m->hooks->may_rejoin(m)) {
+        /* Its counters are still being restored: hold the quarantine (shared with every
+         * instance through the key) a little longer, and look again in a second. */
+        char k2[160];
+        snprintf(k2, sizeof k2, "%s#quarantine", m->conf->key_prefix);
+        const char *argv[] = {"SET", k2, "1", "PX", "1500"};
+        redisAsyncCommandArgv(m->ac, NULL, NULL, 5, argv, NULL);
+        loop_timer_start(m->loop, &m->timer, clock_now_us() + 500 * 1000);
+        return;
+    }
     m->quarantine_until_us = 0;
     set_state(m, MASTER_READY, "ready");
 }
@@ -534,6 +544,14 @@ int master_acquire_tx(master_conn *m, const char *key, size_t key_len, const cha
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();
     return 0;
+}
+
+int master_command(master_conn *m, int argc, const char **argv, const size_t *lens,
+                   void (*cb)(struct redisAsyncContext *, void *, void *), void *priv)
+{
+    if (!m->ac || !m->connected)
+        return -1;
+    return redisAsyncCommandArgv(m->ac, cb, priv, argc, argv, lens) == REDIS_OK ? 0 : -1;
 }
 
 int master_ping(master_conn *m, void *priv)

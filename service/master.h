@@ -33,6 +33,9 @@ typedef struct master_hooks {
     void (*state_changed)(master_conn *m, int old_state, const char *why);
     /* The connection has output to send: flush it at the end of this loop pass. */
     void (*want_flush)(master_conn *m);
+    /* The quarantine key is gone: may m rejoin quorums?  While this says no, the
+     * master keeps its quarantine key alive (another job is still repairing it). */
+    int (*may_rejoin)(master_conn *m);
 } master_hooks;
 
 struct master_conn {
@@ -89,6 +92,11 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
 int master_acquire_tx(master_conn *m, const char *key, size_t key_len, const char *fkey,
                       size_t fkey_len, const char *lease, size_t lease_len, const char *ttl,
                       size_t ttl_len, void *priv);
+
+/* Any command with a raw hiredis callback (cb may get NULL on failure); not subject
+ * to the usable check, only to being connected.  0 or -1. */
+int master_command(master_conn *m, int argc, const char **argv, const size_t *lens,
+                   void (*cb)(struct redisAsyncContext *, void *, void *), void *priv);
 
 /* Send PING (for /readyz).  Same contract as master_eval(). */
 int master_ping(master_conn *m, void *priv);

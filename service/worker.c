@@ -31,7 +31,6 @@ static void resolve_markers(worker *w)
     }
     if (!unmarked)
         return;
-    int seen_any = __atomic_load_n(&w->app->seen_marked, __ATOMIC_RELAXED);
     for (size_t i = 0; i < n; i++) {
         master_conn *m = &w->masters[i];
         if (m->state != MASTER_UNMARKED)
@@ -54,9 +53,10 @@ static void resolve_markers(worker *w)
              * quorums for quarantine_ms, recorded on the master for every instance. */
             master_resolve_marker(m, 1);
         } else if (unmarked == n) {
-            /* Every master is new: a fresh cluster, nothing can be held yet -- unless
-             * this process saw markers before, and then every master lost its data. */
-            master_resolve_marker(m, seen_any);
+            /* Every master is new and none was ever seen marked by this process: a
+             * fresh cluster, nothing can be held yet.  (Masters this process saw
+             * marked are judged above, one by one, by when they were seen.) */
+            master_resolve_marker(m, 0);
         }
         /* Otherwise wait until every master has been heard from. */
     }
@@ -67,7 +67,6 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
     worker *w = m->owner;
     int st = m->state;
     if (st == MASTER_READY || st == MASTER_QUARANTINED) {
-        __atomic_store_n(&w->app->seen_marked, 1, __ATOMIC_RELAXED);
         int64_t at = m->marker_sent_us;
         int64_t prev = __atomic_load_n(&w->app->master_marked_at_us[m->index], __ATOMIC_RELAXED);
         if (!prev || at < prev)
@@ -92,8 +91,31 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
             level = LOG_DEBUG; /* one line per master, not one per worker */
         log_event(&w->log, level, "master state", fields);
     }
+    if (st == MASTER_QUARANTINED && w->id == 0) {
+        /* Repair its fencing counters from the others before it may rejoin (one
+         * worker does it; the others wait on the shared quarantine key). */
+        if (!w->resyncs[m->index])
+            w->resyncs[m->index] = resync_new(w->masters, w->rounds.n, w->rounds.quorum, (size_t)m->index);
+        if (w->resyncs[m->index])
+            resync_start(w->resyncs[m->index]);
+    }
     if (st == MASTER_UNMARKED || st == MASTER_READY || st == MASTER_QUARANTINED)
         resolve_markers(w);
+}
+
+static int on_may_rejoin(master_conn *m)
+{
+    worker *w = m->owner;
+    if (w->id != 0)
+        return 1;
+    resync *r = w->resyncs[m->index];
+    if (!r)
+        return 1;
+    if (!resync_done(r)) {
+        resync_start(r); /* no-op while it runs; restarts a failed one */
+        return 0;
+    }
+    return 1;
 }
 
 static void on_master_flush(master_conn *m)
@@ -106,6 +128,7 @@ static const master_hooks hooks = {
     .reply = round_on_reply,
     .state_changed = on_master_state,
     .want_flush = on_master_flush,
+    .may_rejoin = on_may_rejoin,
 };
 
 /* ---- cross-worker wake-ups ---- */
@@ -297,7 +320,8 @@ worker *worker_new(app *a, int id)
     size_t n = a->cfg.n_masters;
     w->masters = calloc(n, sizeof *w->masters);
     w->dirty = calloc(n, sizeof *w->dirty);
-    if (!w->masters || !w->dirty)
+    w->resyncs = calloc(n, sizeof *w->resyncs);
+    if (!w->masters || !w->dirty || !w->resyncs)
         goto err;
     for (size_t i = 0; i < n; i++)
         master_init(&w->masters[i], &a->cfg, (int)i, w, &w->loop, &hooks);
@@ -349,6 +373,9 @@ void worker_free(worker *w)
     if (w->evfd >= 0)
         close(w->evfd);
     loop_fini(&w->loop);
+    for (size_t i = 0; w->resyncs && i < w->rounds.n; i++)
+        resync_free(w->resyncs[i]);
+    free(w->resyncs);
     free(w->masters);
     free(w->dirty);
     pthread_mutex_destroy(&w->mb_lock);

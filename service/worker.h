@@ -15,6 +15,7 @@
 #include "loop.h"
 #include "master.h"
 #include "notify.h"
+#include "resync.h"
 #include "round.h"
 
 struct MHD_Daemon;
@@ -32,6 +33,7 @@ typedef struct worker {
     round_env rounds;
     lockop_env ops;
     notify *notify;         /* release announcements from other instances */
+    resync **resyncs;       /* worker 0: counter repair per master, made on demand */
     struct MHD_Daemon *mhd;
     loop_io mhd_io;
     int mhd_ready;          /* MHD has work: run it this pass */

@@ -217,6 +217,7 @@ static int log_port(const char *path)
     return port;
 }
 
+/* Ready, and every master in quorums: tests start from a whole cluster. */
 static int svc_ready(void *arg)
 {
     h_service *s = arg;
@@ -224,8 +225,12 @@ static int svc_ready(void *arg)
     h_resp r;
     h_http_to(s->url, &curl, "GET", "/readyz", NULL, &r);
     curl_easy_cleanup(curl);
+    int all = r.status == 200;
+    json_t *ms = json_object_get(r.json, "masters");
+    for (size_t i = 0; all && i < json_array_size(ms); i++)
+        all = json_is_true(json_object_get(json_array_get(ms, i), "ok"));
     h_resp_free(&r);
-    return r.status == 200;
+    return all;
 }
 
 void h_service_start(h_cluster *c, h_service *s, const char *extra)
