@@ -187,7 +187,6 @@ static int h_acquire(http_req *r)
         if (lease_generate(&w->rng, op->lease) != 0)
             return reply_error(r, RL_E_INTERNAL, "the system random generator failed", NULL), REPLIED;
         op->lease_len = LEASE_GEN_LEN;
-        op->lease_generated = 1;
     }
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
@@ -281,6 +280,9 @@ static int h_mrelease(http_req *r)
     rl_err e = query_params(r);
     if (e == RL_OK)
         e = params_from_body(&r->params, r->body, r->body_len, msg, sizeof msg);
+    if (e == RL_OK)
+        e = params_check(&r->params, r->w->app->cfg.max_ttl_ms, r->w->app->cfg.max_wait_ms,
+                         r->w->app->cfg.drift_factor, msg, sizeof msg);
     if (e == RL_OK && !r->params.has_lease) {
         e = RL_E_INVALID_LEASE;
         snprintf(msg, sizeof msg, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");

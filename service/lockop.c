@@ -332,11 +332,7 @@ static void attempt(lockop *op)
     op->attempts++;
     op->in_flight = 1;
     op->rd = rd;
-    if (op->lease_generated)
-        round_acquire_tx(rd, kb.key, kb.key_len, kb.fkey, kb.fkey_len, op->lease, op->lease_len,
-                         ttl, (size_t)tl);
-    else
-        round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
+    round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
 }
 
 static void acquire_failed(lockop *op, rl_err err)

@@ -62,7 +62,6 @@ struct lockop {
     size_t name_len;
     char lease[LEASE_MAX_LEN + 1];
     size_t lease_len;
-    int lease_generated;        /* ours: no idempotent retry possible (fast path) */
     long ttl_ms;
     int64_t start_us;
     int64_t wait_deadline_us;   /* 0: no waiting */

@@ -493,59 +493,6 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     return 0;
 }
 
-int master_acquire_tx(master_conn *m, const char *key, size_t key_len, const char *fkey,
-                      size_t fkey_len, const char *lease, size_t lease_len, const char *ttl,
-                      size_t ttl_len, void *priv)
-{
-    if (m->state != MASTER_READY || !m->ac)
-        return -1;
-    char buf[2048];
-    if (2 * key_len + fkey_len + lease_len + ttl_len + 200 > sizeof buf)
-        return -1;
-    /* Four commands whose replies are dropped, then EXEC with the hook. */
-    char *p = buf;
-    memcpy(p, "*1\r\n$5\r\nMULTI\r\n", 15);
-    p += 15;
-    int rc = redisAsyncFormattedCommand(m->ac, NULL, NULL, buf, (size_t)(p - buf));
-    p = buf;
-    memcpy(p, "*7\r\n", 4);
-    p += 4;
-    p = put_bulk(p, "SET", 3);
-    p = put_bulk(p, key, key_len);
-    p = put_bulk(p, lease, lease_len);
-    p = put_bulk(p, "NX", 2);
-    p = put_bulk(p, "PX", 2);
-    p = put_bulk(p, ttl, ttl_len);
-    p = put_bulk(p, "GET", 3);
-    if (rc == REDIS_OK)
-        rc = redisAsyncFormattedCommand(m->ac, NULL, NULL, buf, (size_t)(p - buf));
-    p = buf;
-    memcpy(p, "*2\r\n", 4);
-    p += 4;
-    p = put_bulk(p, "INCR", 4);
-    p = put_bulk(p, fkey, fkey_len);
-    if (rc == REDIS_OK)
-        rc = redisAsyncFormattedCommand(m->ac, NULL, NULL, buf, (size_t)(p - buf));
-    p = buf;
-    memcpy(p, "*2\r\n", 4);
-    p += 4;
-    p = put_bulk(p, "PTTL", 4);
-    p = put_bulk(p, key, key_len);
-    if (rc == REDIS_OK)
-        rc = redisAsyncFormattedCommand(m->ac, NULL, NULL, buf, (size_t)(p - buf));
-    if (rc == REDIS_OK)
-        rc = redisAsyncFormattedCommand(m->ac, on_eval_reply, priv, "*1\r\n$4\r\nEXEC\r\n", 14);
-    if (rc != REDIS_OK) {
-        /* Only a connection being torn down refuses commands: it is failing anyway,
-         * and an unterminated MULTI dies with it. */
-        master_close(m, 1, "cannot queue a transaction");
-        return -1;
-    }
-    if (m->pending++ == 0)
-        m->progress_us = clock_now_us();
-    return 0;
-}
-
 int master_command(master_conn *m, int argc, const char **argv, const size_t *lens,
                    void (*cb)(struct redisAsyncContext *, void *, void *), void *priv)
 {

@@ -84,15 +84,6 @@ static inline int master_usable(const master_conn *m) { return m->state == MASTE
 int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, void *priv);
 
-/* Acquire with a transaction instead of a script, for leases this service generated
- * (no idempotent retry is possible, so no compare is needed):
- *   MULTI; SET key lease NX PX ttl GET; INCR fkey; PTTL key; EXEC
- * One reply reaches the hook: EXEC's [nil|old value, F, pttl].  Costs the master about
- * a quarter of the acquire script.  Same contract as master_eval(). */
-int master_acquire_tx(master_conn *m, const char *key, size_t key_len, const char *fkey,
-                      size_t fkey_len, const char *lease, size_t lease_len, const char *ttl,
-                      size_t ttl_len, void *priv);
-
 /* Any command with a raw hiredis callback (cb may get NULL on failure); not subject
  * to the usable check, only to being connected.  0 or -1. */
 int master_command(master_conn *m, int argc, const char **argv, const size_t *lens,

@@ -79,23 +79,6 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         out->pttl = b;
         out->fence = (uint64_t)c;
         return;
-    case SCRIPT_ACQUIRE_TX:
-        /* EXEC of [SET NX GET, INCR, PTTL]: nil means we set it */
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !r->element[0] ||
-            !int_at(r, 1, &b) || !int_at(r, 2, &c) || b < 0)
-            break;
-        if (r->element[0]->type == REDIS_REPLY_NIL) {
-            out->state = RL_SLOT_OK;
-            out->fence = (uint64_t)b;
-            return;
-        }
-        if (r->element[0]->type == REDIS_REPLY_STRING) {
-            out->state = RL_SLOT_REFUSED;
-            out->fence = (uint64_t)b;
-            out->pttl = c;
-            return;
-        }
-        break;
     case SCRIPT_PING:
         if (r->type == REDIS_REPLY_STATUS) {
             out->state = RL_SLOT_OK;

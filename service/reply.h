@@ -7,9 +7,8 @@
 
 struct redisReply;
 
-/* Pseudo-script ids: PING (readiness rounds), the acquire transaction (master.h). */
+/* Pseudo-script id for PING (readiness rounds). */
 #define SCRIPT_PING 100
-#define SCRIPT_ACQUIRE_TX 101
 
 /* Decode r (may be NULL: connection failed) for script into out->state and fields.
  * Anything unexpected (error reply, wrong shape) is RL_SLOT_FAILED. */

@@ -127,25 +127,6 @@ void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
     check(rd);
 }
 
-void round_acquire_tx(round *rd, const char *key, size_t key_len, const char *fkey,
-                      size_t fkey_len, const char *lease, size_t lease_len, const char *ttl,
-                      size_t ttl_len)
-{
-    round_env *env = rd->env;
-    rd->script = SCRIPT_ACQUIRE_TX;
-    rd->start_us = clock_now_us();
-    for (size_t i = 0; i < env->n; i++) {
-        rd->replies[i].state = RL_SLOT_PENDING;
-        if (master_acquire_tx(&env->masters[i], key, key_len, fkey, fkey_len, lease, lease_len,
-                              ttl, ttl_len, &rd->slots[i]) == 0)
-            rd->refs++;
-        else
-            rd->replies[i].state = RL_SLOT_FAILED;
-    }
-    loop_timer_start(env->loop, &rd->timer, rd->start_us + env->node_timeout_us);
-    check(rd);
-}
-
 void round_ping(round *rd)
 {
     round_env *env = rd->env;

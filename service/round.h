@@ -77,11 +77,6 @@ void round_unref(round *rd);
 void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, uint64_t mask);
 
-/* The acquire transaction (master_acquire_tx) to every master. */
-void round_acquire_tx(round *rd, const char *key, size_t key_len, const char *fkey,
-                      size_t fkey_len, const char *lease, size_t lease_len, const char *ttl,
-                      size_t ttl_len);
-
 /* Send PING to every connected master (readiness). */
 void round_ping(round *rd);
 

@@ -368,3 +368,19 @@ Test(locking, opposite_orders_never_deadlock)
     cr_assert_eq(a.granted, 40);
     cr_assert_eq(b.granted, 40);
 }
+
+Test(locking, multi_name_lock_respects_foreign_keys_without_expiry)
+{
+    h_require_local(&C);
+    for (int i = 0; i < C.n; i++)
+        h_redis_cmd(&C.masters[i], NULL, 0, "SET redlock:h.nx foreign");
+    cr_assert_eq(h_acquire(&C, "h.nx", NULL, NULL, 0, NULL), 409);
+    h_resp r;
+    h_http(&C, "POST", "/locks", "{\"names\":[\"h.free\",\"h.nx\"]}", &r);
+    cr_assert_eq(r.status, 409, "a key someone else holds, expiry or not: %s", r.body);
+    h_resp_free(&r);
+    char val[64];
+    h_redis_cmd(&C.masters[0], val, sizeof val, "GET redlock:h.nx");
+    cr_assert_str_eq(val, "foreign");
+    cr_assert_eq(h_redis_cmd(&C.masters[0], NULL, 0, "PTTL redlock:h.nx"), -1, "its expiry untouched");
+}
