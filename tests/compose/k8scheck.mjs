@@ -1,0 +1,343 @@
+#!/usr/bin/env node
+// k8scheck.mjs -- offline checks of deploy/kubernetes/*.yaml (make k8s-check).
+//
+// Usage: node k8scheck.mjs [--dir deploy/kubernetes] [--conf deploy/redis-master.conf]
+// Three layers, none of which needs a cluster:
+//   1. schema: every object validates against the Kubernetes 1.27 OpenAPI schemas
+//      (kubernetes-models' validate(): required fields, types, enums, formats);
+//   2. strict fields: every object type-checks, with TypeScript, as an object literal of the
+//      kind's interface, so an unknown or misspelt field (`readinessprobe`, `replica`) fails,
+//      as `kubectl apply --validate=strict` would; the schemas alone allow unknown fields;
+//   3. policy: what redlockd needs of the manifests (see checkPolicy).
+// Prints one line per check and a closing "k8s-check: N passed, N failed"; exit 1 on failure.
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import YAML from "yaml";
+import ts from "typescript";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, "../..");
+export const DEFAULT_DIR = path.join(ROOT, "deploy/kubernetes");
+export const DEFAULT_CONF = path.join(ROOT, "deploy/redis-master.conf");
+const require = createRequire(import.meta.url);
+const MASTERS = [1, 2, 3, 4, 5].map((i) => `redis-${i}`);
+
+/** apiVersion + kind -> the kubernetes-models module path ("kubernetes-models/apps/v1/Deployment"). */
+function modelPath(apiVersion, kind) {
+  return `kubernetes-models/${apiVersion}/${kind}`;
+}
+
+/** Read every manifest in dir: [{file, index, obj}] (kustomization.yaml is returned apart). */
+export function loadManifests(dir = DEFAULT_DIR) {
+  const docs = [];
+  let kustomization = null;
+  for (const f of fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort()) {
+    const text = fs.readFileSync(path.join(dir, f), "utf8");
+    const parsed = YAML.parseAllDocuments(text);
+    parsed.forEach((d, index) => {
+      if (d.errors.length) throw new Error(`${f}: YAML: ${d.errors[0].message}`);
+      const obj = d.toJS();
+      if (obj == null) return;
+      if (obj.kind === "Kustomization") kustomization = { file: f, obj };
+      else docs.push({ file: f, index, obj });
+    });
+  }
+  return { docs, kustomization };
+}
+
+const label = (d) => `${d.file}: ${d.obj?.kind ?? "?"}/${d.obj?.metadata?.name ?? "?"}`;
+
+/** Layer 1: the Kubernetes schemas. */
+export async function checkSchemas(docs) {
+  const problems = [];
+  for (const d of docs) {
+    const { apiVersion, kind } = d.obj;
+    let mod;
+    try {
+      mod = await import(modelPath(apiVersion, kind));
+    } catch {
+      problems.push(`${label(d)}: unknown apiVersion/kind ${apiVersion}/${kind}`);
+      continue;
+    }
+    try {
+      new mod[kind](d.obj).validate();
+    } catch (e) {
+      problems.push(`${label(d)}: ${e.message}`);
+    }
+  }
+  return problems;
+}
+
+const libCache = new Map();
+
+/** Layer 2: unknown fields and wrong types, by type-checking the objects with TypeScript. */
+export function checkStrictFields(docs) {
+  const virtual = path.join(HERE, "__k8s_manifests__.ts");
+  const lines = [];
+  const owners = [];  // line index -> doc
+  docs.forEach((d, i) => {
+    const { apiVersion, kind } = d.obj;
+    const start = lines.length;
+    lines.push(`const m${i}: import("${modelPath(apiVersion, kind)}").I${kind} =`);
+    for (const l of JSON.stringify(d.obj, null, 2).split("\n")) lines.push(l);
+    lines.push(";");
+    for (let k = start; k < lines.length; k++) owners[k] = d;
+  });
+  lines.push("export {};");
+  const source = lines.join("\n");
+  const options = {
+    noEmit: true, strict: true, target: ts.ScriptTarget.ES2020, module: ts.ModuleKind.Node16,
+    moduleResolution: ts.ModuleResolutionKind.Node16, skipLibCheck: true, types: [],
+  };
+  const host = ts.createCompilerHost(options);
+  const { getSourceFile, fileExists, readFile } = host;
+  // The library's .d.ts files are parsed once per process (the self-tests check many variants).
+  host.getSourceFile = (f, lang, ...rest) => {
+    if (path.resolve(f) === virtual) return ts.createSourceFile(f, source, lang);
+    if (!libCache.has(f)) libCache.set(f, getSourceFile.call(host, f, lang, ...rest));
+    return libCache.get(f);
+  };
+  host.fileExists = (f) => path.resolve(f) === virtual || fileExists.call(host, f);
+  host.readFile = (f) => (path.resolve(f) === virtual ? source : readFile.call(host, f));
+  const program = ts.createProgram([virtual], options, host);
+  const problems = [];
+  for (const diag of ts.getPreEmitDiagnostics(program)) {
+    const msg = ts.flattenDiagnosticMessageText(diag.messageText, " ");
+    if (diag.file && path.resolve(diag.file.fileName) === virtual && diag.start !== undefined) {
+      const { line } = diag.file.getLineAndCharacterOfPosition(diag.start);
+      const d = owners[line];
+      // Point at the field: the JSON path of the offending line is lost, but its text is not.
+      const at = lines[line].trim().replace(/[,{[]$/, "").trim().replace(/:$/, "");
+      problems.push(`${d ? label(d) : "?"}: ${at ? at + ": " : ""}${msg}`);
+    } else {
+      problems.push(`typescript: ${msg}`);
+    }
+  }
+  return problems;
+}
+
+// ---- Layer 3: redlockd's own rules -------------------------------------------------------
+
+function matches(selector, labels) {
+  const ml = selector?.matchLabels ?? {};
+  if (!Object.keys(ml).length && !(selector?.matchExpressions ?? []).length) return false;
+  if (!Object.entries(ml).every(([k, v]) => labels?.[k] === v)) return false;
+  return (selector?.matchExpressions ?? []).every((e) => {
+    const v = labels?.[e.key];
+    if (e.operator === "In") return e.values.includes(v);
+    if (e.operator === "NotIn") return !e.values.includes(v);
+    if (e.operator === "Exists") return v !== undefined;
+    if (e.operator === "DoesNotExist") return v === undefined;
+    return false;
+  });
+}
+
+/** Resolve a probe/Service port (number or container port name) to a number. */
+function portNumber(port, container) {
+  if (typeof port === "number") return port;
+  if (/^\d+$/.test(String(port))) return Number(port);
+  return container?.ports?.find((p) => p.name === port)?.containerPort;
+}
+
+/** Redis memory string ("256mb", "1gb", "1048576") in bytes; Kubernetes quantity likewise. */
+function redisBytes(s) {
+  const m = /^(\d+)(b|k|kb|m|mb|g|gb)?$/i.exec(String(s).trim());
+  if (!m) return NaN;
+  const unit = (m[2] ?? "b").toLowerCase();
+  const mult = { b: 1, k: 1e3, kb: 1024, m: 1e6, mb: 1024 ** 2, g: 1e9, gb: 1024 ** 3 }[unit];
+  return Number(m[1]) * mult;
+}
+function quantityBytes(q) {
+  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q).trim());
+  if (!m) return NaN;
+  const mult = { Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, Ti: 1024 ** 4, k: 1e3, M: 1e6, G: 1e9, T: 1e12 }[m[2]] ?? 1;
+  return Number(m[1]) * mult;
+}
+
+/** Returns [{name, problems}] for the policy checks. */
+export function checkPolicy(docs, kustomization, confText, dir = DEFAULT_DIR) {
+  const results = [];
+  const check = (name, fn) => {
+    const problems = [];
+    try { fn(problems); } catch (e) { problems.push(`check crashed: ${e.message}`); }
+    results.push({ name, problems });
+  };
+  const objs = docs.map((d) => d.obj);
+  const of = (kind) => objs.filter((o) => o.kind === kind);
+  const workloads = objs.filter((o) => ["Deployment", "StatefulSet"].includes(o.kind));
+  const podLabels = (w) => w.spec?.template?.metadata?.labels ?? {};
+
+  check("workload selectors match their pod templates", (p) => {
+    for (const w of workloads) {
+      if (!matches(w.spec?.selector, podLabels(w))) p.push(`${w.kind}/${w.metadata?.name}: selector does not match its template labels`);
+    }
+  });
+
+  check("Services and PodDisruptionBudgets select pods that exist", (p) => {
+    for (const s of [...of("Service"), ...of("PodDisruptionBudget")]) {
+      const sel = s.kind === "Service" ? { matchLabels: s.spec?.selector } : s.spec?.selector;
+      if (!workloads.some((w) => matches(sel, podLabels(w)))) p.push(`${s.kind}/${s.metadata?.name} selects no workload's pods`);
+    }
+    for (const s of of("Service")) {
+      const targets = workloads.filter((w) => matches({ matchLabels: s.spec?.selector }, podLabels(w)));
+      for (const port of s.spec?.ports ?? []) {
+        for (const w of targets) {
+          const c = w.spec.template.spec.containers?.[0];
+          if (portNumber(port.targetPort ?? port.port, c) === undefined) p.push(`Service/${s.metadata.name}: targetPort ${port.targetPort} is not a port of ${w.metadata.name}`);
+        }
+      }
+    }
+  });
+
+  // The service.
+  const deploy = of("Deployment").find((d) => d.metadata?.name === "redlockd");
+  const c = deploy?.spec?.template?.spec?.containers?.find((x) => x.name === "redlockd");
+  const env = Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value]));
+  check("redlockd Deployment: >= 3 replicas, /readyz readiness, /healthz liveness, non-root", (p) => {
+    if (!deploy || !c) return p.push("no Deployment redlockd with a container redlockd");
+    if (!(deploy.spec.replicas >= 3)) p.push(`replicas ${deploy.spec.replicas}, want >= 3`);
+    const listenPort = Number(/:(\d+)$/.exec(env.REDLOCK_LISTEN ?? "")?.[1]);
+    if (!listenPort) p.push(`REDLOCK_LISTEN ${env.REDLOCK_LISTEN} has no port`);
+    for (const [probe, want] of [["readinessProbe", "/readyz"], ["livenessProbe", "/healthz"]]) {
+      const g = c[probe]?.httpGet;
+      if (!g) { p.push(`no httpGet ${probe}`); continue; }
+      if (g.path !== want) p.push(`${probe} path ${g.path}, want ${want}`);
+      if (portNumber(g.port, c) !== listenPort) p.push(`${probe} port ${g.port} is not the REDLOCK_LISTEN port ${listenPort}`);
+    }
+    if (c.readinessProbe?.httpGet?.path === "/healthz") p.push("readiness on /healthz would route to replicas without a quorum");
+    const sc = { ...deploy.spec.template.spec.securityContext, ...c.securityContext };
+    if (!sc.runAsNonRoot) p.push("runAsNonRoot is not set");
+    if (sc.allowPrivilegeEscalation !== false) p.push("allowPrivilegeEscalation is not false");
+    const svc = of("Service").find((s) => matches({ matchLabels: s.spec?.selector }, podLabels(deploy)));
+    if (!svc) p.push("no Service in front of the Deployment");
+    else if (!svc.spec.ports?.some((sp) => portNumber(sp.targetPort ?? sp.port, c) === listenPort)) {
+      p.push(`Service/${svc.metadata.name} does not target port ${listenPort}`);
+    }
+  });
+
+  // The masters.
+  const sets = of("StatefulSet");
+  const names = sets.map((s) => s.metadata?.name).sort();
+  check("five single-replica master StatefulSets redis-1..redis-5", (p) => {
+    if (names.join() !== MASTERS.join()) p.push(`StatefulSets are [${names}], want [${MASTERS}]`);
+    for (const s of sets) if (s.spec?.replicas !== 1) p.push(`${s.metadata.name}: replicas ${s.spec?.replicas}, want 1`);
+  });
+
+  check("masters: required anti-affinity on kubernetes.io/hostname covering all five", (p) => {
+    for (const s of sets) {
+      const terms = s.spec?.template?.spec?.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+      const t = terms.find((t) => t.topologyKey === "kubernetes.io/hostname");
+      if (!t) { p.push(`${s.metadata.name}: no required pod anti-affinity on kubernetes.io/hostname`); continue; }
+      const missed = sets.filter((o) => !matches(t.labelSelector, podLabels(o))).map((o) => o.metadata.name);
+      if (missed.length) p.push(`${s.metadata.name}: anti-affinity does not cover ${missed.join(", ")}`);
+    }
+  });
+
+  check("masters: own PersistentVolumeClaim on the Redis data dir", (p) => {
+    const dataDir = /^dir\s+(\S+)/m.exec(confText)?.[1] ?? "/data";
+    for (const s of sets) {
+      const vct = s.spec?.volumeClaimTemplates ?? [];
+      const rc = s.spec?.template?.spec?.containers?.[0];
+      const mount = rc?.volumeMounts?.find((m) => m.mountPath === dataDir);
+      if (!mount) p.push(`${s.metadata.name}: nothing mounted on ${dataDir}`);
+      else if (!vct.some((v) => v.metadata?.name === mount.name)) p.push(`${s.metadata.name}: ${dataDir} is not a volumeClaimTemplate (data would not survive a restart)`);
+    }
+  });
+
+  check("masters: each behind its own headless Service, named in REDLOCK_MASTERS", (p) => {
+    const listed = (env.REDLOCK_MASTERS ?? "").split(",").map((x) => x.trim()).filter(Boolean);
+    const want = [];
+    for (const s of sets) {
+      const svc = of("Service").find((x) => x.metadata?.name === s.spec?.serviceName);
+      if (!svc) { p.push(`${s.metadata.name}: serviceName ${s.spec?.serviceName} is not a Service here`); continue; }
+      if (svc.spec?.clusterIP !== "None") p.push(`Service/${svc.metadata.name} is not headless (clusterIP: None)`);
+      const selected = sets.filter((o) => matches({ matchLabels: svc.spec?.selector }, podLabels(o))).map((o) => o.metadata.name);
+      if (selected.join() !== s.metadata.name) p.push(`Service/${svc.metadata.name} selects [${selected}], want only ${s.metadata.name}`);
+      const port = svc.spec?.ports?.[0]?.port;
+      want.push(`${svc.metadata.name}:${port}`);
+    }
+    if ([...listed].sort().join() !== [...want].sort().join()) p.push(`REDLOCK_MASTERS is [${listed}], want [${want}]`);
+  });
+
+  check("masters: config is deploy/redis-master.conf (ConfigMap identical), AOF, noeviction, no replication", (p) => {
+    for (const s of sets) {
+      const rc = s.spec?.template?.spec?.containers?.[0];
+      const cmd = [...(rc?.command ?? []), ...(rc?.args ?? [])];
+      const confPath = cmd[1];
+      const vols = s.spec.template.spec.volumes ?? [];
+      const mount = rc?.volumeMounts?.find((m) => confPath?.startsWith(m.mountPath.replace(/\/?$/, "/")));
+      const vol = vols.find((v) => v.name === mount?.name);
+      const cm = of("ConfigMap").find((x) => x.metadata?.name === vol?.configMap?.name);
+      const key = confPath ? path.basename(confPath) : undefined;
+      if (!cm || cm.data?.[key] === undefined) { p.push(`${s.metadata.name}: ${confPath} does not come from a ConfigMap here`); continue; }
+      if (cm.data[key] !== confText) p.push(`ConfigMap/${cm.metadata.name} ${key} differs from deploy/redis-master.conf (copy it again)`);
+      if (!mount.readOnly) p.push(`${s.metadata.name}: the config is not mounted readOnly`);
+      const args = cmd.slice(2).join(" ").toLowerCase();
+      for (const bad of ["--replicaof", "--slaveof", "--appendonly no", "--appendfsync no", "--maxmemory-policy"]) {
+        if (args.includes(bad)) p.push(`${s.metadata.name}: command line overrides the config with ${bad}`);
+      }
+      const mm = /--maxmemory\s+(\S+)/.exec(args)?.[1];
+      const limit = rc?.resources?.limits?.memory;
+      if (limit && !mm) p.push(`${s.metadata.name}: memory limit ${limit} but no --maxmemory: it would be OOM-killed, not refuse writes`);
+      if (limit && mm && !(redisBytes(mm) < quantityBytes(limit))) p.push(`${s.metadata.name}: --maxmemory ${mm} is not below the limit ${limit}`);
+    }
+    if (!/^appendonly\s+yes\s*$/m.test(confText)) p.push("redis-master.conf: appendonly is not yes");
+    if (!/^maxmemory-policy\s+noeviction\s*$/m.test(confText)) p.push("redis-master.conf: maxmemory-policy is not noeviction");
+    if (/^(replicaof|slaveof)\s/m.test(confText)) p.push("redis-master.conf: replicaof/slaveof set");
+  });
+
+  check("kustomization.yaml lists every manifest", (p) => {
+    if (!kustomization) return p.push("no kustomization.yaml");
+    const listed = [...(kustomization.obj.resources ?? [])].sort();
+    const files = [...new Set(docs.map((d) => d.file))].sort();
+    if (listed.join() !== files.join()) p.push(`resources [${listed}] but the manifests are [${files}]`);
+    for (const f of listed) if (!fs.existsSync(path.join(dir, f))) p.push(`${f} does not exist`);
+  });
+  return results;
+}
+
+/** All layers; returns [{name, problems}]. */
+export async function runChecks({ docs, kustomization }, confText, dir = DEFAULT_DIR) {
+  return [
+    { name: `schema: ${docs.length} objects validate against the Kubernetes 1.27 schemas`, problems: await checkSchemas(docs) },
+    { name: "strict fields: no unknown or mistyped fields (TypeScript)", problems: checkStrictFields(docs) },
+    ...checkPolicy(docs, kustomization, confText, dir),
+  ];
+}
+
+async function main(argv) {
+  let dir = DEFAULT_DIR, conf = DEFAULT_CONF;
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--dir") dir = argv[++i];
+    else if (argv[i] === "--conf") conf = argv[++i];
+    else { console.error("usage: k8scheck.mjs [--dir DIR] [--conf redis-master.conf]"); return 2; }
+  }
+  let loaded;
+  try {
+    loaded = loadManifests(dir);
+  } catch (e) {
+    console.error(`k8s-check: ${e.message}`);
+    console.log("k8s-check: 0 passed, 1 failed");
+    return 1;
+  }
+  const results = await runChecks(loaded, fs.readFileSync(conf, "utf8"), dir);
+  let passed = 0, failed = 0;
+  for (const r of results) {
+    if (r.problems.length) {
+      failed++;
+      console.log(`FAIL ${r.name}`);
+      for (const p of r.problems) console.log(`     ${p}`);
+    } else {
+      passed++;
+      console.log(`ok   ${r.name}`);
+    }
+  }
+  console.log(`k8s-check: ${passed} passed, ${failed} failed`);
+  return failed ? 1 : 0;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = await main(process.argv.slice(2));
+}
