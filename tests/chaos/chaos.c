@@ -1,0 +1,1894 @@
+/* chaos.c -- the redlockd safety checker: five real redis-server masters behind a fault
+ * proxy, the real service, concurrent clients on a few hot names and a fault injector
+ * (freeze, kill+restart with or without data, slow, drop, cut); then one verdict line per
+ * property (judge.h) and exit status 0 only if every property held.
+ *
+ * Exit status: 0 all held, 1 a property failed, 2 bad usage, 3 the harness itself failed
+ * (a master or the proxy would not start); the run directory is kept unless all held. */
+#include "http.h"
+#include "judge.h"
+#include "procs.h"
+#include "schedstat.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <poll.h>
+#include <unistd.h>
+
+#define N_MASTERS 5
+#define QUORUM (N_MASTERS / 2 + 1)
+#define MAX_CLIENTS 64
+#define MAX_EXTRA_ARGS 16
+
+enum fault_kind {
+    F_FREEZE_MINORITY,
+    F_FREEZE_MAJORITY,
+    F_KILL_AOF,
+    F_KILL_EMPTY,
+    F_SLOW,
+    F_DROP,
+    F_CUT,
+    F_NKINDS
+};
+
+/* What each fault does to how many masters, and for how long (ms). */
+static const struct {
+    const char *name;
+    int min_targets, max_targets;
+    int min_ms, max_ms;
+} fault_table[F_NKINDS] = {
+    [F_FREEZE_MINORITY] = {"freeze_minority", 1, 2, 200, 1500},
+    [F_FREEZE_MAJORITY] = {"freeze_majority", 3, 3, 200, 1000},
+    [F_KILL_AOF] = {"kill_restart_aof", 1, 1, 50, 1000},
+    [F_KILL_EMPTY] = {"kill_restart_empty", 1, 1, 50, 1000},
+    [F_SLOW] = {"slow", 1, 3, 300, 1500},
+    [F_DROP] = {"drop", 1, 3, 200, 1200},
+    [F_CUT] = {"cut", 1, 3, 200, 1200},
+};
+
+enum master_state { M_UP, M_FROZEN, M_DOWN };
+
+struct master {
+    int idx;
+    int port;       /* the redis-server's own port */
+    int proxy_port; /* the port the service talks to */
+    _Atomic pid_t pid; /* read by the signal handler and the monitor */
+    enum master_state state;
+    int busy; /* targeted by an active fault */
+    char dir[300], data[320], log[320];
+};
+
+struct active_fault {
+    enum fault_kind kind;
+    int targets[N_MASTERS], n;
+    long long end;
+};
+
+struct options {
+    const char *service_bin;
+    char proxy_bin[PATH_MAX];
+    int duration_s;
+    int clients;
+    int names;      /* hot names: every client picks among them */
+    int cold_names; /* cold names: picked rarely, so masters can lose their state between grants */
+    int node_timeout_ms;
+    int margin_ms;
+    int empty_restarts; /* -1 auto, 0 off, 1 on */
+    uint64_t seed;
+    const char *extra_args[MAX_EXTRA_ARGS];
+    int n_extra;
+    int keep;    /* keep the run directory even if all held */
+    int discard; /* remove it even if something failed (a planted failure) */
+    const char *dir_root;
+    int fd_slack;
+    long rss_slack_kb;
+    int rss_slack_pct;
+    int min_ttl, max_ttl, max_wait, max_hold;
+    int warmup_ms, cooldown_ms;
+    const char *scenario; /* NULL: the random run; else a directed scenario */
+};
+
+/* The checker's whole state: main builds it and hands it to every thread. */
+struct chaos {
+    struct options o;
+    char redis_bin[PATH_MAX];
+    char dir[256]; /* the run directory; every other path is built under it */
+    struct master m[N_MASTERS];
+    _Atomic pid_t proxy_pid;
+    char proxy_ctl[300];
+    pthread_mutex_t proxy_mu;
+    _Atomic pid_t svc_pid;
+    int svc_port;
+    char svc_log[300];
+    int quarantine_flag; /* the service has --quarantine-ms */
+    int empty_on;
+    char empty_reason[128];
+
+    chaos_history hist; /* appended to by main only, after joining the clients */
+    int64_t t0;
+
+    atomic_int abort_run;        /* stop clients now: the service died or the harness broke */
+    atomic_int injector_stop;    /* the fault phase is over: heal everything */
+    atomic_int injector_healed;  /* everything healed */
+    atomic_int injector_exit;    /* leave the thread (its children are gone by then) */
+    long long run_end_ms;
+    long fault_count[F_NKINDS];
+    FILE *fault_log;
+    char harness_err[512];
+    pthread_mutex_t err_mu;
+
+    pthread_mutex_t svc_mu; /* guards the four below */
+    int svc_exited;
+    int svc_status;
+    long long svc_exit_ms;
+};
+
+/* The signal handlers need the children's pids; this is the only process-wide pointer. */
+static struct chaos *g_for_signals;
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static long rng_range(uint64_t *s, long lo, long hi) /* inclusive */
+{
+    if (hi <= lo)
+        return lo;
+    return lo + (long)(rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+static double rel_s(struct chaos *cx, long long ms)
+{
+    return (double)(ms * 1000000LL - cx->t0) / 1e9;
+}
+
+static void harness_fail(struct chaos *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void harness_fail(struct chaos *cx, const char *fmt, ...)
+{
+    pthread_mutex_lock(&cx->err_mu);
+    if (!cx->harness_err[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(cx->harness_err, sizeof cx->harness_err, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&cx->err_mu);
+    atomic_store(&cx->abort_run, 1);
+}
+
+static void fault_logf(struct chaos *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fault_logf(struct chaos *cx, const char *fmt, ...)
+{
+    if (!cx->fault_log)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(cx->fault_log, "%9.3f ", rel_s(cx, now_ms()));
+    vfprintf(cx->fault_log, fmt, ap);
+    fputc('\n', cx->fault_log);
+    fflush(cx->fault_log);
+    va_end(ap);
+}
+
+static void kill_children_now(void)
+{
+    struct chaos *cx = g_for_signals;
+    if (!cx)
+        return;
+    for (int i = 0; i < N_MASTERS; i++)
+        if (cx->m[i].pid > 0)
+            kill(cx->m[i].pid, SIGKILL);
+    if (cx->proxy_pid > 0)
+        kill(cx->proxy_pid, SIGKILL);
+    if (cx->svc_pid > 0)
+        kill(cx->svc_pid, SIGKILL);
+}
+
+static void on_fatal_signal(int sig)
+{
+    static const char msg[] = "chaos: interrupted or over its time budget; children killed\n";
+    kill_children_now();
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(3);
+    _exit(sig == SIGALRM ? 3 : 130);
+}
+
+/* ---- masters ---------------------------------------------------------------------- */
+
+static int master_spawn(struct chaos *cx, struct master *m)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", m->port);
+    char *argv[] = {cx->redis_bin, "--port", port, "--bind", "127.0.0.1", "--dir", m->data,
+                    "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+                    "--daemonize", "no", "--protected-mode", "no", "--logfile", "", NULL};
+    if (mkdir(m->data, 0755) < 0 && errno != EEXIST)
+        return -1;
+    pid_t pid = proc_spawn(cx->redis_bin, argv, m->log, NULL);
+    if (pid < 0)
+        return -1;
+    m->pid = pid;
+    long long deadline = now_ms() + 10000;
+    while (now_ms() < deadline) {
+        if (redis_ping(m->port, 200)) {
+            m->state = M_UP;
+            return 0;
+        }
+        int st;
+        if (proc_wait(pid, 0, &st) == 1) {
+            m->pid = 0;
+            return -1;
+        }
+        sleep_ms(10);
+    }
+    proc_stop(pid, SIGKILL, 1000);
+    m->pid = 0;
+    return -1;
+}
+
+static int masters_start(struct chaos *cx)
+{
+    for (int i = 0; i < N_MASTERS; i++) {
+        struct master *m = &cx->m[i];
+        m->idx = i;
+        snprintf(m->dir, sizeof m->dir, "%s/m%d", cx->dir, i);
+        snprintf(m->data, sizeof m->data, "%s/data", m->dir);
+        snprintf(m->log, sizeof m->log, "%s/redis.log", m->dir);
+        if (mkdir(m->dir, 0755) < 0)
+            return -1;
+        int ok = -1;
+        for (int attempt = 0; attempt < 5 && ok < 0; attempt++) {
+            m->port = net_free_port(); /* another process may take it first: retry */
+            if (m->port > 0)
+                ok = master_spawn(cx, m);
+        }
+        if (ok < 0) {
+            fprintf(stderr, "chaos: redis-server %d would not start; see %s\n", i, m->log);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- fault proxy ------------------------------------------------------------------ */
+
+static int proxy_cmd(struct chaos *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int proxy_cmd(struct chaos *cx, const char *fmt, ...)
+{
+    char line[256], reply[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    strcat(line, "\n");
+    pthread_mutex_lock(&cx->proxy_mu);
+    int rc = -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    size_t len = 0;
+    if (strlen(cx->proxy_ctl) >= sizeof un.sun_path)
+        goto out;
+    memcpy(un.sun_path, cx->proxy_ctl, strlen(cx->proxy_ctl) + 1);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&un, sizeof un) < 0 ||
+        send(fd, line, strlen(line), MSG_NOSIGNAL) != (ssize_t)strlen(line))
+        goto out;
+    long long deadline = now_ms() + 3000;
+    while (len < sizeof reply - 1 && !memchr(reply, '\n', len)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        long long left = deadline - now_ms();
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            goto out;
+        ssize_t n = recv(fd, reply + len, sizeof reply - 1 - len, 0);
+        if (n <= 0)
+            goto out;
+        len += (size_t)n;
+    }
+    reply[len] = '\0';
+    rc = strncmp(reply, "ok", 2) == 0 ? 0 : -1;
+out:
+    if (fd >= 0)
+        close(fd);
+    pthread_mutex_unlock(&cx->proxy_mu);
+    if (rc < 0)
+        harness_fail(cx, "fault proxy did not accept '%.*s'", (int)strlen(line) - 1, line);
+    return rc;
+}
+
+static int proxy_start(struct chaos *cx)
+{
+    char *argv[4 + 2 + N_MASTERS + 1];
+    char pairs[N_MASTERS][64], maxs[16], log[300];
+    int a = 0;
+    snprintf(cx->proxy_ctl, sizeof cx->proxy_ctl, "%s/proxy.ctl", cx->dir);
+    snprintf(log, sizeof log, "%s/proxy.log", cx->dir);
+    snprintf(maxs, sizeof maxs, "%d", cx->o.duration_s + 600);
+    argv[a++] = cx->o.proxy_bin;
+    argv[a++] = "--ctl";
+    argv[a++] = cx->proxy_ctl;
+    argv[a++] = "--max-seconds";
+    argv[a++] = maxs;
+    for (int i = 0; i < N_MASTERS; i++) {
+        snprintf(pairs[i], sizeof pairs[i], "127.0.0.1:0=127.0.0.1:%d", cx->m[i].port);
+        argv[a++] = pairs[i];
+    }
+    argv[a] = NULL;
+    int out = -1;
+    pid_t pid = proc_spawn(cx->o.proxy_bin, argv, log, &out);
+    if (pid < 0) {
+        fprintf(stderr, "chaos: cannot start %s: %s\n", cx->o.proxy_bin, strerror(errno));
+        return -1;
+    }
+    cx->proxy_pid = pid;
+    char buf[256];
+    size_t len = 0;
+    long long deadline = now_ms() + 5000;
+    while (len < sizeof buf - 1 && !memchr(buf, '\n', len)) {
+        struct pollfd p = {.fd = out, .events = POLLIN};
+        long long left = deadline - now_ms();
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t n = read(out, buf + len, sizeof buf - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(out);
+    buf[len] = '\0';
+    char *p = buf;
+    if (strncmp(p, "ready", 5) != 0) {
+        fprintf(stderr, "chaos: fault proxy did not start; see %s\n", log);
+        return -1;
+    }
+    p += 5;
+    for (int i = 0; i < N_MASTERS; i++) {
+        char *end;
+        long port = strtol(p, &end, 10);
+        if (end == p || port <= 0) {
+            fprintf(stderr, "chaos: fault proxy said '%s'\n", buf);
+            return -1;
+        }
+        cx->m[i].proxy_port = (int)port;
+        p = end;
+    }
+    return 0;
+}
+
+/* ---- the service ------------------------------------------------------------------ */
+
+static int service_has_flag(struct chaos *cx, const char *flag)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/redlockd-help.txt", cx->dir);
+    char *argv[] = {(char *)cx->o.service_bin, "--help", NULL};
+    pid_t pid = proc_spawn(cx->o.service_bin, argv, log, NULL);
+    if (pid < 0)
+        return 0;
+    int st;
+    if (proc_wait(pid, 5000, &st) != 1) /* --help exits by itself; this only bounds it */
+        (void)proc_stop(pid, SIGKILL, 1000);
+    FILE *f = fopen(log, "re");
+    if (!f)
+        return 0;
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        found |= strstr(line, flag) != NULL;
+    fclose(f);
+    return found;
+}
+
+static int file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void print_log_tail(const char *path, int lines)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char ring[32][512];
+    int n = 0;
+    if (lines > 32)
+        lines = 32;
+    while (fgets(ring[n % lines], sizeof ring[0], f))
+        n++;
+    fclose(f);
+    for (int i = n > lines ? n - lines : 0; i < n; i++)
+        fprintf(stderr, "    | %s", ring[i % lines]);
+}
+
+static int http_get_status(struct chaos *cx, const char *path, char *body, size_t bodysz)
+{
+    http_client hc;
+    if (http_client_init(&hc, "127.0.0.1", cx->svc_port) < 0)
+        return -1;
+    http_response r;
+    int64_t ts, tr;
+    int st = http_request(&hc, "GET", path, NULL, "chaos-probe", 2000, &r, &ts, &tr);
+    if (st > 0 && body)
+        snprintf(body, bodysz, "%s", r.body ? r.body : "");
+    http_client_free(&hc);
+    return st;
+}
+
+static int service_start(struct chaos *cx)
+{
+    char masters[N_MASTERS * 24], listen[32], nt[16], maxttl[16];
+    size_t off = 0;
+    for (int i = 0; i < N_MASTERS; i++)
+        off += (size_t)snprintf(masters + off, sizeof masters - off, "%s127.0.0.1:%d", i ? "," : "",
+                                cx->m[i].proxy_port);
+    snprintf(nt, sizeof nt, "%d", cx->o.node_timeout_ms);
+    snprintf(maxttl, sizeof maxttl, "%d", cx->o.max_ttl);
+    snprintf(cx->svc_log, sizeof cx->svc_log, "%s/redlockd.log", cx->dir);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        cx->svc_port = net_free_port();
+        snprintf(listen, sizeof listen, "127.0.0.1:%d", cx->svc_port);
+        char *argv[16 + MAX_EXTRA_ARGS];
+        int a = 0;
+        argv[a++] = (char *)cx->o.service_bin;
+        argv[a++] = "--masters";
+        argv[a++] = masters;
+        argv[a++] = "--listen";
+        argv[a++] = listen;
+        argv[a++] = "--node-timeout-ms";
+        argv[a++] = nt;
+        argv[a++] = "--max-ttl-ms";
+        argv[a++] = maxttl;
+        argv[a++] = "--default-ttl-ms"; /* must not exceed the max */
+        argv[a++] = maxttl;
+        int own_quarantine = 0;
+        for (int i = 0; i < cx->o.n_extra; i++)
+            own_quarantine |= !strncmp(cx->o.extra_args[i], "--quarantine-ms", 15);
+        if (cx->quarantine_flag && !own_quarantine) {
+            argv[a++] = "--quarantine-ms"; /* the issue's minimum: the maximum ttl */
+            argv[a++] = maxttl;
+        }
+        for (int i = 0; i < cx->o.n_extra; i++)
+            argv[a++] = (char *)cx->o.extra_args[i];
+        argv[a] = NULL;
+        FILE *lf = fopen(cx->svc_log, "ae");
+        if (lf) {
+            fprintf(lf, "---- chaos: starting:");
+            for (int i = 0; argv[i]; i++)
+                fprintf(lf, " %s", argv[i]);
+            fprintf(lf, "\n");
+            fclose(lf);
+        }
+        pid_t pid = proc_spawn(cx->o.service_bin, argv, cx->svc_log, NULL);
+        if (pid < 0) {
+            fprintf(stderr, "chaos: cannot start %s: %s\n", cx->o.service_bin, strerror(errno));
+            return -1;
+        }
+        cx->svc_pid = pid;
+        long long deadline = now_ms() + 15000;
+        int exited = 0;
+        while (now_ms() < deadline) {
+            int st;
+            if (proc_wait(pid, 0, &st) == 1) {
+                exited = 1;
+                cx->svc_pid = 0;
+                break;
+            }
+            if (file_contains(cx->svc_log, "listening on") && http_get_status(cx, "/healthz", NULL, 0) == 200)
+                return 0;
+            sleep_ms(20);
+        }
+        if (!exited) {
+            fprintf(stderr, "chaos: redlockd did not become healthy within 15 s; log tail:\n");
+            print_log_tail(cx->svc_log, 20);
+            return -1;
+        }
+        /* exited: maybe the port was taken between our probe and its bind; try another */
+    }
+    fprintf(stderr, "chaos: redlockd exited at start (3 tries); log tail:\n");
+    print_log_tail(cx->svc_log, 20);
+    return -1;
+}
+
+/* ---- clients ---------------------------------------------------------------------- */
+
+struct client {
+    struct chaos *cx;
+    int thread;
+    int64_t end_ns;
+    uint64_t rng;
+    chaos_history local;
+    long seq;
+    http_client hc;
+    int sched_fd; /* this thread's /proc schedstat, for the starvation allowance */
+};
+
+/* Runs one request and records the client thread's own CPU starvation meanwhile. */
+static int timed_request(struct client *cl, chaos_event *e, const char *method, const char *path, const char *body,
+                         const char *rid, int timeout_ms, http_response *r)
+{
+    int64_t rd0 = sched_self_run_delay(&cl->sched_fd);
+    int st = http_request(&cl->hc, method, path, body, rid, timeout_ms, r, &e->t_send, &e->t_recv);
+    int64_t rd1 = sched_self_run_delay(&cl->sched_fd);
+    e->allow_ns = rd0 >= 0 && rd1 >= rd0 ? rd1 - rd0 : 0;
+    return st;
+}
+
+static void set_shape(chaos_event *e, const char *s)
+{
+    if (!e->shape[0])
+        snprintf(e->shape, sizeof e->shape, "%s", s);
+}
+
+static int valid_lease(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 16 || n > 128)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+              ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int json_int(json_t *o, const char *k, json_int_t *out)
+{
+    json_t *v = json_object_get(o, k);
+    if (!json_is_integer(v))
+        return 0;
+    *out = json_integer_value(v);
+    return 1;
+}
+
+/* Parses the response into e (status, error, shape and the grant fields); for a grant
+ * copies the lease to lease (size >= 129). */
+static void digest(struct client *cl, chaos_event *e, int st, http_response *r, const char *rid,
+                   const char *name, char *lease)
+{
+    e->status = st;
+    if (st <= 0)
+        return;
+    if (strcmp(r->request_id, rid) != 0)
+        set_shape(e, "x-request-id_not_echoed");
+    json_error_t jerr;
+    json_t *j = r->body_len ? json_loadb(r->body, r->body_len, 0, &jerr) : NULL;
+    if (!json_is_object(j)) {
+        set_shape(e, "body_not_a_json_object");
+        json_decref(j);
+        return;
+    }
+    json_int_t v;
+    if (st >= 400) {
+        json_t *err = json_object_get(j, "error");
+        if (json_is_string(err))
+            snprintf(e->error, sizeof e->error, "%s", json_string_value(err));
+        else
+            set_shape(e, "error_member_missing");
+        if (!json_is_string(json_object_get(j, "message")))
+            set_shape(e, "message_member_missing");
+        if (st == 409) {
+            if (!json_int(j, "retry_after_ms", &v) || v < 0)
+                set_shape(e, "409_retry_after_ms_missing");
+            if (r->retry_after < 1)
+                set_shape(e, "409_Retry-After_header_missing_or_<1");
+        }
+        if (st == 503 && !strcmp(e->error, "quorum_unavailable")) {
+            json_int_t q;
+            if (!json_int(j, "nodes_ok", &v) || !json_int(j, "quorum", &q) || q != QUORUM || v < 0 ||
+                v > N_MASTERS)
+                set_shape(e, "503_nodes_ok/quorum_missing_or_wrong");
+        }
+        json_decref(j);
+        return;
+    }
+    json_t *jn = json_object_get(j, "name");
+    if (!json_is_string(jn) || strcmp(json_string_value(jn), name) != 0)
+        set_shape(e, "name_missing_or_wrong");
+    if (e->op == CHAOS_ACQUIRE && st == 201) {
+        json_t *jl = json_object_get(j, "lease");
+        if (json_is_string(jl) && valid_lease(json_string_value(jl)))
+            snprintf(lease, 129, "%s", json_string_value(jl));
+        else
+            set_shape(e, "201_lease_missing_or_invalid");
+        if (json_int(j, "fencing_token", &v) && v >= 1)
+            e->token = v;
+        else
+            set_shape(e, "201_fencing_token_missing_or_<1");
+        if (json_int(j, "validity_ms", &v) && v > 0 && v <= e->ttl_ms)
+            e->validity_ms = v;
+        else
+            set_shape(e, "201_validity_ms_missing_or_out_of_(0,ttl]");
+        if (!json_int(j, "ttl_ms", &v) || v != e->ttl_ms)
+            set_shape(e, "201_ttl_ms_missing_or_not_as_asked");
+    } else if (e->op == CHAOS_RELEASE && st == 200) {
+        if (!json_is_true(json_object_get(j, "released")))
+            set_shape(e, "200_released_not_true");
+    } else if (e->op == CHAOS_INSPECT && st == 200) {
+        json_t *held = json_object_get(j, "held");
+        if (!json_is_boolean(held))
+            set_shape(e, "inspect_held_missing");
+        if (json_object_get(j, "lease"))
+            set_shape(e, "inspect_shows_the_lease");
+        if (json_is_true(held) && (!json_int(j, "validity_ms", &v) || v < 0 || !json_int(j, "fencing_token", &v) || v < 1))
+            set_shape(e, "inspect_held_without_validity/token");
+    }
+    (void)cl;
+    json_decref(j);
+}
+
+static long record(struct client *cl, chaos_event *e)
+{
+    long i = chaos_history_add(&cl->local, e);
+    if (i < 0)
+        harness_fail(cl->cx, "out of memory recording the history");
+    return i;
+}
+
+static int client_timeout_ms(struct chaos *cx, int wait_ms)
+{
+    /* far beyond bound (c), so a timeout here is a verdict, not a guess */
+    return wait_ms + 3 * cx->o.node_timeout_ms + cx->o.margin_ms + 5000;
+}
+
+/* One acquire of name nm, recorded.  Returns the event's index in cl->local (-1 on out
+ * of memory); *status gets the outcome, lease the lease of a grant ("" otherwise). */
+static long client_acquire(struct client *cl, int nm, int64_t ttl, int64_t wait, int *status, char *lease)
+{
+    struct chaos *cx = cl->cx;
+    const char *name = cx->hist.names[nm];
+    char path[300], body[128], rid[64];
+    http_response r;
+    chaos_event e;
+    memset(&e, 0, sizeof e);
+    e.op = CHAOS_ACQUIRE;
+    e.name = nm;
+    e.thread = cl->thread;
+    e.link = -1;
+    e.ttl_ms = ttl;
+    e.wait_ms = wait;
+    lease[0] = '\0';
+    snprintf(path, sizeof path, "/locks/%s", name);
+    snprintf(body, sizeof body, "{\"ttl_ms\": %" PRId64 ", \"wait_ms\": %" PRId64 "}", ttl, wait);
+    snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
+    int st = timed_request(cl, &e, "POST", path, body, rid, client_timeout_ms(cx, (int)wait), &r);
+    digest(cl, &e, st, &r, rid, name, lease);
+    *status = st;
+    if (st != 201)
+        lease[0] = '\0';
+    return record(cl, &e);
+}
+
+/* Releases the grant recorded at index gi with lease, in the body or the query. */
+static void client_release(struct client *cl, long gi, const char *lease, int in_body)
+{
+    struct chaos *cx = cl->cx;
+    int nm = cl->local.ev[gi].name;
+    char path[300], qpath[440], body[200], rid[64], unused[129];
+    http_response r;
+    chaos_event d;
+    memset(&d, 0, sizeof d);
+    d.op = CHAOS_RELEASE;
+    d.name = nm;
+    d.thread = cl->thread;
+    d.link = gi;
+    snprintf(path, sizeof path, "/locks/%s", cx->hist.names[nm]);
+    snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
+    int st;
+    if (in_body) {
+        snprintf(body, sizeof body, "{\"lease\": \"%s\"}", lease);
+        st = timed_request(cl, &d, "DELETE", path, body, rid, client_timeout_ms(cx, 0), &r);
+    } else {
+        snprintf(qpath, sizeof qpath, "%s?lease=%s", path, lease);
+        st = timed_request(cl, &d, "DELETE", qpath, NULL, rid, client_timeout_ms(cx, 0), &r);
+    }
+    digest(cl, &d, st, &r, rid, cx->hist.names[nm], unused);
+    long di = record(cl, &d);
+    if (di >= 0)
+        cl->local.ev[gi].link = di;
+}
+
+static void client_inspect(struct client *cl, int nm)
+{
+    struct chaos *cx = cl->cx;
+    char path[300], rid[64], unused[129];
+    http_response r;
+    chaos_event e;
+    memset(&e, 0, sizeof e);
+    e.op = CHAOS_INSPECT;
+    e.name = nm;
+    e.thread = cl->thread;
+    e.link = -1;
+    snprintf(path, sizeof path, "/locks/%s", cx->hist.names[nm]);
+    snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
+    int st = timed_request(cl, &e, "GET", path, NULL, rid, client_timeout_ms(cx, 0), &r);
+    digest(cl, &e, st, &r, rid, cx->hist.names[nm], unused);
+    record(cl, &e);
+}
+
+static void client_once(struct client *cl)
+{
+    const struct options *o = &cl->cx->o;
+    int nm = (int)rng_range(&cl->rng, 0, o->names - 1);
+    if (o->cold_names && rng_range(&cl->rng, 0, 99) < 2)
+        nm = o->names + (int)rng_range(&cl->rng, 0, o->cold_names - 1);
+    if (rng_range(&cl->rng, 0, 99) < 5) {
+        client_inspect(cl, nm);
+        return;
+    }
+    int64_t ttl = rng_range(&cl->rng, o->min_ttl, o->max_ttl);
+    int64_t wait = rng_range(&cl->rng, 0, 1) ? 0 : rng_range(&cl->rng, 1, o->max_wait);
+    char lease[129];
+    int st;
+    long gi = client_acquire(cl, nm, ttl, wait, &st, lease);
+    if (gi < 0)
+        return;
+    if (st == 201 && lease[0]) {
+        int64_t validity = cl->local.ev[gi].validity_ms;
+        long hold_max = validity / 3 < o->max_hold ? (long)(validity / 3) : o->max_hold;
+        sleep_ms(rng_range(&cl->rng, 0, hold_max));
+        if (ttl <= 400 && rng_range(&cl->rng, 0, 3) == 0)
+            return; /* let it expire: the hand-over on expiry is the delicate case */
+        client_release(cl, gi, lease, (int)rng_range(&cl->rng, 0, 1));
+        return;
+    }
+    if (st == 409)
+        sleep_ms(rng_range(&cl->rng, 0, 20));
+    else if (st == 503)
+        sleep_ms(rng_range(&cl->rng, 5, 30));
+    else
+        sleep_ms(20); /* transport trouble: don't spin */
+}
+
+static void *client_main(void *arg)
+{
+    struct client *cl = arg;
+    if (http_client_init(&cl->hc, "127.0.0.1", cl->cx->svc_port) < 0) {
+        harness_fail(cl->cx, "client %d: cannot initialise", cl->thread);
+        return NULL;
+    }
+    while (http_now_ns() < cl->end_ns && !atomic_load(&cl->cx->abort_run))
+        client_once(cl);
+    http_client_free(&cl->hc);
+    if (cl->sched_fd >= 0)
+        close(cl->sched_fd);
+    return NULL;
+}
+
+/* Appends a client's events to the history (links renumbered) and empties its own. */
+static void merge_local(struct chaos *cx, struct client *cl)
+{
+    long base = cx->hist.n;
+    for (long k = 0; k < cl->local.n; k++) {
+        chaos_event e = cl->local.ev[k];
+        if (e.link >= 0)
+            e.link += base;
+        if (chaos_history_add(&cx->hist, &e) < 0)
+            harness_fail(cx, "out of memory merging the history");
+    }
+    chaos_history_free(&cl->local);
+}
+
+/* Runs the clients for ms milliseconds and appends their events to the history.
+ * Returns the index of the first event added. */
+static long run_clients(struct chaos *cx, long ms, uint64_t salt)
+{
+    struct client *cls = calloc((size_t)cx->o.clients, sizeof *cls);
+    pthread_t *th = calloc((size_t)cx->o.clients, sizeof *th);
+    long first = cx->hist.n;
+    if (!cls || !th) {
+        harness_fail(cx, "out of memory");
+        free(cls);
+        free(th);
+        return first;
+    }
+    int64_t end = http_now_ns() + ms * 1000000LL;
+    for (int i = 0; i < cx->o.clients; i++) {
+        cls[i].cx = cx;
+        cls[i].thread = i;
+        cls[i].sched_fd = -1;
+        cls[i].end_ns = end;
+        cls[i].rng = (cx->o.seed ^ (salt * 0x9E3779B97F4A7C15ULL)) + (uint64_t)(i + 1) * 0xD1B54A32D192ED03ULL;
+        if (cls[i].rng == 0)
+            cls[i].rng = 1;
+        if (pthread_create(&th[i], NULL, client_main, &cls[i]) != 0) {
+            harness_fail(cx, "pthread_create failed");
+            th[i] = 0;
+        }
+    }
+    for (int i = 0; i < cx->o.clients; i++) {
+        if (th[i])
+            pthread_join(th[i], NULL);
+        merge_local(cx, &cls[i]);
+    }
+    free(cls);
+    free(th);
+    return first;
+}
+
+/* ---- the fault injector ----------------------------------------------------------- */
+
+static void master_signal(struct chaos *cx, struct master *m, int sig)
+{
+    if (m->pid > 0 && kill(m->pid, sig) < 0)
+        harness_fail(cx, "kill(master %d, %d): %s", m->idx, sig, strerror(errno));
+}
+
+static void fault_start(struct chaos *cx, struct active_fault *f, uint64_t *rng)
+{
+    char who[32] = "";
+    size_t off = 0;
+    for (int i = 0; i < f->n; i++)
+        off += (size_t)snprintf(who + off, sizeof who - off, "%s%d", i ? "," : "", f->targets[i]);
+    int delay = 0;
+    for (int i = 0; i < f->n; i++) {
+        struct master *m = &cx->m[f->targets[i]];
+        m->busy = 1;
+        switch (f->kind) {
+        case F_FREEZE_MINORITY:
+        case F_FREEZE_MAJORITY:
+            master_signal(cx, m, SIGSTOP);
+            m->state = M_FROZEN;
+            break;
+        case F_KILL_AOF:
+        case F_KILL_EMPTY:
+            if (m->pid > 0) {
+                pid_t pid = m->pid;
+                if (proc_stop(pid, SIGKILL, 5000) == -1)
+                    harness_fail(cx, "master %d (pid %d) did not die on SIGKILL", m->idx, (int)pid);
+                m->pid = 0;
+            }
+            m->state = M_DOWN;
+            if (f->kind == F_KILL_EMPTY && rm_rf(m->data) < 0)
+                harness_fail(cx, "cannot empty %s: %s", m->data, strerror(errno));
+            break;
+        case F_SLOW:
+            if (!delay)
+                delay = (int)rng_range(rng, 5, 150);
+            (void)proxy_cmd(cx, "mode %d delay %d", m->idx, delay);
+            break;
+        case F_DROP:
+            (void)proxy_cmd(cx, "mode %d drop", m->idx);
+            break;
+        case F_CUT:
+            (void)proxy_cmd(cx, "mode %d cut", m->idx);
+            break;
+        case F_NKINDS:
+            break;
+        }
+    }
+    cx->fault_count[f->kind]++;
+    if (delay)
+        fault_logf(cx, "start %s masters=%s delay_ms=%d until=%.3f", fault_table[f->kind].name, who, delay,
+                   rel_s(cx, f->end));
+    else
+        fault_logf(cx, "start %s masters=%s until=%.3f", fault_table[f->kind].name, who, rel_s(cx, f->end));
+}
+
+static void fault_heal(struct chaos *cx, struct active_fault *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        struct master *m = &cx->m[f->targets[i]];
+        switch (f->kind) {
+        case F_FREEZE_MINORITY:
+        case F_FREEZE_MAJORITY:
+            master_signal(cx, m, SIGCONT);
+            m->state = M_UP;
+            break;
+        case F_KILL_AOF:
+        case F_KILL_EMPTY:
+            if (master_spawn(cx, m) < 0)
+                harness_fail(cx, "master %d would not restart on port %d; see %s", m->idx, m->port, m->log);
+            break;
+        default:
+            (void)proxy_cmd(cx, "mode %d pass", m->idx);
+            break;
+        }
+        m->busy = 0;
+    }
+    fault_logf(cx, "heal  %s", fault_table[f->kind].name);
+}
+
+/* The safety net: whatever happened, leave every master up and every pair passing. */
+static void heal_all(struct chaos *cx)
+{
+    for (int i = 0; i < N_MASTERS; i++) {
+        struct master *m = &cx->m[i];
+        if (m->state == M_FROZEN)
+            master_signal(cx, m, SIGCONT);
+        if (m->state == M_DOWN || m->pid <= 0)
+            if (master_spawn(cx, m) < 0)
+                harness_fail(cx, "master %d would not restart", i);
+        m->state = M_UP;
+        m->busy = 0;
+    }
+    (void)proxy_cmd(cx, "mode all pass");
+    fault_logf(cx, "all healed");
+}
+
+static void shuffle(int *a, int n, uint64_t *rng)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rng_range(rng, 0, i);
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+static void *injector_main(void *arg)
+{
+    struct chaos *cx = arg;
+    uint64_t rng = cx->o.seed * 0x9E3779B97F4A7C15ULL + 12345;
+    int order[F_NKINDS], n_order = 0, pos = 0;
+    for (int k = 0; k < F_NKINDS; k++)
+        if (k != F_KILL_EMPTY || cx->empty_on)
+            order[n_order++] = k;
+    shuffle(order, n_order, &rng);
+    struct active_fault act[2];
+    int n_act = 0;
+    long long next_start = now_ms() + rng_range(&rng, 100, 400);
+
+    while (!atomic_load(&cx->injector_stop) && !atomic_load(&cx->abort_run)) {
+        long long now = now_ms();
+        for (int i = 0; i < n_act;) {
+            if (act[i].end <= now) {
+                fault_heal(cx, &act[i]);
+                act[i] = act[--n_act];
+            } else {
+                i++;
+            }
+        }
+        /* Minority faults may overlap as long as at most N/2 masters are impaired, so
+         * the service keeps working on a quorum while some masters misbehave (where
+         * the bugs are); a fault on a majority runs alone, and briefly. */
+        int majority_active = 0;
+        for (int i = 0; i < n_act; i++)
+            majority_active |= act[i].n > N_MASTERS / 2;
+        if (n_act < 2 && !majority_active && now >= next_start && now + 300 < cx->run_end_ms) {
+            enum fault_kind k = (enum fault_kind)order[pos];
+            int free_idx[N_MASTERS], n_free = 0;
+            for (int i = 0; i < N_MASTERS; i++)
+                if (!cx->m[i].busy)
+                    free_idx[n_free++] = i;
+            int lo = fault_table[k].min_targets, hi = fault_table[k].max_targets, n = 0;
+            int majority = lo > N_MASTERS / 2 || (hi > N_MASTERS / 2 && rng_range(&rng, 0, 3) == 0);
+            if (majority) {
+                if (n_act == 0)
+                    n = (int)rng_range(&rng, lo > QUORUM ? lo : QUORUM, hi);
+            } else {
+                int room = N_MASTERS / 2 - (N_MASTERS - n_free);
+                if (hi > room)
+                    hi = room;
+                if (hi >= lo)
+                    n = (int)rng_range(&rng, lo, hi);
+            }
+            if (n > 0) {
+                struct active_fault *f = &act[n_act++];
+                f->kind = k;
+                f->n = n;
+                shuffle(free_idx, n_free, &rng);
+                memcpy(f->targets, free_idx, (size_t)f->n * sizeof(int));
+                long dur = rng_range(&rng, fault_table[k].min_ms, fault_table[k].max_ms);
+                if (majority && dur > 1000)
+                    dur = 1000;
+                if (now + dur > cx->run_end_ms)
+                    dur = cx->run_end_ms - now;
+                f->end = now + dur;
+                fault_start(cx, f, &rng);
+                if (++pos == n_order) {
+                    pos = 0;
+                    shuffle(order, n_order, &rng);
+                }
+                next_start = now_ms() + rng_range(&rng, 100, 700);
+            }
+        }
+        sleep_ms(10);
+    }
+    for (int i = 0; i < n_act; i++)
+        fault_heal(cx, &act[i]);
+    heal_all(cx);
+    atomic_store(&cx->injector_healed, 1);
+    /* the masters this thread restarted die with it (PR_SET_PDEATHSIG): wait to be told */
+    while (!atomic_load(&cx->injector_exit))
+        sleep_ms(10);
+    return NULL;
+}
+
+/* ---- the run ---------------------------------------------------------------------- */
+
+/* 1 while the service runs; on its exit records how and stops the run.  Called by the
+ * monitor thread and by main, hence the lock. */
+static int svc_check_alive(struct chaos *cx)
+{
+    pthread_mutex_lock(&cx->svc_mu);
+    int alive = !cx->svc_exited;
+    int st;
+    if (alive && cx->svc_pid > 0 && proc_wait(cx->svc_pid, 0, &st) == 1) {
+        cx->svc_exited = 1;
+        cx->svc_status = st;
+        cx->svc_exit_ms = now_ms();
+        cx->svc_pid = 0;
+        atomic_store(&cx->abort_run, 1);
+        alive = 0;
+    }
+    pthread_mutex_unlock(&cx->svc_mu);
+    return alive;
+}
+
+struct monitor {
+    struct chaos *cx;
+    atomic_int stop;
+    int peak_fds;
+    long peak_rss;
+};
+
+static void *monitor_main(void *arg)
+{
+    struct monitor *mo = arg;
+    struct chaos *cx = mo->cx;
+    int tick = 0;
+    while (!atomic_load(&mo->stop)) {
+        if (!svc_check_alive(cx))
+            break;
+        if (cx->proxy_pid > 0) {
+            int st;
+            if (proc_wait(cx->proxy_pid, 0, &st) == 1) {
+                cx->proxy_pid = 0;
+                harness_fail(cx, "the fault proxy exited (status 0x%x); see %s/proxy.log", st, cx->dir);
+            }
+        }
+        if (tick++ % 10 == 0 && cx->svc_pid > 0) {
+            int fds = proc_fd_count(cx->svc_pid);
+            long rss = proc_rss_kb(cx->svc_pid);
+            if (fds > mo->peak_fds)
+                mo->peak_fds = fds;
+            if (rss > mo->peak_rss)
+                mo->peak_rss = rss;
+        }
+        sleep_ms(50);
+    }
+    return NULL;
+}
+
+/* Takes a settled reading: two equal fd counts 200 ms apart (at most max_ms). */
+static void settle_reading(struct chaos *cx, int *fds, long *rss, int target, long max_ms)
+{
+    long long deadline = now_ms() + max_ms;
+    int prev = -1;
+    for (;;) {
+        int f = cx->svc_pid > 0 ? proc_fd_count(cx->svc_pid) : -1;
+        *fds = f;
+        *rss = cx->svc_pid > 0 ? proc_rss_kb(cx->svc_pid) : -1;
+        if (f >= 0 && f == prev && (target < 0 || f <= target))
+            return;
+        if (now_ms() >= deadline || f < 0)
+            return;
+        prev = f;
+        sleep_ms(200);
+    }
+}
+
+struct counts {
+    long op[3], by_status[3][6]; /* 2xx, 404, 409, 503, transport, other */
+    long unavailable, exhausted, timeouts, connerr;
+    long other; /* anything outside the documented statuses */
+};
+
+static void count_range(const chaos_history *h, long from, long to, struct counts *c)
+{
+    memset(c, 0, sizeof *c);
+    for (long i = from; i < to; i++) {
+        const chaos_event *e = &h->ev[i];
+        c->op[e->op]++;
+        int b;
+        if (e->status >= 200 && e->status < 300)
+            b = 0;
+        else if (e->status == 404)
+            b = 1;
+        else if (e->status == 409)
+            b = 2;
+        else if (e->status == 503)
+            b = 3;
+        else if (e->status < 0)
+            b = 4;
+        else
+            b = 5;
+        c->by_status[e->op][b]++;
+        int doc = e->op == CHAOS_ACQUIRE ? (e->status == 201 || e->status == 409 || e->status == 503)
+                  : e->op == CHAOS_RELEASE ? (e->status == 200 || e->status == 404 || e->status == 503)
+                                           : (e->status == 200 || e->status == 503);
+        c->other += !doc;
+        if (e->op == CHAOS_ACQUIRE && e->status == 503 && !strcmp(e->error, "quorum_unavailable"))
+            c->unavailable++;
+        if (e->op == CHAOS_ACQUIRE && e->status == 503 && !strcmp(e->error, "validity_exhausted"))
+            c->exhausted++;
+        c->timeouts += e->status == CHAOS_ST_TIMEOUT;
+        c->connerr += e->status == CHAOS_ST_CONNERR || e->status == CHAOS_ST_BADRESP;
+    }
+}
+
+static void print_counts(const char *label, const struct counts *c)
+{
+    printf("chaos: %s: acquire %ld (201 granted %ld, 409 conflict %ld, 503 %ld [quorum_unavailable %ld, "
+           "validity_exhausted %ld], other %ld); release %ld (200 %ld, 404 %ld, 503 %ld, other %ld); "
+           "inspect %ld (200 %ld, 503 %ld, other %ld); client timeouts %ld, transport errors %ld\n",
+           label, c->op[0], c->by_status[0][0], c->by_status[0][2], c->by_status[0][3], c->unavailable, c->exhausted,
+           c->by_status[0][1] + c->by_status[0][4] + c->by_status[0][5], c->op[1], c->by_status[1][0],
+           c->by_status[1][1], c->by_status[1][3], c->by_status[1][2] + c->by_status[1][4] + c->by_status[1][5],
+           c->op[2], c->by_status[2][0], c->by_status[2][3],
+           c->by_status[2][1] + c->by_status[2][2] + c->by_status[2][4] + c->by_status[2][5], c->timeouts, c->connerr);
+}
+
+/* Waits until /readyz answers 200 with every master ok.  Milliseconds taken, or -1. */
+static long wait_all_ready(struct chaos *cx, long max_ms, char *last, size_t lastsz)
+{
+    long long start = now_ms();
+    while (now_ms() - start < max_ms) {
+        char body[4096] = "";
+        int st = http_get_status(cx, "/readyz", body, sizeof body);
+        snprintf(last, lastsz, "%d %s", st, body);
+        if (st == 200) {
+            json_error_t jerr;
+            json_t *j = json_loads(body, 0, &jerr);
+            json_t *ms = json_object_get(j, "masters");
+            size_t i, n_ok = 0;
+            json_t *v;
+            json_array_foreach(ms, i, v) n_ok += json_is_true(json_object_get(v, "ok"));
+            size_t n = json_array_size(ms);
+            json_decref(j);
+            if (n == N_MASTERS && n_ok == N_MASTERS)
+                return (long)(now_ms() - start);
+        }
+        if (!svc_check_alive(cx))
+            return -1;
+        sleep_ms(50);
+    }
+    return -1;
+}
+
+/* ---- directed scenarios ----------------------------------------------------------- */
+
+/* 1 if /readyz lists master idx as ok, 0 if not, -1 without a usable answer. */
+static int readyz_master_ok(struct chaos *cx, int idx)
+{
+    char body[4096] = "", addr[32];
+    int st = http_get_status(cx, "/readyz", body, sizeof body);
+    if (st != 200 && st != 503)
+        return -1;
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", cx->m[idx].proxy_port);
+    json_error_t jerr;
+    json_t *j = json_loads(body, 0, &jerr);
+    int ok = -1;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(j, "masters"), i, v)
+    {
+        json_t *a = json_object_get(v, "address");
+        if (json_is_string(a) && !strcmp(json_string_value(a), addr))
+            ok = json_is_true(json_object_get(v, "ok"));
+    }
+    json_decref(j);
+    return ok;
+}
+
+static int wait_master_ok(struct chaos *cx, int idx, int want, long max_ms)
+{
+    long long until = now_ms() + max_ms;
+    while (now_ms() < until && !atomic_load(&cx->abort_run)) {
+        if (readyz_master_ok(cx, idx) == want)
+            return 0;
+        sleep_ms(20);
+    }
+    harness_fail(cx, "scenario: /readyz did not show master %d %s within %ld ms", idx, want ? "ok" : "down", max_ms);
+    return -1;
+}
+
+/* SIGKILLs master idx, waits until the service has noticed, empties it, restarts it. */
+static int scenario_kill_empty(struct chaos *cx, int idx)
+{
+    struct master *m = &cx->m[idx];
+    if (proc_stop(m->pid, SIGKILL, 5000) == -1) {
+        harness_fail(cx, "master %d did not die", idx);
+        return -1;
+    }
+    m->pid = 0;
+    m->state = M_DOWN;
+    cx->fault_count[F_KILL_EMPTY]++;
+    fault_logf(cx, "scenario: master %d killed", idx);
+    if (wait_master_ok(cx, idx, 0, 5000) < 0)
+        return -1;
+    if (rm_rf(m->data) < 0 || master_spawn(cx, m) < 0) {
+        harness_fail(cx, "master %d would not restart empty", idx);
+        return -1;
+    }
+    fault_logf(cx, "scenario: master %d restarted empty", idx);
+    return 0;
+}
+
+static void scenario_cut_off(struct chaos *cx, int from, int to, const char *mode)
+{
+    for (int i = from; i <= to; i++)
+        (void)proxy_cmd(cx, "mode %d %s", i, mode);
+    fault_logf(cx, "scenario: masters %d..%d %s", from, to, mode);
+}
+
+static int client_open(struct chaos *cx, struct client *cl, int thread)
+{
+    memset(cl, 0, sizeof *cl);
+    cl->cx = cx;
+    cl->thread = thread;
+    cl->sched_fd = -1;
+    if (http_client_init(&cl->hc, "127.0.0.1", cx->svc_port) < 0) {
+        harness_fail(cx, "cannot initialise a client");
+        return -1;
+    }
+    return 0;
+}
+
+static void client_close(struct chaos *cx, struct client *cl)
+{
+    http_client_free(&cl->hc);
+    if (cl->sched_fd >= 0)
+        close(cl->sched_fd);
+    merge_local(cx, cl);
+}
+
+static void scenario_counter_loss(struct chaos *cx)
+{
+    struct client cl;
+    char lease[129];
+    int st;
+    int64_t top = 0;
+    if (client_open(cx, &cl, 0) < 0)
+        return;
+    for (int k = 0; k < 5; k++) {
+        long gi = client_acquire(&cl, 0, 500, 200, &st, lease);
+        if (gi >= 0 && st == 201) {
+            top = cl.local.ev[gi].token > top ? cl.local.ev[gi].token : top;
+            client_release(&cl, gi, lease, 1);
+        }
+    }
+    printf("chaos: scenario counter-loss: %s granted with tokens up to %" PRId64 "\n", cx->hist.names[0], top);
+    for (int m = 0; m < QUORUM && !atomic_load(&cx->abort_run); m++) {
+        if (scenario_kill_empty(cx, m) < 0 || wait_master_ok(cx, m, 1, cx->o.max_ttl + 15000L) < 0)
+            break;
+        for (int k = 0; k < 3; k++) { /* life goes on, on another name */
+            long gi = client_acquire(&cl, 1, 500, 200, &st, lease);
+            if (gi >= 0 && st == 201)
+                client_release(&cl, gi, lease, 1);
+        }
+        printf("chaos: scenario counter-loss: master %d lost its data, sat out its quarantine, and is back\n", m);
+    }
+    if (!atomic_load(&cx->abort_run)) {
+        scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
+        cx->fault_count[F_DROP]++;
+        long gi = client_acquire(&cl, 0, 500, 200, &st, lease);
+        int64_t tok = gi >= 0 && st == 201 ? cl.local.ev[gi].token : 0;
+        printf("chaos: scenario counter-loss: %s through masters 0..%d only: status %d, token %" PRId64
+               " (every earlier token was <= %" PRId64 ")\n",
+               cx->hist.names[0], QUORUM - 1, st, tok, top);
+        if (st == 201)
+            client_release(&cl, gi, lease, 1);
+        scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "pass");
+    }
+    client_close(cx, &cl);
+}
+
+static void scenario_empty_held(struct chaos *cx)
+{
+    struct client holder, rival;
+    char hlease[129], rlease[129];
+    int st;
+    if (client_open(cx, &holder, 0) < 0 || client_open(cx, &rival, 1) < 0)
+        return;
+    /* the holder's keys go to masters 0..2 only: 3 and 4 never see its script */
+    scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
+    cx->fault_count[F_DROP]++;
+    long hi = client_acquire(&holder, 0, cx->o.max_ttl, 0, &st, hlease);
+    scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "pass");
+    if (hi < 0 || st != 201) {
+        harness_fail(cx, "scenario empty-held: the holder got status %d, not a grant", st);
+        goto out;
+    }
+    int64_t until = holder.local.ev[hi].t_send + (holder.local.ev[hi].validity_ms - 20) * 1000000LL;
+    printf("chaos: scenario empty-held: %s held with token %" PRId64 " for %" PRId64 " ms on masters 0..%d\n",
+           cx->hist.names[0], holder.local.ev[hi].token, holder.local.ev[hi].validity_ms, QUORUM - 1);
+    for (int i = QUORUM; i < N_MASTERS; i++)
+        if (wait_master_ok(cx, i, 1, 5000) < 0)
+            goto out;
+    if (scenario_kill_empty(cx, 0) < 0)
+        goto out;
+    long tries = 0, grants = 0, first_after_ms = -1;
+    int64_t restarted = http_now_ns();
+    while (http_now_ns() < until && !atomic_load(&cx->abort_run)) {
+        long gi = client_acquire(&rival, 0, 500, 0, &st, rlease);
+        tries++;
+        if (gi >= 0 && st == 201) {
+            if (!grants++)
+                first_after_ms = (long)((rival.local.ev[gi].t_recv - restarted) / 1000000);
+            client_release(&rival, gi, rlease, 1);
+        }
+        sleep_ms(20);
+    }
+    printf("chaos: scenario empty-held: a rival tried %ld times during the holder's validity and was granted %ld"
+           " times%s\n",
+           tries, grants, grants ? " (a double grant: see (a))" : "");
+    if (grants)
+        printf("chaos: scenario empty-held: the first rival grant came %ld ms after master 0 restarted empty\n",
+               first_after_ms);
+    client_release(&holder, hi, hlease, 1);
+out:
+    client_close(cx, &holder);
+    client_close(cx, &rival);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: chaos [options]            run the checker against bin/redlockd\n"
+            "       chaos --judge HISTORY.tsv  judge a saved history again\n"
+            "  --service PATH         redlockd binary (bin/redlockd)\n"
+            "  --proxy PATH           faultproxy binary (next to this program)\n"
+            "  --duration S           length of the fault phase in seconds (30)\n"
+            "  --clients N            client threads (8)\n"
+            "  --names N              hot lock names (4)\n"
+            "  --cold-names N         names picked by 2%% of requests only (4)\n"
+            "  --node-timeout-ms MS   the service's node timeout, also used by verdict (c) (50)\n"
+            "  --margin-ms MS         allowance added to every latency bound (250)\n"
+            "  --empty-restarts auto|on|off  restart masters empty too (auto: on iff the\n"
+            "                         service has --quarantine-ms)\n"
+            "  --seed N               fault schedule and client choices (random)\n"
+            "  --service-arg ARG      one more argument for redlockd (repeatable)\n"
+            "  --fd-slack N           fds allowed above baseline after the run (8)\n"
+            "  --rss-slack-kb KB, --rss-slack-pct P  RSS allowed above baseline: the larger (16384, 25)\n"
+            "  --dir-root PATH        where the run directory goes (/dev/shm if writable, else /tmp)\n"
+            "  --keep                 keep the run directory even if every property held\n"
+            "  --discard              remove it even if a property failed (planted failures)\n"
+            "  --scenario NAME        a directed scenario instead of the random run:\n"
+            "     empty-held    a lock is held on masters 0-2 (3,4 cut off); master 0 restarts\n"
+            "                   empty; a rival tries all through the holder's validity: it must\n"
+            "                   never get the lock (issue 4 part 2)\n"
+            "     counter-loss  masters 0, 1, 2 lose their data one after another (each\n"
+            "                   quarantined and readmitted); then a grant through masters 0-2\n"
+            "                   only must still get a fencing token above every earlier one\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int judge_file(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        fprintf(stderr, "chaos: cannot open %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    chaos_history h;
+    memset(&h, 0, sizeof h);
+    chaos_judge_opts o;
+    int rc = chaos_history_load(&h, &o, f);
+    fclose(f);
+    if (rc < 0) {
+        fprintf(stderr, "chaos: %s: not a chaos history\n", path);
+        chaos_history_free(&h);
+        return 2;
+    }
+    long v = chaos_judge_mutex(&h, &o, stdout);
+    chaos_judge_mutex_client_view(&h, &o, stdout);
+    v += chaos_judge_fencing(&h, &o, stdout);
+    v += chaos_judge_latency(&h, &o, stdout);
+    v += chaos_judge_status(&h, &o, stdout);
+    chaos_history_free(&h);
+    return v ? 1 : 0;
+}
+
+static int parse_args(struct chaos *cx, int argc, char **argv, const char **judge)
+{
+    struct options *o = &cx->o;
+    o->service_bin = "bin/redlockd";
+    o->duration_s = 30;
+    o->clients = 8;
+    o->names = 4;
+    o->cold_names = 4;
+    o->node_timeout_ms = 50;
+    o->margin_ms = 250;
+    o->empty_restarts = -1;
+    o->seed = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
+    o->fd_slack = 8;
+    o->rss_slack_kb = 16384;
+    o->rss_slack_pct = 25;
+    o->min_ttl = 200;
+    o->max_ttl = 1000;
+    o->max_wait = 200;
+    o->max_hold = 60;
+    o->warmup_ms = 1500;
+    o->cooldown_ms = 1500;
+    o->dir_root = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    const char *tmp = getenv("CHAOS_DIR_ROOT");
+    if (tmp && *tmp)
+        o->dir_root = tmp;
+
+    /* default proxy: next to this program */
+    char self[PATH_MAX - 32];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl > 0) {
+        self[sl] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(o->proxy_bin, sizeof o->proxy_bin, "%s/faultproxy", self);
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+#define NEED_VALUE                                                                                                     \
+    do {                                                                                                               \
+        if (!v) {                                                                                                      \
+            fprintf(stderr, "chaos: %s needs a value\n", a);                                                          \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+        i++;                                                                                                           \
+    } while (0)
+#define INT_OPT(flag, lo, hi, dst)                                                                                     \
+    if (!strcmp(a, flag)) {                                                                                            \
+        NEED_VALUE;                                                                                                    \
+        if (parse_int(v, lo, hi, &n) < 0) {                                                                            \
+            fprintf(stderr, "chaos: bad %s '%s' (%ld..%ld)\n", a, v, (long)(lo), (long)(hi));                          \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+        dst = n;                                                                                                       \
+        continue;                                                                                                      \
+    }
+        INT_OPT("--duration", 1, 86400, o->duration_s)
+        INT_OPT("--clients", 1, MAX_CLIENTS, o->clients)
+        INT_OPT("--names", 1, 26, o->names)
+        INT_OPT("--cold-names", 0, 26, o->cold_names)
+        INT_OPT("--node-timeout-ms", 1, 60000, o->node_timeout_ms)
+        INT_OPT("--margin-ms", 0, 600000, o->margin_ms)
+        INT_OPT("--fd-slack", 0, 100000, o->fd_slack)
+        INT_OPT("--rss-slack-kb", 0, 100000000, o->rss_slack_kb)
+        INT_OPT("--rss-slack-pct", 0, 10000, o->rss_slack_pct)
+        if (!strcmp(a, "--seed")) {
+            NEED_VALUE;
+            char *end;
+            o->seed = strtoull(v, &end, 10);
+            if (*end || end == v) {
+                fprintf(stderr, "chaos: bad --seed '%s'\n", v);
+                return -1;
+            }
+            continue;
+        }
+        if (!strcmp(a, "--service")) {
+            NEED_VALUE;
+            o->service_bin = v;
+            continue;
+        }
+        if (!strcmp(a, "--proxy")) {
+            NEED_VALUE;
+            snprintf(o->proxy_bin, sizeof o->proxy_bin, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--dir-root")) {
+            NEED_VALUE;
+            o->dir_root = v;
+            continue;
+        }
+        if (!strcmp(a, "--judge")) {
+            NEED_VALUE;
+            *judge = v;
+            continue;
+        }
+        if (!strcmp(a, "--service-arg")) {
+            NEED_VALUE;
+            if (o->n_extra == MAX_EXTRA_ARGS) {
+                fprintf(stderr, "chaos: too many --service-arg\n");
+                return -1;
+            }
+            o->extra_args[o->n_extra++] = v;
+            continue;
+        }
+        if (!strcmp(a, "--empty-restarts")) {
+            NEED_VALUE;
+            if (!strcmp(v, "auto"))
+                o->empty_restarts = -1;
+            else if (!strcmp(v, "on"))
+                o->empty_restarts = 1;
+            else if (!strcmp(v, "off"))
+                o->empty_restarts = 0;
+            else {
+                fprintf(stderr, "chaos: bad --empty-restarts '%s' (auto, on, off)\n", v);
+                return -1;
+            }
+            continue;
+        }
+        if (!strcmp(a, "--scenario")) {
+            NEED_VALUE;
+            if (strcmp(v, "counter-loss") != 0 && strcmp(v, "empty-held") != 0) {
+                fprintf(stderr, "chaos: unknown --scenario '%s' (counter-loss, empty-held)\n", v);
+                return -1;
+            }
+            o->scenario = v;
+            if (!strcmp(v, "empty-held"))
+                o->max_ttl = 4000; /* the holder's ttl must outlast a kill, restart and reconnect */
+            continue;
+        }
+        if (!strcmp(a, "--keep")) {
+            o->keep = 1;
+            continue;
+        }
+        if (!strcmp(a, "--discard")) {
+            o->discard = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        fprintf(stderr, "chaos: unknown option '%s'\n", a);
+        usage(stderr);
+        return -1;
+    }
+    if (o->seed == 0)
+        o->seed = 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct chaos cxs; /* large; main owns it and passes it down */
+    struct chaos *cx = &cxs;
+    const char *judge = NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (parse_args(cx, argc, argv, &judge) < 0)
+        return 2;
+    if (judge)
+        return judge_file(judge);
+
+    struct options *o = &cx->o;
+    pthread_mutex_init(&cx->proxy_mu, NULL);
+    pthread_mutex_init(&cx->err_mu, NULL);
+    pthread_mutex_init(&cx->svc_mu, NULL);
+    for (int i = 0; i < o->names; i++)
+        snprintf(cx->hist.names[i], sizeof cx->hist.names[0], "chaos:%c", 'a' + i);
+    for (int i = 0; i < o->cold_names; i++)
+        snprintf(cx->hist.names[o->names + i], sizeof cx->hist.names[0], "chaos:cold-%c", 'a' + i);
+    cx->hist.n_names = o->names + o->cold_names;
+
+    if (access(o->service_bin, X_OK) != 0) {
+        fprintf(stderr, "chaos: %s is not an executable (build it with `make`)\n", o->service_bin);
+        return 3;
+    }
+    if (access(o->proxy_bin, X_OK) != 0) {
+        fprintf(stderr, "chaos: fault proxy %s is not an executable\n", o->proxy_bin);
+        return 3;
+    }
+    if (find_executable("redis-server", cx->redis_bin, sizeof cx->redis_bin) < 0) {
+        fprintf(stderr, "chaos: redis-server not found on PATH\n");
+        return 3;
+    }
+    if (strlen(o->dir_root) > 160) {
+        fprintf(stderr, "chaos: --dir-root too long (the proxy's unix socket goes under it)\n");
+        return 2;
+    }
+    snprintf(cx->dir, sizeof cx->dir, "%s/redlockd-chaos.XXXXXX", o->dir_root);
+    if (!mkdtemp(cx->dir)) {
+        fprintf(stderr, "chaos: mkdtemp under %s: %s\n", o->dir_root, strerror(errno));
+        return 3;
+    }
+
+    /* everything this program starts dies with it, and it dies by itself past its budget */
+    g_for_signals = cx;
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm((unsigned)o->duration_s + 180);
+
+    cx->t0 = http_now_ns();
+    long long t_start = now_ms();
+    char fpath[300];
+    snprintf(fpath, sizeof fpath, "%.255s/faults.log", cx->dir);
+    cx->fault_log = fopen(fpath, "we");
+
+    cx->quarantine_flag = service_has_flag(cx, "--quarantine-ms");
+    if (o->empty_restarts >= 0) {
+        cx->empty_on = o->empty_restarts;
+        snprintf(cx->empty_reason, sizeof cx->empty_reason, "%s (--empty-restarts %s)%s",
+                 cx->empty_on ? "on" : "off", cx->empty_on ? "on" : "off",
+                 cx->empty_on && !cx->quarantine_flag ? "; the service has no --quarantine-ms, so a double"
+                                                        " grant through an emptied master is possible" : "");
+    } else {
+        cx->empty_on = cx->quarantine_flag;
+        snprintf(cx->empty_reason, sizeof cx->empty_reason, "%s (auto: the service %s --quarantine-ms)",
+                 cx->empty_on ? "on" : "off", cx->quarantine_flag ? "has" : "lacks");
+    }
+    if (o->scenario)
+        printf("chaos: scenario %s, max ttl %d ms, the service %s --quarantine-ms\n", o->scenario, o->max_ttl,
+               cx->quarantine_flag ? "has" : "lacks");
+    else
+        printf("chaos: seed %" PRIu64 ", %d s of faults, %d clients on %d hot + %d cold names, ttl %d..%d ms, wait 0..%d ms, "
+               "node timeout %d ms, empty restarts %s\n",
+               o->seed, o->duration_s, o->clients, o->names, o->cold_names, o->min_ttl, o->max_ttl, o->max_wait, o->node_timeout_ms,
+               cx->empty_reason);
+    printf("chaos: run directory %s\n", cx->dir);
+
+    int exit_code = 0;
+    int harness_broken = 0;
+    struct monitor mo = {.cx = cx};
+    starve_sampler *starve = NULL;
+    pthread_t mon_th = 0, inj_th = 0;
+    int base_fds = -1, end_fds = -1;
+    long base_rss = -1, end_rss = -1;
+    long fault_from = 0, fault_to = 0, cool_from = 0;
+    long ready_ms = -1;
+    char ready_last[4200] = "";
+    int stop_status = -1;
+    long long stop_ms = -1;
+
+    if (masters_start(cx) < 0 || proxy_start(cx) < 0 || service_start(cx) < 0) {
+        harness_broken = 1;
+        goto cleanup;
+    }
+    printf("chaos: masters on ports");
+    for (int i = 0; i < N_MASTERS; i++)
+        printf(" %d(via %d)", cx->m[i].port, cx->m[i].proxy_port);
+    printf(", redlockd pid %d on 127.0.0.1:%d\n", (int)cx->svc_pid, cx->svc_port);
+    if (pthread_create(&mon_th, NULL, monitor_main, &mo) != 0) {
+        harness_broken = 1;
+        goto cleanup;
+    }
+    starve = starve_sampler_new(cx->svc_pid, 10);
+    if (!starve)
+        printf("chaos: note: no /proc schedstat here: latency bounds get no starvation allowance\n");
+
+    /* warm-up without faults; then the baseline for (f) with our connections closed */
+    run_clients(cx, o->warmup_ms, 1);
+    settle_reading(cx, &base_fds, &base_rss, -1, 3000);
+
+    fault_from = cx->hist.n;
+    if (o->scenario) {
+        if (!strcmp(o->scenario, "counter-loss"))
+            scenario_counter_loss(cx);
+        else
+            scenario_empty_held(cx);
+        fault_to = cx->hist.n;
+        heal_all(cx);
+    } else {
+        cx->run_end_ms = now_ms() + (long long)o->duration_s * 1000;
+        if (pthread_create(&inj_th, NULL, injector_main, cx) != 0) {
+            harness_broken = 1;
+            goto cleanup;
+        }
+        run_clients(cx, (long)o->duration_s * 1000, 2);
+        fault_to = cx->hist.n;
+        atomic_store(&cx->injector_stop, 1);
+        while (!atomic_load(&cx->injector_healed) && !atomic_load(&cx->abort_run))
+            sleep_ms(10);
+    }
+
+    /* recovery: every master back in /readyz (a quarantine may hold one out a while) */
+    if (!atomic_load(&cx->abort_run))
+        ready_ms = wait_all_ready(cx, o->max_ttl + 15000, ready_last, sizeof ready_last);
+    cool_from = cx->hist.n;
+    if (!atomic_load(&cx->abort_run))
+        run_clients(cx, o->cooldown_ms, 3);
+    starve_sampler_stop(starve);
+    if (cx->svc_pid > 0)
+        settle_reading(cx, &end_fds, &end_rss, base_fds + o->fd_slack, 8000);
+    atomic_store(&mo.stop, 1);
+    pthread_join(mon_th, NULL);
+    mon_th = 0;
+    svc_check_alive(cx);
+    if (cx->svc_pid > 0) {
+        long long t = now_ms();
+        stop_status = proc_stop(cx->svc_pid, SIGTERM, 10000);
+        stop_ms = now_ms() - t;
+        cx->svc_pid = 0;
+    }
+
+cleanup:
+    if (mon_th) {
+        atomic_store(&mo.stop, 1);
+        pthread_join(mon_th, NULL);
+    }
+    if (cx->svc_pid > 0) {
+        proc_stop(cx->svc_pid, SIGKILL, 5000);
+        cx->svc_pid = 0;
+    }
+    if (inj_th) {
+        /* let it finish healing (bounded: each restart waits at most 10 s) so no
+         * restart races the kills below */
+        atomic_store(&cx->injector_stop, 1);
+        long long until = now_ms() + 60000;
+        while (!atomic_load(&cx->injector_healed) && now_ms() < until)
+            sleep_ms(10);
+    }
+    for (int i = 0; i < N_MASTERS; i++) {
+        if (cx->m[i].pid > 0) {
+            proc_stop(cx->m[i].pid, SIGKILL, 5000);
+            cx->m[i].pid = 0;
+        }
+    }
+    if (inj_th) {
+        atomic_store(&cx->injector_exit, 1);
+        pthread_join(inj_th, NULL);
+    }
+    if (cx->proxy_pid > 0) {
+        proc_stop(cx->proxy_pid, SIGTERM, 3000);
+        cx->proxy_pid = 0;
+    }
+    if (cx->fault_log)
+        fclose(cx->fault_log);
+    alarm(0);
+
+    if (harness_broken) {
+        starve_sampler_free(starve);
+        printf("chaos: HARNESS ERROR: setup failed; run directory kept: %s\n", cx->dir);
+        chaos_history_free(&cx->hist);
+        return 3;
+    }
+
+    /* ---- verdicts ---- */
+    starve_sampler_stop(starve);
+    for (long i = 0; i < cx->hist.n; i++) {
+        chaos_event *e = &cx->hist.ev[i];
+        e->allow_ns += starve_sampler_max_delay(starve, e->t_send, e->t_recv);
+    }
+    starve_sampler_free(starve);
+    starve = NULL;
+    chaos_judge_opts jo;
+    chaos_judge_opts_default(&jo);
+    jo.node_timeout_ms = o->node_timeout_ms;
+    jo.margin_ms = o->margin_ms;
+    jo.t0 = cx->t0;
+    char hpath[300];
+    snprintf(hpath, sizeof hpath, "%.255s/history.tsv", cx->dir);
+    FILE *hf = fopen(hpath, "we");
+    if (!hf || chaos_history_save(&cx->hist, &jo, hf) < 0)
+        fprintf(stderr, "chaos: cannot write %s\n", hpath);
+    if (hf)
+        fclose(hf);
+
+    char failed[64] = "";
+    int shutdown_judged = 0;
+    if (chaos_judge_mutex(&cx->hist, &jo, stdout))
+        strcat(failed, " (a)");
+    chaos_judge_mutex_client_view(&cx->hist, &jo, stdout);
+    if (chaos_judge_fencing(&cx->hist, &jo, stdout))
+        strcat(failed, " (b)");
+    if (chaos_judge_latency(&cx->hist, &jo, stdout))
+        strcat(failed, " (c)");
+    if (chaos_judge_status(&cx->hist, &jo, stdout))
+        strcat(failed, " (d)");
+
+    if (cx->svc_exited) {
+        int st = cx->svc_status;
+        printf("chaos: FAIL (e) service alive: redlockd exited at %.3f s (%s %d); log tail:\n",
+               rel_s(cx, cx->svc_exit_ms), WIFSIGNALED(st) ? "signal" : "status",
+               WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        fflush(stdout);
+        print_log_tail(cx->svc_log, 15);
+        strcat(failed, " (e)");
+    } else {
+        printf("chaos: PASS (e) service alive: redlockd never exited during the run\n");
+        shutdown_judged = 1;
+    }
+
+    long rss_limit = base_rss + (o->rss_slack_kb > base_rss * o->rss_slack_pct / 100 ? o->rss_slack_kb
+                                                                                      : base_rss * o->rss_slack_pct / 100);
+    int res_ok = base_fds >= 0 && end_fds >= 0 && end_fds <= base_fds + o->fd_slack && end_rss <= rss_limit;
+    printf("chaos: %s (f) resources: fds %d -> %d (limit %d), RSS %.1f -> %.1f MB (limit %.1f MB); "
+           "peak during the run: %d fds, %.1f MB\n",
+           res_ok ? "PASS" : "FAIL", base_fds, end_fds, base_fds + o->fd_slack, base_rss / 1024.0, end_rss / 1024.0,
+           rss_limit / 1024.0, mo.peak_fds, mo.peak_rss / 1024.0);
+    if (!res_ok)
+        strcat(failed, " (f)");
+
+    if (ready_ms >= 0)
+        printf("chaos: PASS (g) recovery: /readyz reported all %d masters ok %ld ms after the faults were healed\n",
+               N_MASTERS, ready_ms);
+    else {
+        printf("chaos: FAIL (g) recovery: /readyz did not report all masters ok within %d ms of healing; last: %.300s\n",
+               o->max_ttl + 15000, ready_last);
+        strcat(failed, " (g)");
+    }
+
+    if (shutdown_judged) {
+        int clean = stop_status >= 0 && WIFEXITED(stop_status) && WEXITSTATUS(stop_status) == 0;
+        printf("chaos: %s (h) clean shutdown: on SIGTERM redlockd stopped in %lld ms with %s %d%s\n",
+               clean ? "PASS" : "FAIL", stop_ms,
+               stop_status < 0 ? "no status (killed after 10 s)" : WIFSIGNALED(stop_status) ? "signal" : "exit status",
+               stop_status < 0 ? -1 : WIFSIGNALED(stop_status) ? WTERMSIG(stop_status) : WEXITSTATUS(stop_status),
+               clean ? "" : "; log tail:");
+        if (!clean) {
+            fflush(stdout);
+            print_log_tail(cx->svc_log, 4);
+            strcat(failed, " (h)");
+        }
+    }
+
+    struct counts c;
+    count_range(&cx->hist, fault_from, fault_to, &c);
+    print_counts("counts under faults", &c);
+    count_range(&cx->hist, cool_from, cx->hist.n, &c);
+    print_counts("counts after healing", &c);
+    count_range(&cx->hist, 0, cx->hist.n, &c);
+    printf("chaos: totals: %ld requests, %ld grants, %ld conflicts (409), %ld 503s, %ld other (status outside"
+           " the documented set, client timeouts, transport errors)\n",
+           cx->hist.n, c.by_status[0][0], c.by_status[0][2], c.by_status[0][3] + c.by_status[1][3] + c.by_status[2][3],
+           c.other);
+    long total_faults = 0;
+    int missing = 0;
+    printf("chaos: faults injected:");
+    for (int k = 0; k < F_NKINDS; k++) {
+        printf(" %s %ld%s", fault_table[k].name, cx->fault_count[k], k + 1 < F_NKINDS ? "," : "");
+        total_faults += cx->fault_count[k];
+        if (cx->fault_count[k] == 0 && (k != F_KILL_EMPTY || cx->empty_on) && !o->scenario)
+            missing = 1;
+    }
+    printf(" (total %ld); timeline in %s/faults.log\n", total_faults, cx->dir);
+
+    if (cx->harness_err[0]) {
+        printf("chaos: HARNESS ERROR: %s\n", cx->harness_err);
+        exit_code = 3;
+    } else if (missing) {
+        printf("chaos: HARNESS ERROR: not every enabled fault kind was injected (run longer)\n");
+        exit_code = 3;
+    }
+    if (failed[0]) {
+        printf("chaos: RESULT: FAILED%s in %.1f s; history %s/history.tsv (re-judge with --judge)\n", failed,
+               (now_ms() - t_start) / 1000.0, cx->dir);
+        exit_code = 1;
+    } else if (!exit_code) {
+        printf("chaos: RESULT: all properties held in %.1f s (%ld requests, %ld faults)\n",
+               (now_ms() - t_start) / 1000.0, cx->hist.n, total_faults);
+    }
+    if ((exit_code == 0 && !o->keep) || o->discard)
+        rm_rf(cx->dir);
+    else
+        printf("chaos: run directory kept: %s\n", cx->dir);
+    chaos_history_free(&cx->hist);
+    return exit_code;
+}

@@ -1,0 +1,485 @@
+/* judge.c -- the chaos checker's verdicts over a client history (see judge.h for the
+ * exact bounds each property is judged with and why they are sound). */
+#include "judge.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS_PER_MS 1000000LL
+
+void chaos_judge_opts_default(chaos_judge_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->node_timeout_ms = 50;
+    o->acquire_rounds = 3;
+    o->release_rounds = 1;
+    o->margin_ms = 200;
+    o->max_evidence = 5;
+}
+
+long chaos_history_add(chaos_history *h, const chaos_event *e)
+{
+    if (h->n == h->cap) {
+        long cap = h->cap ? h->cap * 2 : 1024;
+        chaos_event *ev = realloc(h->ev, (size_t)cap * sizeof *ev);
+        if (!ev)
+            return -1;
+        h->ev = ev;
+        h->cap = cap;
+    }
+    h->ev[h->n] = *e;
+    return h->n++;
+}
+
+void chaos_history_free(chaos_history *h)
+{
+    if (!h)
+        return;
+    free(h->ev);
+    h->ev = NULL;
+    h->n = h->cap = 0;
+}
+
+static const char op_letter[] = {'A', 'R', 'I'};
+
+static const char *or_dash(const char *s)
+{
+    return *s ? s : "-";
+}
+
+int chaos_history_save(const chaos_history *h, const chaos_judge_opts *o, FILE *f)
+{
+    fprintf(f, "# chaos history v1\n");
+    fprintf(f, "# opts node_timeout_ms=%" PRId64 " acquire_rounds=%d release_rounds=%d margin_ms=%" PRId64 "\n",
+            o->node_timeout_ms, o->acquire_rounds, o->release_rounds, o->margin_ms);
+    fprintf(f, "# names");
+    for (int i = 0; i < h->n_names; i++)
+        fprintf(f, " %s", h->names[i]);
+    fprintf(f, "\n# op\tname\tthread\tt_send_ns\tt_recv_ns\tstatus\terror\tshape\ttoken\tvalidity_ms\tttl_ms\twait_ms\tlink\tallow_ns\n");
+    for (long i = 0; i < h->n; i++) {
+        const chaos_event *e = &h->ev[i];
+        fprintf(f, "%c\t%d\t%d\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%ld\t%" PRId64 "\n",
+                op_letter[e->op], e->name, e->thread, e->t_send - o->t0, e->t_recv - o->t0, e->status,
+                or_dash(e->error), or_dash(e->shape), e->token, e->validity_ms, e->ttl_ms, e->wait_ms, e->link,
+                e->allow_ns);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+static void copy_field(char *dst, size_t dsz, const char *src)
+{
+    if (!strcmp(src, "-"))
+        src = "";
+    size_t n = strlen(src);
+    if (n >= dsz)
+        n = dsz - 1; /* longer than the field: keep what fits */
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+int chaos_history_load(chaos_history *h, chaos_judge_opts *o, FILE *f)
+{
+    char line[1024];
+    chaos_judge_opts_default(o);
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') {
+            char *p;
+            if ((p = strstr(line, "node_timeout_ms=")))
+                o->node_timeout_ms = strtoll(p + 16, NULL, 10);
+            if ((p = strstr(line, "acquire_rounds=")))
+                o->acquire_rounds = atoi(p + 15);
+            if ((p = strstr(line, "release_rounds=")))
+                o->release_rounds = atoi(p + 15);
+            if ((p = strstr(line, "margin_ms=")))
+                o->margin_ms = strtoll(p + 10, NULL, 10);
+            if (!strncmp(line, "# names", 7)) {
+                char *save = NULL;
+                for (char *t = strtok_r(line + 7, " \n", &save); t && h->n_names < CHAOS_MAX_NAMES;
+                     t = strtok_r(NULL, " \n", &save))
+                    snprintf(h->names[h->n_names++], sizeof h->names[0], "%s", t);
+            }
+            continue;
+        }
+        chaos_event e;
+        memset(&e, 0, sizeof e);
+        char op, err[64], shape[64];
+        int n = sscanf(line, "%c\t%d\t%d\t%" SCNd64 "\t%" SCNd64 "\t%d\t%63s\t%63s\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%ld\t%" SCNd64,
+                       &op, &e.name, &e.thread, &e.t_send, &e.t_recv, &e.status, err, shape, &e.token,
+                       &e.validity_ms, &e.ttl_ms, &e.wait_ms, &e.link, &e.allow_ns);
+        if (n != 14)
+            return -1;
+        const char *opp = memchr(op_letter, op, sizeof op_letter);
+        if (!opp || e.name < 0 || e.name >= CHAOS_MAX_NAMES)
+            return -1;
+        e.op = (int)(opp - op_letter);
+        copy_field(e.error, sizeof e.error, err);
+        copy_field(e.shape, sizeof e.shape, shape);
+        if (chaos_history_add(h, &e) < 0)
+            return -1;
+    }
+    for (long i = 0; i < h->n; i++) /* links must point inside the history */
+        if (h->ev[i].link < -1 || h->ev[i].link >= h->n)
+            return -1;
+    while (h->n_names < CHAOS_MAX_NAMES) {
+        int used = 0;
+        for (long i = 0; i < h->n; i++)
+            used |= h->ev[i].name >= h->n_names;
+        if (!used)
+            break;
+        snprintf(h->names[h->n_names], sizeof h->names[0], "name%d", h->n_names);
+        h->n_names++;
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static double rel_ms(const chaos_judge_opts *o, int64_t t)
+{
+    return (double)(t - o->t0) / 1e6;
+}
+
+static const char *name_of(const chaos_history *h, int i)
+{
+    return i >= 0 && i < h->n_names ? h->names[i] : "?";
+}
+
+/* Any 201 holds the lock, whatever else is wrong with its body ((d) reports that). */
+static int is_grant(const chaos_event *e)
+{
+    return e->op == CHAOS_ACQUIRE && e->status == 201;
+}
+
+/* A grant whose token can be ordered (a missing or zero token is (d)'s finding). */
+static int is_token_grant(const chaos_event *e)
+{
+    return is_grant(e) && e->token >= 1;
+}
+
+/* A grant with its judged hold interval [start, end). */
+typedef struct hold {
+    long idx;
+    int64_t start, end;
+    int end_by_release;
+} hold;
+
+static int64_t grant_end(const chaos_history *h, const chaos_event *g, int client_view, int *by_release)
+{
+    int64_t end = (client_view ? g->t_recv : g->t_send) + g->validity_ms * NS_PER_MS;
+    *by_release = 0;
+    if (g->link >= 0 && g->link < h->n) {
+        const chaos_event *r = &h->ev[g->link];
+        if (r->t_send < end) {
+            end = r->t_send;
+            *by_release = 1;
+        }
+    }
+    return end;
+}
+
+static int cmp_hold_start(const void *a, const void *b)
+{
+    const hold *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void print_grant(const chaos_history *h, const chaos_judge_opts *o, FILE *out, const char *label,
+                        const hold *g)
+{
+    const chaos_event *e = &h->ev[g->idx];
+    fprintf(out, "      %s grant #%ld thread %d: sent %.3f recv %.3f ms, token %" PRId64 ", validity %" PRId64
+                 " ms, ttl %" PRId64 " ms, hold until %.3f ms (%s)\n",
+            label, g->idx, e->thread, rel_ms(o, e->t_send), rel_ms(o, e->t_recv), e->token, e->validity_ms,
+            e->ttl_ms, rel_ms(o, g->end), g->end_by_release ? "release sent" : "validity ran out");
+}
+
+/* Sweep line over each name's holds sorted by start: a hold that starts before the
+ * latest end seen so far overlaps the hold that owns that end. */
+static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FILE *out, int client_view,
+                           long *n_grants, double *worst_ms, int print)
+{
+    hold *hs = malloc(((size_t)h->n + 1) * sizeof *hs);
+    long violations = 0, shown = 0;
+    *n_grants = 0;
+    *worst_ms = 0;
+    if (!hs) {
+        fprintf(out, "chaos: judge: out of memory\n");
+        return 1;
+    }
+    for (int nm = 0; nm < CHAOS_MAX_NAMES; nm++) {
+        long k = 0;
+        for (long i = 0; i < h->n; i++) {
+            const chaos_event *e = &h->ev[i];
+            if (e->name != nm || !is_grant(e))
+                continue;
+            (*n_grants)++;
+            hold g = {.idx = i, .start = e->t_recv};
+            g.end = grant_end(h, e, client_view, &g.end_by_release);
+            if (g.end > g.start)
+                hs[k++] = g;
+        }
+        qsort(hs, (size_t)k, sizeof *hs, cmp_hold_start);
+        long owner = -1;
+        for (long j = 0; j < k; j++) {
+            if (owner >= 0 && hs[j].start < hs[owner].end) {
+                int64_t ov_end = hs[j].end < hs[owner].end ? hs[j].end : hs[owner].end;
+                double ov = (double)(ov_end - hs[j].start) / 1e6;
+                violations++;
+                if (ov > *worst_ms)
+                    *worst_ms = ov;
+                if (print && shown++ < o->max_evidence) {
+                    fprintf(out, "    name %s: two holders for %.3f ms (from %.3f to %.3f ms)\n", name_of(h, nm), ov,
+                            rel_ms(o, hs[j].start), rel_ms(o, ov_end));
+                    print_grant(h, o, out, "first ", &hs[owner]);
+                    print_grant(h, o, out, "second", &hs[j]);
+                }
+            }
+            if (owner < 0 || hs[j].end > hs[owner].end)
+                owner = j;
+        }
+    }
+    free(hs);
+    return violations;
+}
+
+long chaos_judge_mutex(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    long grants;
+    double worst;
+    /* evidence is printed before the verdict line is known; buffer it */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    long v = judge_overlaps(h, o, ev ? ev : out, 0, &grants, &worst, 1);
+    if (ev)
+        fclose(ev);
+    fprintf(out, "chaos: %s (a) mutual exclusion: %ld grants, %ld overlapping holds%s"
+                 " [hold = recv .. min(release sent, sent + validity_ms)]\n",
+            v ? "FAIL" : "PASS", grants, v, v ? "" : "");
+    if (v && worst > 0)
+        fprintf(out, "    worst overlap %.3f ms; first %d shown:\n", worst, o->max_evidence);
+    if (buf && v)
+        fputs(buf, out);
+    free(buf);
+    return v;
+}
+
+long chaos_judge_mutex_client_view(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    long grants;
+    double worst, worst_strict;
+    long strict = judge_overlaps(h, o, out, 0, &grants, &worst_strict, 0);
+    long v = judge_overlaps(h, o, out, 1, &grants, &worst, 0);
+    long extra = v > strict ? v - strict : 0;
+    fprintf(out, "chaos: INFO (a') client view [recv .. min(release sent, recv + validity_ms)]: %ld overlapping holds,"
+                 " %ld beyond (a)%s (worst %.3f ms)\n",
+            v, extra, extra ? ": a response reached its client later than the drift allowance" : "", worst);
+    return extra;
+}
+
+/* ---- (b) fencing ------------------------------------------------------------------- */
+
+static const chaos_event *g_sort_ev; /* qsort has no context argument; judge is single-threaded */
+
+static int cmp_idx_recv(const void *a, const void *b)
+{
+    const chaos_event *x = &g_sort_ev[*(const long *)a], *y = &g_sort_ev[*(const long *)b];
+    if (x->t_recv != y->t_recv)
+        return x->t_recv < y->t_recv ? -1 : 1;
+    return 0;
+}
+
+static int cmp_idx_token(const void *a, const void *b)
+{
+    const chaos_event *x = &g_sort_ev[*(const long *)a], *y = &g_sort_ev[*(const long *)b];
+    if (x->token != y->token)
+        return x->token < y->token ? -1 : 1;
+    return 0;
+}
+
+static void print_ev(const chaos_history *h, const chaos_judge_opts *o, FILE *out, const char *label, long i)
+{
+    const chaos_event *e = &h->ev[i];
+    fprintf(out, "      %s grant #%ld thread %d: sent %.3f recv %.3f ms, token %" PRId64 ", validity %" PRId64 " ms\n",
+            label, i, e->thread, rel_ms(o, e->t_send), rel_ms(o, e->t_recv), e->token, e->validity_ms);
+}
+
+long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    long *ix = malloc(((size_t)h->n + 1) * sizeof *ix);
+    long *pm = malloc(((size_t)h->n + 1) * sizeof *pm); /* prefix argmax of token, by t_recv */
+    long inversions = 0, dups = 0, grants = 0, shown = 0;
+    double pairs = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    if (!ix || !pm) {
+        fprintf(out, "chaos: judge: out of memory\n");
+        free(ix);
+        free(pm);
+        if (ev)
+            fclose(ev);
+        free(buf);
+        return 1;
+    }
+    g_sort_ev = h->ev;
+    for (int nm = 0; nm < CHAOS_MAX_NAMES; nm++) {
+        long k = 0;
+        for (long i = 0; i < h->n; i++)
+            if (h->ev[i].name == nm && is_token_grant(&h->ev[i]))
+                ix[k++] = i;
+        grants += k;
+        qsort(ix, (size_t)k, sizeof *ix, cmp_idx_recv);
+        for (long j = 0; j < k; j++)
+            pm[j] = (j == 0 || h->ev[ix[j]].token > h->ev[pm[j - 1]].token) ? ix[j] : pm[j - 1];
+        for (long j = 0; j < k; j++) {
+            const chaos_event *b = &h->ev[ix[j]];
+            /* number of grants whose answer arrived before b was asked */
+            long lo = 0, hi = k;
+            while (lo < hi) {
+                long mid = (lo + hi) / 2;
+                if (h->ev[ix[mid]].t_recv < b->t_send)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            pairs += (double)lo;
+            if (lo > 0 && h->ev[pm[lo - 1]].token >= b->token) {
+                inversions++;
+                if (shown++ < o->max_evidence) {
+                    fprintf(eo, "    name %s: token %" PRId64 " issued after token %" PRId64 " was already out\n",
+                            name_of(h, nm), b->token, h->ev[pm[lo - 1]].token);
+                    print_ev(h, o, eo, "earlier", pm[lo - 1]);
+                    print_ev(h, o, eo, "later  ", ix[j]);
+                }
+            }
+        }
+        qsort(ix, (size_t)k, sizeof *ix, cmp_idx_token);
+        for (long j = 1; j < k; j++) {
+            if (h->ev[ix[j]].token == h->ev[ix[j - 1]].token) {
+                dups++;
+                if (shown++ < o->max_evidence) {
+                    fprintf(eo, "    name %s: token %" PRId64 " issued twice\n", name_of(h, nm), h->ev[ix[j]].token);
+                    print_ev(h, o, eo, "one  ", ix[j - 1]);
+                    print_ev(h, o, eo, "other", ix[j]);
+                }
+            }
+        }
+    }
+    if (ev)
+        fclose(ev);
+    long v = inversions + dups;
+    fprintf(out, "chaos: %s (b) fencing tokens: %ld grants, %.0f ordered pairs checked, %ld inversions, %ld duplicates\n",
+            v ? "FAIL" : "PASS", grants, pairs, inversions, dups);
+    if (v && buf)
+        fputs(buf, out);
+    free(buf);
+    free(ix);
+    free(pm);
+    return v;
+}
+
+/* ---- (c) latency ------------------------------------------------------------------- */
+
+static int64_t bound_ms(const chaos_event *e, const chaos_judge_opts *o)
+{
+    if (e->op == CHAOS_ACQUIRE)
+        return e->wait_ms + o->acquire_rounds * o->node_timeout_ms + o->margin_ms;
+    return o->release_rounds * o->node_timeout_ms + o->margin_ms;
+}
+
+static const char *const op_names[] = {"acquire", "release", "inspect"};
+
+long chaos_judge_latency(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    long v = 0, shown = 0, allowed = 0;
+    double max_lat[3] = {0}, max_over_wait = 0, max_allow = 0; /* acquire: latency - wait_ms */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    for (long i = 0; i < h->n; i++) {
+        const chaos_event *e = &h->ev[i];
+        double lat = (double)(e->t_recv - e->t_send) / 1e6;
+        double allow = (double)e->allow_ns / 1e6;
+        double bound = (double)bound_ms(e, o);
+        if (lat > max_lat[e->op])
+            max_lat[e->op] = lat;
+        if (e->op == CHAOS_ACQUIRE && lat - (double)e->wait_ms > max_over_wait)
+            max_over_wait = lat - (double)e->wait_ms;
+        if (lat > bound && lat <= bound + allow) {
+            allowed++; /* late only by time the machine took: not the service's doing */
+            if (allow > max_allow)
+                max_allow = allow;
+        }
+        if (lat > bound + allow) { /* a client timeout is far beyond any bound */
+            v++;
+            if (shown++ < o->max_evidence)
+                fprintf(eo, "    %s #%ld name %s thread %d: sent %.3f ms, %s after %.3f ms (bound %.0f ms + %.3f ms of"
+                            " measured CPU starvation; status %d)\n",
+                        op_names[e->op], i, name_of(h, e->name), e->thread, rel_ms(o, e->t_send),
+                        e->status == CHAOS_ST_TIMEOUT ? "client gave up" : "answered", lat, bound, allow, e->status);
+        }
+    }
+    if (ev)
+        fclose(ev);
+    fprintf(out, "chaos: %s (c) latency: %ld of %ld requests over bound [acquire: wait_ms + %dx%" PRId64 " + %" PRId64
+                 " ms; release/inspect: %dx%" PRId64 " + %" PRId64 " ms; + measured CPU starvation]; max acquire %.1f ms"
+                 " (%.1f beyond its wait), release %.1f ms, inspect %.1f ms; %ld late only by starvation (up to %.1f ms)\n",
+            v ? "FAIL" : "PASS", v, h->n, o->acquire_rounds, o->node_timeout_ms, o->margin_ms, o->release_rounds,
+            o->node_timeout_ms, o->margin_ms, max_lat[0], max_over_wait, max_lat[1], max_lat[2], allowed, max_allow);
+    if (v && buf)
+        fputs(buf, out);
+    free(buf);
+    return v;
+}
+
+/* ---- (d) statuses ------------------------------------------------------------------ */
+
+static int documented(const chaos_event *e)
+{
+    const char *err = e->error;
+    switch (e->op) {
+    case CHAOS_ACQUIRE:
+        return e->status == 201 || (e->status == 409 && !strcmp(err, "lock_held")) ||
+               (e->status == 503 && (!strcmp(err, "quorum_unavailable") || !strcmp(err, "validity_exhausted")));
+    case CHAOS_RELEASE:
+        return e->status == 200 || (e->status == 404 && !strcmp(err, "lease_not_found")) ||
+               (e->status == 503 && !strcmp(err, "quorum_unavailable"));
+    case CHAOS_INSPECT:
+        return e->status == 200 || (e->status == 503 && !strcmp(err, "quorum_unavailable"));
+    }
+    return 0;
+}
+
+long chaos_judge_status(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    long v = 0, shown = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    for (long i = 0; i < h->n; i++) {
+        const chaos_event *e = &h->ev[i];
+        int ok = documented(e) && !e->shape[0];
+        if (ok || e->status == CHAOS_ST_TIMEOUT)
+            continue; /* no answer at all is a latency matter: (c) */
+        v++;
+        if (shown++ < o->max_evidence)
+            fprintf(eo, "    %s #%ld name %s thread %d: sent %.3f recv %.3f ms: status %d error '%s'%s%s\n",
+                    op_names[e->op], i, name_of(h, e->name), e->thread, rel_ms(o, e->t_send), rel_ms(o, e->t_recv),
+                    e->status, e->error, e->shape[0] ? ", contract: " : "", e->shape);
+    }
+    if (ev)
+        fclose(ev);
+    fprintf(out, "chaos: %s (d) statuses: %ld of %ld responses outside the documented set or shape\n",
+            v ? "FAIL" : "PASS", v, h->n);
+    if (v && buf)
+        fputs(buf, out);
+    free(buf);
+    return v;
+}

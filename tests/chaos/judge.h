@@ -1,0 +1,104 @@
+/* judge.h -- the chaos checker's verdicts: a recorded client history in, one verdict
+ * line per property out.  Pure logic (the only I/O is the report stream and the history
+ * file), so the self-test can feed it synthetic histories. */
+#ifndef CHAOS_JUDGE_H
+#define CHAOS_JUDGE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum chaos_op { CHAOS_ACQUIRE = 0, CHAOS_RELEASE = 1, CHAOS_INSPECT = 2 };
+
+/* Outcomes stored in chaos_event.status when no HTTP status could be read. */
+#define CHAOS_ST_TIMEOUT (-1) /* no complete response within the client's own timeout */
+#define CHAOS_ST_CONNERR (-2) /* connect/send/recv failed, or the peer closed mid-response */
+#define CHAOS_ST_BADRESP (-3) /* bytes came back but not a parseable HTTP response */
+
+#define CHAOS_MAX_NAMES 64
+
+/* One request as the client saw it.  Times are CLOCK_MONOTONIC nanoseconds taken by the
+ * client: t_send just before the first byte of the request was written, t_recv just after
+ * the last byte of the response was read (for a timeout: when the client gave up). */
+typedef struct chaos_event {
+    int op;              /* enum chaos_op */
+    int name;            /* index into chaos_history.names */
+    int thread;
+    int64_t t_send;
+    int64_t t_recv;
+    int status;          /* HTTP status, or CHAOS_ST_* */
+    char error[32];      /* the body's "error" code; "" if none */
+    char shape[48];      /* first way the response departs from the contract; "" if none */
+    int64_t token;       /* acquire 201: fencing_token */
+    int64_t validity_ms; /* acquire 201: validity_ms */
+    int64_t ttl_ms;      /* acquire: the ttl_ms asked for */
+    int64_t wait_ms;     /* acquire: the wait_ms asked for */
+    long link;           /* acquire: index of the release of this grant, -1 if none;
+                            release: index of the acquire it releases */
+    int64_t allow_ns;    /* CPU starvation measured while this request was out (the client
+                            thread's own, plus the service's most starved thread): time the
+                            machine, not the service, held it up; widens bound (c) */
+} chaos_event;
+
+/* A growable history.  Zero-initialise, then chaos_history_add(); chaos_history_free(). */
+typedef struct chaos_history {
+    chaos_event *ev;
+    long n, cap;
+    char names[CHAOS_MAX_NAMES][64];
+    int n_names;
+} chaos_history;
+
+/* What the verdicts are judged against. */
+typedef struct chaos_judge_opts {
+    int64_t node_timeout_ms; /* the service's --node-timeout-ms */
+    int acquire_rounds;      /* master round trips per acquire attempt (acquire, raise, release) */
+    int release_rounds;      /* master round trips of a release or an inspect */
+    int64_t margin_ms;       /* scheduling/HTTP allowance added to every latency bound */
+    int max_evidence;        /* evidence lines printed per failed property */
+    int64_t t0;              /* timestamps are printed relative to this (ns) */
+} chaos_judge_opts;
+
+/* Sets the documented defaults: 50 ms node timeout, 3 and 1 rounds, 200 ms margin. */
+void chaos_judge_opts_default(chaos_judge_opts *o);
+
+/* Appends a copy of e.  Returns its index, or -1 when out of memory (h unchanged). */
+long chaos_history_add(chaos_history *h, const chaos_event *e);
+/* Frees the events; h is left empty and reusable.  NULL is a no-op. */
+void chaos_history_free(chaos_history *h);
+/* Writes h and o as a tab-separated file (times relative to o->t0).  0, or -1 on error. */
+int chaos_history_save(const chaos_history *h, const chaos_judge_opts *o, FILE *f);
+/* Reads a file written by chaos_history_save into an empty h and sets o from it (t0 = 0).
+ * 0, or -1 on a malformed file (h may hold a prefix; free it). */
+int chaos_history_load(chaos_history *h, chaos_judge_opts *o, FILE *f);
+
+/* Each judge prints one "PASS|FAIL (x) ..." line, and on failure up to o->max_evidence
+ * indented evidence lines, to out; it returns the number of violations found.
+ *
+ * (a) mutual exclusion.  A grant's hold is [t_recv, min(release t_send, t_send + validity)):
+ *     the client cannot act before it has the answer, stops when it sends the release, and
+ *     the service only promises the lock until start-of-its-round + validity, a moment no
+ *     earlier than t_send + validity.  Both bounds are thus inside the true hold, so any two
+ *     overlapping holds of one name are a real double grant, never a measuring artefact. */
+long chaos_judge_mutex(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (a') the same with the end a client reading validity "from now" would use,
+ *     t_recv + validity.  Informational: an overlap here that (a) does not show means the
+ *     response reached the client more than the drift allowance after the service computed
+ *     validity (slow delivery or a validity computed too early).  Prints INFO, returns count. */
+long chaos_judge_mutex_client_view(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (b) fencing: for grants A, B of one name with A.t_recv < B.t_send (A's answer was in
+ *     before B was asked, so A was issued first), B.token > A.token; and no token is
+ *     issued twice for one name. */
+long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (c) latency: acquire answered within wait_ms + acquire_rounds x node_timeout + margin,
+ *     release and inspect within release_rounds x node_timeout + margin, each plus the
+ *     event's measured starvation allowance (allow_ns).  A client-side timeout (the client
+ *     waits 5 s beyond the bound) is judged the same way, so it fails unless that much
+ *     starvation was measured. */
+long chaos_judge_latency(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (d) statuses: acquire 201 | 409 lock_held | 503 quorum_unavailable|validity_exhausted;
+ *     release 200 | 404 lease_not_found | 503 quorum_unavailable; inspect 200 |
+ *     503 quorum_unavailable; and every body/header shaped as documented.  A transport
+ *     error (connection closed or reset, unparseable answer) is a violation; a client
+ *     timeout is left to (c). */
+long chaos_judge_status(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+
+#endif

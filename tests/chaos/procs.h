@@ -1,0 +1,45 @@
+/* procs.h -- child processes and /proc readings for the chaos checker: spawn with a log
+ * file and a death signal, wait with a deadline, probe a Redis port, pick free ports. */
+#ifndef CHAOS_PROCS_H
+#define CHAOS_PROCS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Forks and execs path with argv.  stdin is /dev/null; stdout and stderr append to
+ * log_path, except that when stdout_pipe is not NULL stdout goes to a new pipe whose read
+ * end is returned there (close-on-exec).  The child gets SIGKILL when the calling thread
+ * exits (PR_SET_PDEATHSIG), so call it from a thread that outlives the child.
+ * Returns the pid, or -1 with errno set. */
+pid_t proc_spawn(const char *path, char *const argv[], const char *log_path, int *stdout_pipe);
+
+/* Waits up to timeout_ms for pid to exit.  1 and *status set if it exited (reaped),
+ * 0 if it is still running, -1 on error (e.g. not our child). */
+int proc_wait(pid_t pid, int timeout_ms, int *status);
+
+/* Sends sig, waits up to timeout_ms, then SIGKILLs and reaps.  Returns the wait status
+ * (or -1 if pid could not be reaped). */
+int proc_stop(pid_t pid, int sig, int timeout_ms);
+
+/* Open file descriptors of pid (entries of /proc/PID/fd), or -1. */
+int proc_fd_count(pid_t pid);
+/* Resident set size of pid in kB (VmRSS), or -1. */
+long proc_rss_kb(pid_t pid);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago, or -1. */
+int net_free_port(void);
+/* 1 if a Redis on 127.0.0.1:port answers PING with +PONG within timeout_ms, else 0. */
+int redis_ping(int port, int timeout_ms);
+
+/* Removes path and everything under it (no symlink following).  0, or -1. */
+int rm_rf(const char *path);
+/* Finds an executable named name on PATH (or name itself if it has a '/'); writes it to
+ * out.  0, or -1 if not found. */
+int find_executable(const char *name, char *out, size_t outsz);
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+long long now_ms(void);
+/* Sleeps ms milliseconds (restarting on signals). */
+void sleep_ms(long ms);
+
+#endif

@@ -1,0 +1,739 @@
+/* selftest.c -- `make chaos-selftest`: the checker's judge on synthetic histories (it must
+ * catch every planted violation and pass every clean history) and the fault proxy's modes
+ * against an in-process echo server.  Runs in a few seconds; needs no service. */
+#include "judge.h"
+#include "procs.h"
+#include "schedstat.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                          \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+#define MS(x) ((int64_t)((x) * 1000000.0))
+
+/* ---- building synthetic histories --------------------------------------------------- */
+
+static void hist_init(chaos_history *h)
+{
+    memset(h, 0, sizeof *h);
+    h->n_names = 2;
+    strcpy(h->names[0], "alpha");
+    strcpy(h->names[1], "beta");
+}
+
+static long add(chaos_history *h, chaos_event e)
+{
+    long i = chaos_history_add(h, &e);
+    if (i < 0) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return i;
+}
+
+static long grant(chaos_history *h, int name, double sent, double recv, int64_t token, int64_t validity)
+{
+    chaos_event e = {.op = CHAOS_ACQUIRE, .name = name, .t_send = MS(sent), .t_recv = MS(recv), .status = 201,
+                     .token = token, .validity_ms = validity, .ttl_ms = validity + 10, .link = -1};
+    return add(h, e);
+}
+
+static long release(chaos_history *h, long g, double sent, double recv, int status)
+{
+    chaos_event e = {.op = CHAOS_RELEASE, .name = h->ev[g].name, .t_send = MS(sent), .t_recv = MS(recv),
+                     .status = status, .link = g};
+    if (status == 404)
+        strcpy(e.error, "lease_not_found");
+    long i = add(h, e);
+    h->ev[g].link = i;
+    return i;
+}
+
+static long other(chaos_history *h, int op, double sent, double recv, int status, const char *err, int64_t wait)
+{
+    chaos_event e = {.op = op, .t_send = MS(sent), .t_recv = MS(recv), .status = status, .wait_ms = wait,
+                     .ttl_ms = 500, .link = -1};
+    snprintf(e.error, sizeof e.error, "%s", err);
+    return add(h, e);
+}
+
+/* Runs one judge with its report captured; returns the violation count and keeps the
+ * report in *report (caller frees). */
+typedef long (*judge_fn)(const chaos_history *, const chaos_judge_opts *, FILE *);
+
+static long run(judge_fn fn, const chaos_history *h, char **report)
+{
+    chaos_judge_opts o;
+    chaos_judge_opts_default(&o);
+    size_t len;
+    *report = NULL;
+    FILE *f = open_memstream(report, &len);
+    if (!f)
+        exit(1);
+    long v = fn(h, &o, f);
+    fclose(f);
+    return v;
+}
+
+static long judged(judge_fn fn, const chaos_history *h)
+{
+    char *rep;
+    long v = run(fn, h, &rep);
+    free(rep);
+    return v;
+}
+
+/* ---- (a) mutual exclusion ---------------------------------------------------------- */
+
+static void mutex_passes_a_grant_sent_during_a_hold_but_answered_after_its_release(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    long g1 = grant(&h, 0, 0, 5, 1, 500);
+    release(&h, g1, 50, 52, 200);
+    grant(&h, 0, 40, 60, 2, 500); /* asked while g1 held, answered after g1's release was sent */
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "a wait-and-grant after release is legal");
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "tokens 1 then 2 are in order");
+    chaos_history_free(&h);
+}
+
+static void mutex_catches_a_grant_answered_before_the_holder_released(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    long g1 = grant(&h, 0, 0, 5, 1, 500);
+    release(&h, g1, 50, 52, 200);
+    grant(&h, 0, 40, 45, 2, 500);
+    char *rep;
+    CHECK(run(chaos_judge_mutex, &h, &rep) == 1, "overlap 45..50 must be found");
+    CHECK(strstr(rep, "FAIL (a)") && strstr(rep, "name alpha") && strstr(rep, "token 1") && strstr(rep, "token 2"),
+          "evidence names the lock and both tokens: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
+static void mutex_ends_an_unreleased_hold_at_send_plus_validity(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    grant(&h, 0, 0, 5, 1, 100); /* never released: held until 0 + 100 at least */
+    grant(&h, 0, 60, 99.9, 2, 100);
+    CHECK(judged(chaos_judge_mutex, &h) == 1, "a grant at 99.9 ms is inside 0 + 100 ms");
+    chaos_history_free(&h);
+
+    hist_init(&h);
+    grant(&h, 0, 0, 5, 1, 100);
+    grant(&h, 0, 60, 100.1, 2, 100);
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "a grant at 100.1 ms is after 0 + 100 ms");
+    CHECK(judged(chaos_judge_mutex_client_view, &h) == 1,
+          "but a client counting from receipt (5 + 100) still thinks it holds at 100.1");
+    chaos_history_free(&h);
+}
+
+static void mutex_finds_every_grant_inside_one_long_hold(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    grant(&h, 0, 0, 1, 1, 1000);
+    long g2 = grant(&h, 0, 99, 100, 2, 500);
+    release(&h, g2, 200, 201, 200);
+    long g3 = grant(&h, 0, 299, 300, 3, 500);
+    release(&h, g3, 400, 401, 200);
+    CHECK(judged(chaos_judge_mutex, &h) == 2, "g2 and g3 both overlap g1");
+    chaos_history_free(&h);
+}
+
+static void mutex_keeps_names_apart_and_ignores_non_grants(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    grant(&h, 0, 0, 1, 1, 1000);
+    grant(&h, 1, 10, 11, 1, 1000);
+    other(&h, CHAOS_ACQUIRE, 20, 21, 409, "lock_held", 0);
+    other(&h, CHAOS_ACQUIRE, 20, 21, 503, "quorum_unavailable", 0);
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "different names may be held at once");
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "token 1 on two names is fine");
+    chaos_history_free(&h);
+}
+
+static void mutex_touching_holds_are_not_an_overlap(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    long g1 = grant(&h, 0, 0, 10, 1, 500);
+    release(&h, g1, 50, 51, 200);
+    grant(&h, 0, 49, 50, 2, 500); /* starts exactly when g1's holder let go */
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "[10,50) and [50,..) do not overlap");
+    chaos_history_free(&h);
+}
+
+/* ---- (b) fencing ------------------------------------------------------------------- */
+
+static void fencing_catches_a_repeated_and_a_smaller_token(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    grant(&h, 0, 0, 10, 5, 100);
+    grant(&h, 0, 200, 210, 5, 100);
+    char *rep;
+    CHECK(run(chaos_judge_fencing, &h, &rep) == 2, "token 5 after token 5: one inversion and one duplicate");
+    CHECK(strstr(rep, "FAIL (b)") && strstr(rep, "issued twice"), "report: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+
+    hist_init(&h);
+    grant(&h, 0, 0, 10, 5, 100);
+    grant(&h, 0, 200, 210, 4, 100);
+    CHECK(judged(chaos_judge_fencing, &h) == 1, "token 4 after token 5 is an inversion");
+    chaos_history_free(&h);
+}
+
+static void fencing_does_not_order_grants_whose_requests_overlapped(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    grant(&h, 0, 0, 30, 7, 100);
+    long g2 = grant(&h, 0, 10, 20, 6, 100);
+    release(&h, g2, 25, 26, 200);
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "which was first is unknowable, so 7 then 6 is allowed");
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "hold [20,25) then [30,..)");
+    chaos_history_free(&h);
+}
+
+static void fencing_compares_with_the_largest_earlier_token(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    grant(&h, 0, 5, 10, 10, 50);
+    grant(&h, 0, 0, 15, 3, 50); /* concurrent with the first: not ordered against it */
+    grant(&h, 0, 100, 110, 9, 50);
+    char *rep;
+    CHECK(run(chaos_judge_fencing, &h, &rep) == 1, "9 is below the earlier 10 even though above 3");
+    CHECK(strstr(rep, "token 9 issued after token 10"), "report: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
+/* ---- (c) latency, (d) statuses ------------------------------------------------------ */
+
+static void latency_bounds_are_wait_plus_rounds_plus_margin(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    /* defaults: node timeout 50, 3 rounds for acquire, 1 for release, margin 200 */
+    other(&h, CHAOS_ACQUIRE, 0, 100 + 150 + 200, 409, "lock_held", 100);
+    other(&h, CHAOS_RELEASE, 0, 250, 200, "", 0);
+    CHECK(judged(chaos_judge_latency, &h) == 0, "exactly on the bound is in time");
+    other(&h, CHAOS_ACQUIRE, 1000, 1000 + 451, 409, "lock_held", 100);
+    other(&h, CHAOS_RELEASE, 0, 251, 200, "", 0);
+    other(&h, CHAOS_INSPECT, 0, 5300, CHAOS_ST_TIMEOUT, "", 0); /* gave up 5 s past the bound */
+    CHECK(judged(chaos_judge_latency, &h) == 3, "1 ms late acquire and release, and a timeout");
+    chaos_history_free(&h);
+
+    hist_init(&h);
+    long late = other(&h, CHAOS_RELEASE, 0, 1250, 200, "", 0);
+    CHECK(judged(chaos_judge_latency, &h) == 1, "a release 1 s over its bound");
+    h.ev[late].allow_ns = MS(999);
+    CHECK(judged(chaos_judge_latency, &h) == 1, "999 ms of measured starvation does not excuse 1000 ms");
+    h.ev[late].allow_ns = MS(1000);
+    CHECK(judged(chaos_judge_latency, &h) == 0, "1000 ms of measured starvation does");
+    chaos_history_free(&h);
+}
+
+static void status_accepts_exactly_the_documented_set(void)
+{
+    static const struct {
+        int op, status;
+        const char *error;
+        int ok;
+    } cases[] = {
+        {CHAOS_ACQUIRE, 409, "lock_held", 1},
+        {CHAOS_ACQUIRE, 503, "quorum_unavailable", 1},
+        {CHAOS_ACQUIRE, 503, "validity_exhausted", 1},
+        {CHAOS_ACQUIRE, 503, "shutting_down", 0},
+        {CHAOS_ACQUIRE, 409, "lease_not_found", 0},
+        {CHAOS_ACQUIRE, 500, "internal", 0},
+        {CHAOS_ACQUIRE, 418, "", 0},
+        {CHAOS_ACQUIRE, CHAOS_ST_CONNERR, "", 0},
+        {CHAOS_ACQUIRE, CHAOS_ST_BADRESP, "", 0},
+        {CHAOS_ACQUIRE, CHAOS_ST_TIMEOUT, "", 1}, /* no answer: judged by (c) */
+        {CHAOS_RELEASE, 200, "", 1},
+        {CHAOS_RELEASE, 404, "lease_not_found", 1},
+        {CHAOS_RELEASE, 503, "quorum_unavailable", 1},
+        {CHAOS_RELEASE, 503, "validity_exhausted", 0},
+        {CHAOS_RELEASE, 400, "invalid_lease", 0},
+        {CHAOS_INSPECT, 200, "", 1},
+        {CHAOS_INSPECT, 503, "quorum_unavailable", 1},
+        {CHAOS_INSPECT, 404, "not_found", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        chaos_history h;
+        hist_init(&h);
+        other(&h, cases[i].op, 0, 1, cases[i].status, cases[i].error, 0);
+        long v = judged(chaos_judge_status, &h);
+        CHECK(v == !cases[i].ok, "case %zu: op %d status %d '%s' judged %ld", i, cases[i].op, cases[i].status,
+              cases[i].error, v);
+        chaos_history_free(&h);
+    }
+    chaos_history h;
+    hist_init(&h);
+    long g = grant(&h, 0, 0, 1, 1, 100);
+    CHECK(judged(chaos_judge_status, &h) == 0, "a well-formed grant");
+    strcpy(h.ev[g].shape, "201_lease_missing_or_invalid");
+    CHECK(judged(chaos_judge_status, &h) == 1, "a 201 that breaks the contract's shape");
+    chaos_history_free(&h);
+
+    /* a 201 without a usable token still holds the lock for (a) */
+    hist_init(&h);
+    grant(&h, 0, 0, 1, 1, 500);
+    g = grant(&h, 0, 10, 20, 0, 500);
+    strcpy(h.ev[g].shape, "201_fencing_token_missing_or_<1");
+    CHECK(judged(chaos_judge_mutex, &h) == 1, "the token-less grant overlaps the first");
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "and is not ordered by token");
+    chaos_history_free(&h);
+}
+
+/* ---- whole histories --------------------------------------------------------------- */
+
+static uint64_t rng = 88172645463325252ULL;
+static long rnd(long lo, long hi)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return lo + (long)(rng % (uint64_t)(hi - lo + 1));
+}
+
+/* A long legal schedule: per name, grants one after the other (some released, some left
+ * to expire), concurrent waiters answered after the holder left, tokens rising. */
+static void build_legal(chaos_history *h, int per_name)
+{
+    hist_init(h);
+    for (int nm = 0; nm < 2; nm++) {
+        double t = 0;
+        int64_t tok = 1;
+        for (int i = 0; i < per_name; i++) {
+            double sent = t - (double)rnd(0, 50); /* may have been asked long before */
+            double recv = t + (double)rnd(0, 3);
+            int64_t validity = rnd(50, 400);
+            long g = grant(h, nm, sent, recv, tok, validity);
+            tok += rnd(1, 3);
+            if (rnd(0, 9) < 8) {
+                double rel = recv + (double)rnd(0, (long)validity / 2);
+                release(h, g, rel, rel + 1, 200);
+                t = rel + (double)rnd(0, 5);
+            } else {
+                t = sent + (double)validity + 0.5; /* the next one only after it expired */
+            }
+            if (rnd(0, 3) == 0)
+                other(h, CHAOS_ACQUIRE, recv, recv + 2, 409, "lock_held", 0);
+        }
+    }
+}
+
+static void clean_long_history_passes_and_one_planted_fault_is_found(void)
+{
+    chaos_history h;
+    build_legal(&h, 3000);
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "no false overlap in a legal history");
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "no false inversion in a legal history");
+    CHECK(judged(chaos_judge_status, &h) == 0, "all statuses documented");
+    /* plant a stale token in the middle of name 0 */
+    long mid = -1, seen = 0;
+    for (long i = 0; i < h.n && mid < 0; i++)
+        if (h.ev[i].op == CHAOS_ACQUIRE && h.ev[i].status == 201 && h.ev[i].name == 0 && ++seen == 1500)
+            mid = i;
+    int64_t saved = h.ev[mid].token;
+    h.ev[mid].token = 1;
+    CHECK(judged(chaos_judge_fencing, &h) >= 1, "a token reset to 1 is found");
+    h.ev[mid].token = saved;
+    /* plant an early answer: a grant received while the previous one was still held */
+    long prev = -1;
+    for (long i = mid - 1; i >= 0 && prev < 0; i--)
+        if (h.ev[i].op == CHAOS_ACQUIRE && h.ev[i].status == 201 && h.ev[i].name == 0)
+            prev = i;
+    int64_t saved_recv = h.ev[mid].t_recv, saved_send = h.ev[mid].t_send;
+    h.ev[mid].t_recv = h.ev[prev].t_recv + MS(0.5);
+    h.ev[mid].t_send = h.ev[prev].t_recv; /* still after prev's answer: not a fencing matter */
+    if (h.ev[prev].link >= 0 && h.ev[h.ev[prev].link].t_send <= h.ev[mid].t_recv)
+        h.ev[h.ev[prev].link].t_send = h.ev[mid].t_recv + MS(1); /* prev still held then */
+    CHECK(judged(chaos_judge_mutex, &h) >= 1, "a double grant is found");
+    h.ev[mid].t_recv = saved_recv;
+    h.ev[mid].t_send = saved_send;
+    chaos_history_free(&h);
+}
+
+static void history_survives_a_save_and_load(void)
+{
+    chaos_history h, back;
+    build_legal(&h, 200);
+    long g = grant(&h, 1, 1e6, 1e6 + 1, 1, 100); /* plant a fencing failure */
+    h.ev[g].allow_ns = 123456789;
+    chaos_judge_opts o, o2;
+    chaos_judge_opts_default(&o);
+    o.node_timeout_ms = 77;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(chaos_history_save(&h, &o, f) == 0, "save");
+    fclose(f);
+    memset(&back, 0, sizeof back);
+    f = fmemopen(buf, len, "r");
+    CHECK(f && chaos_history_load(&back, &o2, f) == 0, "load");
+    if (f)
+        fclose(f);
+    CHECK(back.n == h.n, "%ld events back, %ld saved", back.n, h.n);
+    CHECK(o2.node_timeout_ms == 77, "options come back");
+    CHECK(back.n_names == 2 && !strcmp(back.names[1], "beta"), "names come back");
+    int same = back.n == h.n;
+    for (long i = 0; same && i < h.n; i++)
+        same = back.ev[i].t_send == h.ev[i].t_send && back.ev[i].t_recv == h.ev[i].t_recv &&
+               back.ev[i].token == h.ev[i].token && back.ev[i].link == h.ev[i].link &&
+               back.ev[i].status == h.ev[i].status && !strcmp(back.ev[i].error, h.ev[i].error) &&
+               back.ev[i].allow_ns == h.ev[i].allow_ns;
+    CHECK(same, "events come back identical");
+    CHECK(judged(chaos_judge_fencing, &back) == judged(chaos_judge_fencing, &h), "same verdict after reload");
+    free(buf);
+    chaos_history_free(&h);
+    chaos_history_free(&back);
+}
+
+/* ---- starvation accounting --------------------------------------------------------- */
+
+static void spin_ms(long ms)
+{
+    long long until = now_ms() + ms;
+    volatile unsigned long x = 0;
+    while (now_ms() < until)
+        x++;
+}
+
+static void schedstat_measures_time_spent_waiting_for_a_cpu(void)
+{
+    /* two busy tasks pinned to one CPU for 400 ms: each waits roughly half the time */
+    cpu_set_t one, saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    CPU_ZERO(&one);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved))
+        cpu++;
+    CPU_SET(cpu, &one);
+    pid_t child = fork();
+    if (child == 0) {
+        sched_setaffinity(0, sizeof one, &one);
+        spin_ms(600);
+        _exit(0);
+    }
+    CHECK(child > 0, "fork");
+    starve_sampler *s = starve_sampler_new(child, 10);
+    CHECK(s != NULL, "sampler on the child");
+    sched_setaffinity(0, sizeof one, &one);
+    int fd = -1;
+    int64_t rd0 = sched_self_run_delay(&fd);
+    int64_t t0 = MS(now_ms());
+    spin_ms(400);
+    int64_t t1 = MS(now_ms());
+    int64_t rd1 = sched_self_run_delay(&fd);
+    sched_setaffinity(0, sizeof saved, &saved);
+    int st;
+    waitpid(child, &st, 0);
+    starve_sampler_stop(s);
+    int64_t theirs = starve_sampler_max_delay(s, t0, t1);
+    CHECK(rd0 >= 0 && rd1 - rd0 > MS(50), "this thread waited %.1f ms for the CPU", (double)(rd1 - rd0) / 1e6);
+    CHECK(theirs > MS(50), "the sampler saw the child wait %.1f ms (%ld samples)", (double)theirs / 1e6,
+          starve_sampler_count(s));
+    CHECK(starve_sampler_max_delay(s, t1 + MS(10000), t1 + MS(20000)) == 0, "nothing outside the samples");
+    starve_sampler_free(s);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* ---- the fault proxy --------------------------------------------------------------- */
+
+struct echo {
+    int lfd, port;
+    atomic_int stop;
+};
+
+static void *echo_main(void *arg)
+{
+    struct echo *e = arg;
+    struct pollfd fds[64];
+    int n = 1;
+    fds[0] = (struct pollfd){.fd = e->lfd, .events = POLLIN};
+    while (!atomic_load(&e->stop)) {
+        if (poll(fds, (nfds_t)n, 50) <= 0)
+            continue;
+        if ((fds[0].revents & POLLIN) && n < 64) {
+            int c = accept4(e->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (c >= 0)
+                fds[n++] = (struct pollfd){.fd = c, .events = POLLIN};
+        }
+        for (int i = 1; i < n; i++) {
+            if (!fds[i].revents)
+                continue;
+            char buf[4096];
+            ssize_t r = recv(fds[i].fd, buf, sizeof buf, 0);
+            if (r <= 0 || send(fds[i].fd, buf, (size_t)r, MSG_NOSIGNAL) != r) {
+                close(fds[i].fd);
+                fds[i--] = fds[--n];
+            }
+        }
+    }
+    for (int i = 1; i < n; i++)
+        close(fds[i].fd);
+    return NULL;
+}
+
+static int tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* Sends msg and waits up to timeout_ms for it to come back.  Returns the round trip in
+ * ms, -1 if nothing came back in time, -2 if the connection was closed or reset. */
+static long echo_rtt(int fd, const char *msg, int timeout_ms)
+{
+    long long t = now_ms();
+    size_t len = strlen(msg), got = 0;
+    char buf[256];
+    if (send(fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len)
+        return -2;
+    while (got < len) {
+        long long left = t + timeout_ms - now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return -1;
+        ssize_t r = recv(fd, buf + got, sizeof buf - got, 0);
+        if (r <= 0)
+            return -2;
+        got += (size_t)r;
+    }
+    return memcmp(buf, msg, len) == 0 ? (long)(now_ms() - t) : -3;
+}
+
+/* Reads exactly n bytes within timeout_ms; returns how many arrived. */
+static size_t read_n(int fd, char *buf, size_t n, int timeout_ms)
+{
+    long long until = now_ms() + timeout_ms;
+    size_t got = 0;
+    while (got < n) {
+        long long left = until - now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* 1 if the peer closed or reset fd within timeout_ms. */
+static int closed_within(int fd, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, timeout_ms) <= 0)
+        return 0;
+    char b;
+    return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+static int ctl(const char *path, const char *cmd, char *reply, size_t rsz)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", path);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&un, sizeof un) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char line[256];
+    snprintf(line, sizeof line, "%s\n", cmd);
+    size_t len = 0;
+    if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
+        close(fd);
+        return -1;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (len < rsz - 1 && poll(&p, 1, 2000) > 0) {
+        ssize_t r = recv(fd, reply + len, rsz - 1 - len, 0);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        if (memchr(reply, '\n', len))
+            break;
+    }
+    reply[len] = '\0';
+    close(fd);
+    return strncmp(reply, "ok", 2) == 0 ? 0 : -1;
+}
+
+static void proxy_modes_behave_as_documented(const char *proxy_bin)
+{
+    struct echo e = {0};
+    e.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* the proxy child must not inherit it */
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    if (bind(e.lfd, (struct sockaddr *)&a, sizeof a) < 0 || listen(e.lfd, 16) < 0 ||
+        getsockname(e.lfd, (struct sockaddr *)&a, &alen) < 0) {
+        CHECK(0, "echo server: %s", strerror(errno));
+        return;
+    }
+    e.port = ntohs(a.sin_port);
+    pthread_t th;
+    pthread_create(&th, NULL, echo_main, &e);
+
+    char dir[] = "/tmp/chaos-selftest.XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char ctlp[128], logp[128], pair[64], reply[512];
+    snprintf(ctlp, sizeof ctlp, "%s/ctl", dir);
+    snprintf(logp, sizeof logp, "%s/proxy.log", dir);
+    snprintf(pair, sizeof pair, "127.0.0.1:0=127.0.0.1:%d", e.port);
+    char *argv[] = {(char *)proxy_bin, "--ctl", ctlp, "--max-seconds", "60", pair, NULL};
+    int out = -1;
+    pid_t pid = proc_spawn(proxy_bin, argv, logp, &out);
+    CHECK(pid > 0, "spawn %s", proxy_bin);
+    char buf[128] = "";
+    struct pollfd p = {.fd = out, .events = POLLIN};
+    ssize_t r = poll(&p, 1, 5000) > 0 ? read(out, buf, sizeof buf - 1) : -1;
+    close(out);
+    buf[r > 0 ? r : 0] = '\0';
+    int port = 0;
+    CHECK(sscanf(buf, "ready %d", &port) == 1 && port > 0, "ready line: '%s'", buf);
+
+    int c1 = tcp_connect(port);
+    long rtt = echo_rtt(c1, "hello", 1000);
+    CHECK(rtt >= 0 && rtt < 100, "pass relays at once (rtt %ld)", rtt);
+
+    CHECK(ctl(ctlp, "mode 0 delay 150", reply, sizeof reply) == 0, "delay accepted: %s", reply);
+    rtt = echo_rtt(c1, "slow", 2000);
+    CHECK(rtt >= 295 && rtt < 800, "delay 150 holds each direction 150 ms (rtt %ld)", rtt);
+    /* bytes in flight keep their order when the delay is lifted */
+    send(c1, "ab", 2, MSG_NOSIGNAL);
+    CHECK(ctl(ctlp, "mode 0 pass", reply, sizeof reply) == 0, "pass accepted");
+    send(c1, "cd", 2, MSG_NOSIGNAL);
+    char got[8] = "";
+    CHECK(read_n(c1, got, 4, 2000) == 4 && !memcmp(got, "abcd", 4), "order kept across a mode change: '%s'", got);
+
+    int c2 = tcp_connect(port);
+    CHECK(echo_rtt(c2, "x", 1000) >= 0, "second connection works");
+    CHECK(ctl(ctlp, "mode 0 drop", reply, sizeof reply) == 0, "drop accepted");
+    CHECK(echo_rtt(c2, "void", 300) == -1, "drop: nothing comes back");
+    int c3 = tcp_connect(port);
+    CHECK(c3 >= 0 && echo_rtt(c3, "void", 300) == -1, "drop: a new connection is a blackhole too");
+    CHECK(ctl(ctlp, "mode 0 pass", reply, sizeof reply) == 0, "pass accepted");
+    CHECK(closed_within(c2, 1000), "a connection that lost bytes is closed when drop ends");
+    int c4 = tcp_connect(port);
+    CHECK(echo_rtt(c4, "back", 1000) >= 0, "after drop, new connections relay again");
+
+    CHECK(ctl(ctlp, "mode all cut", reply, sizeof reply) == 0, "cut accepted");
+    CHECK(closed_within(c4, 1000), "cut closes open connections");
+    int c5 = tcp_connect(port);
+    CHECK(c5 < 0 || closed_within(c5, 1000), "cut resets new connections at once");
+    CHECK(ctl(ctlp, "mode 0 pass", reply, sizeof reply) == 0, "pass accepted");
+    int c6 = tcp_connect(port);
+    CHECK(echo_rtt(c6, "again", 1000) >= 0, "after cut, new connections relay again");
+
+    CHECK(ctl(ctlp, "stats", reply, sizeof reply) == 0 && strstr(reply, "0:pass"), "stats: %s", reply);
+    CHECK(ctl(ctlp, "mode 7 pass", reply, sizeof reply) < 0, "an unknown pair is refused: %s", reply);
+    CHECK(ctl(ctlp, "mode 0 delay -1", reply, sizeof reply) < 0, "a bad delay is refused: %s", reply);
+    CHECK(ctl(ctlp, "frobnicate", reply, sizeof reply) < 0, "an unknown command is refused: %s", reply);
+
+    /* the upstream going away shows as a closed connection, as a dead master would */
+    atomic_store(&e.stop, 1);
+    pthread_join(th, NULL);
+    close(e.lfd);
+    CHECK(closed_within(c6, 1000), "upstream close propagates");
+    int c7 = tcp_connect(port);
+    CHECK(c7 < 0 || closed_within(c7, 1000), "upstream refusing shows as a reset");
+
+    CHECK(ctl(ctlp, "quit", reply, sizeof reply) == 0, "quit accepted");
+    int st;
+    CHECK(proc_wait(pid, 3000, &st) == 1, "proxy exits on quit");
+    int fds[] = {c1, c2, c3, c4, c5, c6, c7};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    rm_rf(dir);
+}
+
+int main(int argc, char **argv)
+{
+    const char *proxy = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--proxy"))
+            proxy = argv[++i];
+    signal(SIGPIPE, SIG_IGN);
+    alarm(60); /* bounded whatever happens */
+
+#define RUN(t)                                                                                                         \
+    do {                                                                                                               \
+        int before = failures;                                                                                         \
+        t;                                                                                                             \
+        printf("  %-4s %s\n", failures == before ? "ok" : "FAIL", #t);                                                 \
+    } while (0)
+    RUN(mutex_passes_a_grant_sent_during_a_hold_but_answered_after_its_release());
+    RUN(mutex_catches_a_grant_answered_before_the_holder_released());
+    RUN(mutex_ends_an_unreleased_hold_at_send_plus_validity());
+    RUN(mutex_finds_every_grant_inside_one_long_hold());
+    RUN(mutex_keeps_names_apart_and_ignores_non_grants());
+    RUN(mutex_touching_holds_are_not_an_overlap());
+    RUN(fencing_catches_a_repeated_and_a_smaller_token());
+    RUN(fencing_does_not_order_grants_whose_requests_overlapped());
+    RUN(fencing_compares_with_the_largest_earlier_token());
+    RUN(latency_bounds_are_wait_plus_rounds_plus_margin());
+    RUN(status_accepts_exactly_the_documented_set());
+    RUN(clean_long_history_passes_and_one_planted_fault_is_found());
+    RUN(history_survives_a_save_and_load());
+    RUN(schedstat_measures_time_spent_waiting_for_a_cpu());
+    if (proxy)
+        RUN(proxy_modes_behave_as_documented(proxy));
+    else
+        printf("  skip proxy tests (no --proxy)\n");
+    printf("chaos-selftest: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
