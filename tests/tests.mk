@@ -16,10 +16,12 @@ $(BUILD)/tests/%.o: tests/%.c
 
 # Unit tests link the module objects, never main.o.
 $(BUILD)/tests/unit_tests: $(UNIT_OBJS) $(SERVICE_OBJS)
+	@mkdir -p $(dir $@)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
 
 $(BUILD)/tests/integration_tests: $(INTEG_OBJS)
+	@mkdir -p $(dir $@)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CURL_LIBS) $(shell pkg-config --libs jansson hiredis) $(TEST_LIBS) -lm
 
