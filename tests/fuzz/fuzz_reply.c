@@ -1,0 +1,168 @@
+/* fuzz_reply.c -- libFuzzer target: bytes from a master, parsed by hiredis's
+ * redisReader, decoded by reply_decode for every script id (and PING, and ids that
+ * do not exist), then checked against the reply shapes documented in scripts.h:
+ *
+ *   acquire  {1,F} | {2,F} granted, {0,pttl,F} taken     (F >= 0)
+ *   raise    F >= 0
+ *   release  1 deleted, any other integer: not ours
+ *   extend   {1,F} ours, {a,F} otherwise                 (F >= 0)
+ *   inspect  {value|nil, pttl, F}                        (F >= 0)
+ *   ping     a status reply
+ * Anything else, an error reply or NULL, is RL_SLOT_FAILED.
+ *
+ * hiredis 0.14 allocates a multi-bulk's element array as soon as it reads the header,
+ * with no upper bound: inputs announcing more than 100000 elements are skipped so that
+ * the fuzzer does not report the allocator's limit (see the report for what a master
+ * could do with that). */
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reply.h"
+#include "scripts.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int is_int(const redisReply *r, size_t i, long long *v)
+{
+    if (r->type != REDIS_REPLY_ARRAY || i >= r->elements || !r->element[i] ||
+        r->element[i]->type != REDIS_REPLY_INTEGER)
+        return 0;
+    *v = r->element[i]->integer;
+    return 1;
+}
+
+/* The expected state, and the fence/pttl when it is not FAILED. */
+static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *pttl)
+{
+    long long a, b, c;
+    *fence = 0;
+    *pttl = 0;
+    if (!r || r->type == REDIS_REPLY_ERROR)
+        return RL_SLOT_FAILED;
+    int arr = r->type == REDIS_REPLY_ARRAY;
+    switch (script) {
+    case SCRIPT_ACQUIRE:
+        if (arr && r->elements == 2 && is_int(r, 0, &a) && (a == 1 || a == 2) &&
+            is_int(r, 1, &b) && b >= 0) {
+            *fence = (uint64_t)b;
+            return RL_SLOT_OK;
+        }
+        if (arr && r->elements == 3 && is_int(r, 0, &a) && a == 0 && is_int(r, 1, &b) &&
+            is_int(r, 2, &c) && c >= 0) {
+            *fence = (uint64_t)c;
+            *pttl = b;
+            return RL_SLOT_REFUSED;
+        }
+        return RL_SLOT_FAILED;
+    case SCRIPT_RAISE:
+        if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+            *fence = (uint64_t)r->integer;
+            return RL_SLOT_OK;
+        }
+        return RL_SLOT_FAILED;
+    case SCRIPT_RELEASE:
+        if (r->type == REDIS_REPLY_INTEGER)
+            return r->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+        return RL_SLOT_FAILED;
+    case SCRIPT_EXTEND:
+        if (arr && r->elements == 2 && is_int(r, 0, &a) && is_int(r, 1, &b) && b >= 0) {
+            *fence = (uint64_t)b;
+            return a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+        }
+        return RL_SLOT_FAILED;
+    case SCRIPT_INSPECT:
+        if (arr && r->elements == 3 && r->element[0] &&
+            (r->element[0]->type == REDIS_REPLY_STRING || r->element[0]->type == REDIS_REPLY_NIL) &&
+            is_int(r, 1, &b) && is_int(r, 2, &c) && c >= 0) {
+            *fence = (uint64_t)c;
+            *pttl = b;
+            return RL_SLOT_OK;
+        }
+        return RL_SLOT_FAILED;
+    case SCRIPT_PING:
+        return r->type == REDIS_REPLY_STATUS ? RL_SLOT_OK : RL_SLOT_FAILED;
+    default:
+        return RL_SLOT_FAILED;
+    }
+}
+
+static void check(int script, const redisReply *r)
+{
+    redlock_reply out;
+    memset(&out, 0xa5, sizeof out); /* stale garbage must not leak through */
+    out.raised = 0;
+    reply_decode(script, r, &out);
+    uint64_t fence;
+    int64_t pttl;
+    int want = expect(script, r, &fence, &pttl);
+    if (out.state != want)
+        abort();
+    int has_fence = script == SCRIPT_ACQUIRE || script == SCRIPT_RAISE || script == SCRIPT_EXTEND ||
+                    script == SCRIPT_INSPECT; /* release and ping leave it alone */
+    if (want != RL_SLOT_FAILED && has_fence && out.fence != fence)
+        abort();
+    if ((script == SCRIPT_INSPECT && want == RL_SLOT_OK) ||
+        (script == SCRIPT_ACQUIRE && want == RL_SLOT_REFUSED))
+        if (out.pttl != pttl)
+            abort();
+    int want_value = script == SCRIPT_INSPECT && want == RL_SLOT_OK &&
+                     r->element[0]->type == REDIS_REPLY_STRING;
+    if (out.has_value != want_value)
+        abort();
+    if (want_value) {
+        size_t n = r->element[0]->len < REDLOCK_VALUE_MAX ? r->element[0]->len : REDLOCK_VALUE_MAX;
+        if (out.value_len != n || memcmp(out.value, r->element[0]->str, n) != 0)
+            abort();
+    }
+}
+
+/* Does the input announce a multi-bulk of more than 100000 elements anywhere? */
+static int huge_multibulk(const uint8_t *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (d[i] != '*')
+            continue;
+        size_t j = i + 1;
+        if (j < n && d[j] == '-')
+            continue;
+        unsigned long long v = 0;
+        for (; j < n && d[j] >= '0' && d[j] <= '9'; j++) {
+            v = v * 10 + (d[j] - '0');
+            if (v > 100000)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const int scripts[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE, SCRIPT_EXTEND,
+                                  SCRIPT_INSPECT, SCRIPT_MARKER,  SCRIPT_PING,    SCRIPT__COUNT,
+                                  -1,             SCRIPT_PING + 1};
+    const size_t nscripts = sizeof scripts / sizeof scripts[0];
+    if (huge_multibulk(data, size))
+        return 0;
+    redisReader *rd = redisReaderCreate();
+    if (!rd)
+        return 0;
+    if (size && redisReaderFeed(rd, (const char *)data, size) != REDIS_OK) {
+        redisReaderFree(rd);
+        return 0;
+    }
+    for (int k = 0; k < 64; k++) {
+        void *reply = NULL;
+        if (redisReaderGetReply(rd, &reply) != REDIS_OK || !reply)
+            break;
+        for (size_t i = 0; i < nscripts; i++)
+            check(scripts[i], reply);
+        freeReplyObject(reply);
+    }
+    redisReaderFree(rd);
+    for (size_t i = 0; i < nscripts; i++)
+        check(scripts[i], NULL);
+    return 0;
+}

@@ -1,0 +1,637 @@
+/* test_redlock.c -- the pure Redlock logic of redlock.h: drift and validity maths,
+ * quorum decisions (tables for 5, 3 and 1 masters and an exhaustive check that an
+ * early decision is final), fencing-token choice, raises, retry-after, inspection
+ * and the retry delay.  See shared/REDLOCK.md for the rules checked here. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "unit.h"
+#include "redlock.h"
+
+TestSuite(redlock, .fini = unit_fini, .timeout = 60);
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static redlock_reply ok_f(uint64_t fence)
+{
+    redlock_reply r;
+    memset(&r, 0, sizeof r);
+    r.state = RL_SLOT_OK;
+    r.fence = fence;
+    return r;
+}
+
+static redlock_reply refused(int64_t pttl, uint64_t fence)
+{
+    redlock_reply r;
+    memset(&r, 0, sizeof r);
+    r.state = RL_SLOT_REFUSED;
+    r.pttl = pttl;
+    r.fence = fence;
+    return r;
+}
+
+static redlock_reply failed_f(uint64_t fence)
+{
+    redlock_reply r;
+    memset(&r, 0, sizeof r);
+    r.state = RL_SLOT_FAILED;
+    r.fence = fence;
+    r.pttl = 1;
+    return r;
+}
+
+static redlock_reply pending(void)
+{
+    redlock_reply r;
+    memset(&r, 0, sizeof r);
+    r.state = RL_SLOT_PENDING;
+    return r;
+}
+
+static redlock_reply holder(const char *value, int64_t pttl)
+{
+    redlock_reply r = ok_f(0);
+    r.has_value = 1;
+    r.value_len = (uint8_t)strlen(value);
+    memcpy(r.value, value, r.value_len);
+    r.pttl = pttl;
+    return r;
+}
+
+static redlock_reply empty_key(void)
+{
+    redlock_reply r = ok_f(0);
+    r.pttl = -2;
+    return r;
+}
+
+/* ---- drift and validity ---------------------------------------------------- */
+
+struct drift_case {
+    int64_t ttl;
+    double factor;
+    int64_t drift;
+};
+
+ParameterizedTestParameters(redlock, drift_is_ceil_of_ttl_times_factor_plus_2)
+{
+    static struct drift_case cases[] = {
+        {0, 0.01, 2},        {1, 0.01, 3},       {99, 0.01, 3},     {100, 0.01, 3},
+        {101, 0.01, 4},      {150, 0.01, 4},     {200, 0.01, 4},    {700, 0.01, 9},
+        {1000, 0.01, 12},    {30000, 0.01, 302}, {3600000, 0.01, 36002},
+        {1000, 0.0, 2},      {1, 0.0, 2},        {1000, 0.5, 502},  {3, 0.5, 4},
+        {1001, 0.001, 4},    {1000, 0.001, 3},   {10, 0.3, 5},
+    };
+    return cr_make_param_array(struct drift_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(struct drift_case *c, redlock, drift_is_ceil_of_ttl_times_factor_plus_2)
+{
+    int64_t d = redlock_drift_ms(c->ttl, c->factor);
+    cr_assert_eq(d, c->drift, "drift(ttl=%lld, f=%g) = %lld, expected %lld", (long long)c->ttl,
+                 c->factor, (long long)d, (long long)c->drift);
+}
+
+Test(redlock, drift_matches_exact_integer_ceiling_for_one_percent)
+{
+    /* ceil(ttl/100) computed in integers: the double maths must never round up a
+     * product that is exact (e.g. 700 * 0.01 must not become 7.000000000000001). */
+    for (int64_t ttl = 0; ttl <= 200000; ttl++) {
+        int64_t exact = (ttl + 99) / 100 + 2;
+        int64_t d = redlock_drift_ms(ttl, 0.01);
+        if (d != exact)
+            cr_assert_fail("drift(%lld, 0.01) = %lld, expected %lld", (long long)ttl, (long long)d,
+                     (long long)exact);
+    }
+}
+
+struct validity_case {
+    int64_t ttl, elapsed_us;
+    double factor;
+    int64_t validity;
+};
+
+ParameterizedTestParameters(redlock, validity_rounds_elapsed_up_and_subtracts_drift)
+{
+    static struct validity_case cases[] = {
+        {1000, 0, 0.01, 988},     /* 1000 - 0 - 12 */
+        {1000, 1, 0.01, 987},     /* 1 us counts as a whole ms */
+        {1000, 999, 0.01, 987},
+        {1000, 1000, 0.01, 987},
+        {1000, 1001, 0.01, 986},
+        {1000, 1999, 0.01, 986},
+        {1000, 2000, 0.01, 986},
+        {1000, 987999, 0.01, 0},  /* 988 ms elapsed: nothing left */
+        {1000, 988000, 0.01, 0},
+        {1000, 988001, 0.01, -1}, /* may go below zero: callers refuse <= 0 */
+        {1000, 5000000, 0.01, -4012},
+        {30000, 12345, 0.01, 29685}, /* 30000 - 13 - 302 */
+        {10, 0, 0.0, 8},
+        {4, 0, 0.01, 1},
+        {3, 0, 0.01, 0},
+    };
+    return cr_make_param_array(struct validity_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(struct validity_case *c, redlock, validity_rounds_elapsed_up_and_subtracts_drift)
+{
+    int64_t v = redlock_validity_ms(c->ttl, c->elapsed_us, c->factor);
+    cr_assert_eq(v, c->validity, "validity(ttl=%lld, elapsed=%lldus, f=%g) = %lld, expected %lld",
+                 (long long)c->ttl, (long long)c->elapsed_us, c->factor, (long long)v,
+                 (long long)c->validity);
+}
+
+Test(redlock, validity_never_exceeds_the_exact_remaining_time)
+{
+    /* Whatever the elapsed time, the caller is never told more than
+     * ttl - elapsed - drift with elapsed counted exactly. */
+    for (int64_t us = 0; us < 50000; us += 7) {
+        int64_t v = redlock_validity_ms(1000, us, 0.01);
+        /* v ms <= (1000*1000 - us - 12*1000) us */
+        cr_assert_leq(v * 1000, 1000 * 1000 - us - 12 * 1000, "elapsed %lld us gave %lld ms",
+                      (long long)us, (long long)v);
+        /* and it is no more than 1 ms pessimistic */
+        cr_assert_gt(v * 1000, 1000 * 1000 - us - 12 * 1000 - 1000);
+    }
+}
+
+/* ---- tally ------------------------------------------------------------------ */
+
+Test(redlock, tally_counts_each_state_and_ignores_pending)
+{
+    redlock_reply r[6] = {ok_f(1), ok_f(2), refused(5, 1), failed_f(0), pending(), failed_f(3)};
+    redlock_tally t;
+    memset(&t, 0xab, sizeof t);
+    redlock_tally_of(r, 6, &t);
+    cr_assert_eq(t.n, 6);
+    cr_assert_eq(t.ok, 2);
+    cr_assert_eq(t.refused, 1);
+    cr_assert_eq(t.failed, 2);
+}
+
+Test(redlock, tally_of_nothing_is_all_zero)
+{
+    redlock_tally t;
+    memset(&t, 0xab, sizeof t);
+    redlock_tally_of(NULL, 0, &t);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(t.ok + t.refused + t.failed, 0);
+}
+
+/* ---- decisions -------------------------------------------------------------- */
+
+struct decide_case {
+    size_t n, quorum, ok, refused, failed;
+    int wait_all;
+    int expect;
+};
+
+#define W RL_DECIDE_WAIT
+#define QU RL_DECIDE_QUORUM
+#define NQ RL_DECIDE_NO_QUORUM
+#define UN RL_DECIDE_UNAVAILABLE
+
+ParameterizedTestParameters(redlock, decide_table)
+{
+    static struct decide_case cases[] = {
+        /* five masters, quorum 3, early decisions */
+        {5, 3, 0, 0, 0, 0, W},
+        {5, 3, 2, 0, 0, 0, W},
+        {5, 3, 3, 0, 0, 0, QU},  /* two still pending: a quorum is a quorum */
+        {5, 3, 3, 2, 0, 0, QU},
+        {5, 3, 3, 0, 2, 0, QU},
+        {5, 3, 5, 0, 0, 0, QU},
+        {5, 3, 2, 1, 0, 0, W},   /* two pending could still make it */
+        {5, 3, 1, 2, 0, 0, W},
+        {5, 3, 1, 1, 1, 0, W},
+        {5, 3, 0, 3, 0, 0, NQ},  /* three refusals: out of reach, and answered */
+        {5, 3, 1, 2, 1, 0, NQ},  /* one pending cannot help, three answered */
+        {5, 3, 2, 2, 1, 0, NQ},
+        {5, 3, 2, 3, 0, 0, NQ},
+        {5, 3, 0, 5, 0, 0, NQ},
+        {5, 3, 0, 0, 3, 0, UN},  /* three down: unreachable and unanswerable */
+        {5, 3, 1, 0, 3, 0, UN},
+        {5, 3, 2, 0, 3, 0, UN},
+        {5, 3, 0, 2, 3, 0, UN},
+        {5, 3, 0, 0, 5, 0, UN},
+        {5, 3, 0, 2, 2, 0, W},   /* the last one decides between NQ and UN */
+        {5, 3, 0, 1, 2, 0, W},
+        {5, 3, 1, 1, 2, 0, W},
+        /* five masters, wait_all: only when nothing is pending */
+        {5, 3, 3, 0, 0, 1, W},
+        {5, 3, 4, 0, 0, 1, W},
+        {5, 3, 0, 3, 0, 1, W},
+        {5, 3, 0, 0, 3, 1, W},
+        {5, 3, 0, 0, 4, 1, W},
+        {5, 3, 3, 2, 0, 1, QU},
+        {5, 3, 3, 0, 2, 1, QU},
+        {5, 3, 5, 0, 0, 1, QU},
+        {5, 3, 2, 3, 0, 1, NQ},
+        {5, 3, 1, 2, 2, 1, NQ},
+        {5, 3, 0, 5, 0, 1, NQ},
+        {5, 3, 2, 0, 3, 1, UN},
+        {5, 3, 0, 0, 5, 1, UN},
+        {5, 3, 1, 1, 3, 1, UN},
+        /* three masters, quorum 2 */
+        {3, 2, 0, 0, 0, 0, W},
+        {3, 2, 1, 0, 0, 0, W},
+        {3, 2, 2, 0, 0, 0, QU},
+        {3, 2, 2, 1, 0, 0, QU},
+        {3, 2, 2, 0, 1, 0, QU},
+        {3, 2, 1, 1, 0, 0, W},
+        {3, 2, 1, 0, 1, 0, W},
+        {3, 2, 0, 1, 1, 0, W},
+        {3, 2, 0, 2, 0, 0, NQ},
+        {3, 2, 1, 1, 1, 0, NQ},
+        {3, 2, 0, 3, 0, 0, NQ},
+        {3, 2, 0, 0, 2, 0, UN},
+        {3, 2, 1, 0, 2, 0, UN},
+        {3, 2, 0, 1, 2, 0, UN},
+        {3, 2, 0, 0, 3, 0, UN},
+        {3, 2, 2, 0, 0, 1, W},
+        {3, 2, 0, 2, 0, 1, W},
+        {3, 2, 0, 0, 2, 1, W},
+        {3, 2, 2, 1, 0, 1, QU},
+        {3, 2, 1, 2, 0, 1, NQ},
+        {3, 2, 1, 0, 2, 1, UN},
+        /* one master, quorum 1 */
+        {1, 1, 0, 0, 0, 0, W},
+        {1, 1, 0, 0, 0, 1, W},
+        {1, 1, 1, 0, 0, 0, QU},
+        {1, 1, 1, 0, 0, 1, QU},
+        {1, 1, 0, 1, 0, 0, NQ},
+        {1, 1, 0, 1, 0, 1, NQ},
+        {1, 1, 0, 0, 1, 0, UN},
+        {1, 1, 0, 0, 1, 1, UN},
+    };
+    return cr_make_param_array(struct decide_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(struct decide_case *c, redlock, decide_table)
+{
+    redlock_tally t = {.n = c->n, .ok = c->ok, .refused = c->refused, .failed = c->failed};
+    int d = redlock_decide(&t, c->quorum, c->wait_all);
+    cr_assert_eq(d, c->expect,
+                 "n=%zu q=%zu ok=%zu refused=%zu failed=%zu wait_all=%d: got %d, expected %d",
+                 c->n, c->quorum, c->ok, c->refused, c->failed, c->wait_all, d, c->expect);
+}
+
+/* The outcome once every master has answered, by the definitions in redlock.h. */
+static int final_outcome(size_t ok, size_t refused, size_t quorum)
+{
+    if (ok >= quorum)
+        return RL_DECIDE_QUORUM;
+    if (ok + refused >= quorum)
+        return RL_DECIDE_NO_QUORUM;
+    return RL_DECIDE_UNAVAILABLE;
+}
+
+/* Every outcome reachable from a partial tally, as a bit set. */
+static unsigned reachable(size_t ok, size_t refused, size_t failed, size_t pending, size_t quorum)
+{
+    unsigned set = 0;
+    for (size_t a = 0; a <= pending; a++)
+        for (size_t b = 0; a + b <= pending; b++) {
+            size_t c = pending - a - b;
+            set |= 1u << final_outcome(ok + a, refused + b, quorum);
+            (void)c;
+        }
+    (void)failed;
+    return set;
+}
+
+Test(redlock, decide_early_exactly_when_the_outcome_can_no_longer_change)
+{
+    for (size_t n = 1; n <= 9; n++) {
+        size_t q = n / 2 + 1;
+        for (size_t ok = 0; ok <= n; ok++)
+            for (size_t rf = 0; ok + rf <= n; rf++)
+                for (size_t fl = 0; ok + rf + fl <= n; fl++) {
+                    size_t pend = n - ok - rf - fl;
+                    redlock_tally t = {.n = n, .ok = ok, .refused = rf, .failed = fl};
+                    unsigned set = reachable(ok, rf, fl, pend, q);
+                    int single = (set & (set - 1)) == 0;
+                    int d = redlock_decide(&t, q, 0);
+                    if (single) {
+                        int only = __builtin_ctz(set);
+                        cr_assert_eq(d, only, "n=%zu ok=%zu rf=%zu fl=%zu: got %d, final is %d", n,
+                                     ok, rf, fl, d, only);
+                    } else {
+                        cr_assert_eq(d, RL_DECIDE_WAIT,
+                                     "n=%zu ok=%zu rf=%zu fl=%zu: decided %d while still open", n,
+                                     ok, rf, fl, d);
+                    }
+                    int dw = redlock_decide(&t, q, 1);
+                    if (pend)
+                        cr_assert_eq(dw, RL_DECIDE_WAIT, "wait_all decided with %zu pending", pend);
+                    else
+                        cr_assert_eq(dw, final_outcome(ok, rf, q));
+                }
+    }
+}
+
+/* ---- fencing tokens ------------------------------------------------------- */
+
+Test(redlock, token_is_max_fence_over_granting_masters)
+{
+    redlock_reply r[5] = {ok_f(7), ok_f(9), ok_f(8), refused(100, 3), failed_f(0)};
+    cr_assert_eq(redlock_token(r, 5), 9);
+}
+
+Test(redlock, token_ignores_refusing_and_failed_masters_even_with_larger_counters)
+{
+    redlock_reply r[5] = {ok_f(4), refused(100, 50), failed_f(60), ok_f(5), pending()};
+    r[4].fence = 70;
+    cr_assert_eq(redlock_token(r, 5), 5);
+}
+
+Test(redlock, token_is_zero_when_nobody_granted)
+{
+    redlock_reply r[3] = {refused(10, 5), failed_f(6), pending()};
+    cr_assert_eq(redlock_token(r, 3), 0);
+    cr_assert_eq(redlock_token(r, 0), 0);
+}
+
+Test(redlock, token_handles_counters_beyond_32_bits)
+{
+    redlock_reply r[3] = {ok_f(UINT64_C(1) << 40), ok_f((UINT64_C(1) << 40) + 1), ok_f(3)};
+    cr_assert_eq(redlock_token(r, 3), (UINT64_C(1) << 40) + 1);
+}
+
+struct raise_case {
+    int state;
+    uint64_t fence;
+    int raised;
+    uint64_t token;
+    int expect;
+};
+
+ParameterizedTestParameters(redlock, needs_raise_rules)
+{
+    static struct raise_case cases[] = {
+        {RL_SLOT_OK, 4, 0, 5, 1},       /* granted below the token */
+        {RL_SLOT_REFUSED, 4, 0, 5, 1},  /* answered below the token: raised too */
+        {RL_SLOT_OK, 5, 0, 5, 0},       /* already at the token */
+        {RL_SLOT_OK, 6, 0, 5, 0},       /* above it */
+        {RL_SLOT_REFUSED, 9, 0, 5, 0},
+        {RL_SLOT_OK, 4, 1, 5, 0},       /* acknowledged a raise already */
+        {RL_SLOT_REFUSED, 0, 1, 5, 0},
+        {RL_SLOT_FAILED, 0, 0, 5, 0},   /* no answer: nothing to raise */
+        {RL_SLOT_PENDING, 0, 0, 5, 0},
+        {RL_SLOT_OK, 0, 0, 0, 0},
+    };
+    return cr_make_param_array(struct raise_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(struct raise_case *c, redlock, needs_raise_rules)
+{
+    redlock_reply r;
+    memset(&r, 0, sizeof r);
+    r.state = c->state;
+    r.fence = c->fence;
+    r.raised = c->raised;
+    cr_assert_eq(redlock_needs_raise(&r, c->token), c->expect,
+                 "state=%d fence=%llu raised=%d token=%llu", c->state,
+                 (unsigned long long)c->fence, c->raised, (unsigned long long)c->token);
+}
+
+Test(redlock, fenced_grants_counts_granting_masters_at_or_above_token)
+{
+    redlock_reply r[5] = {ok_f(9), ok_f(9), ok_f(8), ok_f(7), refused(10, 9)};
+    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 2);
+    cr_assert_eq(redlock_fenced_grants(r, 5, 8), 3);
+    cr_assert_eq(redlock_fenced_grants(r, 5, 7), 4);
+}
+
+Test(redlock, fenced_grants_counts_acknowledged_raises)
+{
+    redlock_reply r[5] = {ok_f(9), ok_f(8), ok_f(7), refused(10, 3), failed_f(0)};
+    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 1);
+    r[1].raised = 1;
+    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 2);
+    r[2].raised = 1;
+    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 3);
+}
+
+Test(redlock, fenced_grants_never_counts_refusing_or_failed_masters_even_raised)
+{
+    redlock_reply r[5] = {ok_f(9), refused(10, 9), refused(10, 2), failed_f(9), pending()};
+    r[2].raised = 1;
+    r[3].raised = 1;
+    r[4].raised = 1;
+    r[4].fence = 9;
+    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 1);
+}
+
+Test(redlock, raise_round_then_fenced_grants_reaches_quorum)
+{
+    /* The flow lockop runs: token from grants, raise the laggards, count again. */
+    redlock_reply r[5] = {ok_f(12), ok_f(10), ok_f(11), refused(500, 4), failed_f(0)};
+    uint64_t token = redlock_token(r, 5);
+    cr_assert_eq(token, 12);
+    cr_assert_eq(redlock_fenced_grants(r, 5, token), 1);
+    size_t raised = 0;
+    for (size_t i = 0; i < 5; i++)
+        if (redlock_needs_raise(&r[i], token)) {
+            r[i].raised = 1;
+            raised++;
+        }
+    cr_assert_eq(raised, 3); /* two grants and the refusal; not the failed one */
+    cr_assert_eq(redlock_fenced_grants(r, 5, token), 3);
+}
+
+Test(redlock, max_fence_covers_answered_masters_only)
+{
+    redlock_reply r[5] = {ok_f(3), refused(1, 8), failed_f(100), pending(), ok_f(5)};
+    r[3].fence = 200;
+    cr_assert_eq(redlock_max_fence(r, 5), 8);
+    cr_assert_eq(redlock_max_fence(r, 0), 0);
+}
+
+/* ---- retry-after ------------------------------------------------------------ */
+
+Test(redlock, retry_after_is_quorum_th_smallest_known_pttl)
+{
+    redlock_reply r[5] = {refused(500, 1), refused(100, 1), refused(300, 1), refused(900, 1),
+                          refused(700, 1)};
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 3, -7), 500);
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 1, -7), 100);
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 5, -7), 900);
+}
+
+Test(redlock, retry_after_counts_our_grants_as_free_now)
+{
+    redlock_reply r[5] = {ok_f(1), ok_f(1), refused(800, 1), refused(400, 1), refused(600, 1)};
+    /* sorted: 0 0 400 600 800 -> third smallest */
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 3, -7), 400);
+}
+
+Test(redlock, retry_after_counts_vanished_keys_as_free_now)
+{
+    redlock_reply r[5] = {refused(-2, 1), refused(-2, 1), refused(900, 1), refused(400, 1),
+                          failed_f(0)};
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 3, -7), 400);
+}
+
+Test(redlock, retry_after_treats_keys_without_expiry_as_unknown)
+{
+    /* -1: no expiry, cannot say when; only two known values for a quorum of three */
+    redlock_reply r[5] = {refused(-1, 1), refused(-1, 1), refused(-1, 1), refused(300, 1),
+                          refused(100, 1)};
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 3, 4242), 4242);
+    r[0] = refused(200, 1);
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 3, 4242), 300);
+}
+
+Test(redlock, retry_after_falls_back_when_failed_masters_leave_too_few_values)
+{
+    redlock_reply r[5] = {refused(100, 1), refused(200, 1), failed_f(0), failed_f(0), pending()};
+    r[2].pttl = 5; /* a failed master's numbers mean nothing */
+    cr_assert_eq(redlock_retry_after_ms(r, 5, 3, 30000), 30000);
+}
+
+Test(redlock, retry_after_ignores_garbage_pttl_below_minus_two)
+{
+    redlock_reply r[3] = {refused(-3, 1), refused(-100, 1), refused(50, 1)};
+    cr_assert_eq(redlock_retry_after_ms(r, 3, 2, 999), 999);
+}
+
+Test(redlock, retry_after_with_quorum_zero_returns_fallback)
+{
+    redlock_reply r[1] = {refused(50, 1)};
+    cr_assert_eq(redlock_retry_after_ms(r, 1, 0, 77), 77);
+}
+
+Test(redlock, retry_after_one_master)
+{
+    redlock_reply r[1] = {refused(1234, 1)};
+    cr_assert_eq(redlock_retry_after_ms(r, 1, 1, 77), 1234);
+    r[0] = refused(-1, 1);
+    cr_assert_eq(redlock_retry_after_ms(r, 1, 1, 77), 77);
+}
+
+/* ---- inspection ------------------------------------------------------------- */
+
+Test(redlock, inspect_holder_needs_the_same_value_on_a_quorum)
+{
+    redlock_reply r[5] = {holder("lease-A-0123456789", 900), holder("lease-A-0123456789", 800),
+                          holder("lease-B-0123456789", 700), empty_key(), failed_f(0)};
+    int64_t valid = 123;
+    cr_assert_eq(redlock_inspect_holder(r, 5, 3, &valid), -1);
+    cr_assert_eq(valid, 0);
+    r[3] = holder("lease-A-0123456789", 600);
+    int h = redlock_inspect_holder(r, 5, 3, &valid);
+    cr_assert(h == 0 || h == 1 || h == 3, "holder index %d", h);
+    cr_assert_str_eq(r[h].value, "lease-A-0123456789");
+    /* holders' pttls 900 800 600: a quorum of 3 still holds it for 600 */
+    cr_assert_eq(valid, 600);
+}
+
+Test(redlock, inspect_valid_is_quorum_th_largest_pttl_among_holders)
+{
+    redlock_reply r[5] = {holder("x", 100), holder("x", 500), holder("x", 300), holder("x", 400),
+                          holder("x", 200)};
+    int64_t valid = 0;
+    cr_assert_geq(redlock_inspect_holder(r, 5, 3, &valid), 0);
+    cr_assert_eq(valid, 300); /* 500 400 [300] */
+    cr_assert_geq(redlock_inspect_holder(r, 5, 1, &valid), 0);
+    cr_assert_eq(valid, 500);
+    cr_assert_geq(redlock_inspect_holder(r, 5, 5, &valid), 0);
+    cr_assert_eq(valid, 100);
+}
+
+Test(redlock, inspect_key_without_expiry_is_int64_max)
+{
+    redlock_reply r[3] = {holder("x", -1), holder("x", -1), holder("x", 50)};
+    int64_t valid = 0;
+    cr_assert_geq(redlock_inspect_holder(r, 3, 2, &valid), 0);
+    cr_assert_eq(valid, INT64_MAX);
+    r[1].pttl = 70;
+    cr_assert_geq(redlock_inspect_holder(r, 3, 2, &valid), 0);
+    cr_assert_eq(valid, 70);
+}
+
+Test(redlock, inspect_compares_whole_values_not_prefixes)
+{
+    redlock_reply r[3] = {holder("abcdef", 10), holder("abcdefg", 10), holder("abcdeX", 10)};
+    int64_t valid;
+    cr_assert_eq(redlock_inspect_holder(r, 3, 2, &valid), -1);
+    r[2] = holder("abcdef", 5);
+    cr_assert_geq(redlock_inspect_holder(r, 3, 2, &valid), 0);
+    cr_assert_eq(valid, 5);
+}
+
+Test(redlock, inspect_ignores_values_from_refused_or_failed_slots)
+{
+    redlock_reply r[3] = {holder("x", 10), holder("x", 10), holder("x", 10)};
+    r[1].state = RL_SLOT_FAILED;
+    r[2].state = RL_SLOT_REFUSED;
+    int64_t valid;
+    cr_assert_eq(redlock_inspect_holder(r, 3, 2, &valid), -1);
+}
+
+Test(redlock, inspect_free_everywhere_has_no_holder)
+{
+    redlock_reply r[3] = {empty_key(), empty_key(), empty_key()};
+    int64_t valid = 9;
+    cr_assert_eq(redlock_inspect_holder(r, 3, 2, &valid), -1);
+    cr_assert_eq(valid, 0);
+}
+
+/* ---- retry delay ------------------------------------------------------------ */
+
+Test(redlock, retry_delay_after_lock_held_is_retry_after_plus_1_to_10)
+{
+    int seen[10] = {0};
+    for (uint32_t rnd = 0; rnd < 1000; rnd++) {
+        int64_t d = redlock_retry_delay_ms(1, 400, 100000, rnd * 2654435761u);
+        cr_assert(d >= 401 && d <= 410, "rnd %u: %lld", rnd, (long long)d);
+        seen[d - 401] = 1;
+    }
+    for (int i = 0; i < 10; i++)
+        cr_assert(seen[i], "jitter value %d never produced", i + 1);
+}
+
+Test(redlock, retry_delay_treats_negative_retry_after_as_zero)
+{
+    for (uint32_t rnd = 0; rnd < 100; rnd++) {
+        int64_t d = redlock_retry_delay_ms(1, -5, 100000, rnd);
+        cr_assert(d >= 1 && d <= 10, "%lld", (long long)d);
+    }
+}
+
+Test(redlock, retry_delay_after_no_quorum_is_25_to_125)
+{
+    int seen[101] = {0};
+    for (uint32_t rnd = 0; rnd < 20000; rnd++) {
+        int64_t d = redlock_retry_delay_ms(0, 99999, 100000, rnd * 2654435761u);
+        cr_assert(d >= 25 && d <= 125, "%lld", (long long)d);
+        seen[d - 25] = 1;
+    }
+    for (int i = 0; i <= 100; i++)
+        cr_assert(seen[i], "back-off %d never produced", i + 25);
+}
+
+Test(redlock, retry_delay_never_past_remaining)
+{
+    uint32_t rnds[] = {0, 1, 9, 100, 0xffffffffu, 0x80000000u};
+    for (size_t k = 0; k < sizeof rnds / sizeof rnds[0]; k++) {
+        cr_assert_eq(redlock_retry_delay_ms(1, 5000, 300, rnds[k]), 300);
+        cr_assert_leq(redlock_retry_delay_ms(0, 0, 30, rnds[k]), 30);
+        cr_assert_eq(redlock_retry_delay_ms(1, 5000, 0, rnds[k]), 0);
+        cr_assert_eq(redlock_retry_delay_ms(0, 0, 0, rnds[k]), 0);
+        cr_assert_eq(redlock_retry_delay_ms(1, 5000, -20, rnds[k]), 0);
+        cr_assert_eq(redlock_retry_delay_ms(0, 0, -20, rnds[k]), 0);
+    }
+}
+
+Test(redlock, retry_delay_handles_the_largest_pttl_redis_can_report)
+{
+    /* Redis refuses expiries past LLONG_MAX - now, so a pttl is at most about this. */
+    int64_t big = INT64_MAX - INT64_C(2000000000000);
+    int64_t d = redlock_retry_delay_ms(1, big, 60000, 0xffffffffu);
+    cr_assert_eq(d, 60000);
+}
