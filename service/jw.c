@@ -29,12 +29,58 @@ static void put(jw *w, const char *s, size_t n)
 
 void jw_raw(jw *w, const char *s) { put(w, s, strlen(s)); }
 
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[k] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
 void jw_escape(jw *w, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     size_t run = 0; /* start of the current run of plain bytes */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            /* Output is always valid UTF-8: a broken sequence (an echoed byte, a
+             * message cut mid-character) becomes U+FFFD. */
+            size_t l = utf8_len((const unsigned char *)s + i, n - i);
+            if (l) {
+                i += l - 1;
+                continue;
+            }
+            put(w, s + run, i - run);
+            put(w, "\\ufffd", 6);
+            run = i + 1;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         put(w, s + run, i - run);

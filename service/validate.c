@@ -49,7 +49,7 @@ int validate_uint(const char *s, long max, long *out)
         if (*p < '0' || *p > '9')
             return -1;
         int d = *p - '0';
-        if (v > (max - d) / 10)
+        if (d > max || v > (max - d) / 10)
             return -1;
         v = v * 10 + d;
     }

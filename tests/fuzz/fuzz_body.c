@@ -53,8 +53,9 @@ static int utf8_ok(const char *s)
 
 static void check_message_is_json_safe(const char *msg)
 {
-    if (!FUZZ_KNOWN_BUGS && !utf8_ok(msg))
-        return;
+    /* Whatever the message holds, the reply is valid JSON; a valid UTF-8 message comes
+     * back unchanged (jw replaces broken sequences with U+FFFD). */
+    int exact = utf8_ok(msg);
     char buf[2048];
     jw w;
     jw_init(&w, buf, sizeof buf);
@@ -67,7 +68,7 @@ static void check_message_is_json_safe(const char *msg)
     json_t *j = json_loads(buf, 0, &e);
     if (!j)
         abort(); /* the reply body would not be JSON */
-    if (strcmp(json_string_value(json_object_get(j, "message")), msg) != 0)
+    if (exact && strcmp(json_string_value(json_object_get(j, "message")), msg) != 0)
         abort(); /* escaping lost or changed something */
     json_decref(j);
 }

@@ -140,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const long maxes[] = {0, 1, 5, 8, 9, 10, 15, 99, 100, 65535, 1L << 40,
                                  HUGE_MS, 9223372036854775807L, 19, 1000000, 7};
     long max = maxes[(sel >> 2) % 16];
-    if (FUZZ_KNOWN_BUGS || max >= 9) {
+    if (1) { /* every maximum, since validate_uint handles digits above a small max */
         long got = -1, ref = -1;
         int grc = validate_uint(value, max, &got);
         int rrc = ref_uint(value, max, &ref);

@@ -315,3 +315,16 @@ Test(jw, long_strings_are_written_whole)
     cr_assert_eq(memcmp(json_string_value(json_object_get(j, "s")), in, sizeof in), 0);
     json_decref(j);
 }
+
+/* Found by fuzz_body: jansson's error text and %.64s can carry broken UTF-8; the
+ * reply must stay valid JSON. */
+Test(jw, broken_utf8_becomes_replacement_characters)
+{
+    char buf[128];
+    jw w;
+    jw_init(&w, buf, sizeof buf);
+    jw_obj_open(&w);
+    jw_key_str(&w, "m", "a\xd0" "b\xc3\xa9" "c\xe2\x82");
+    jw_obj_close(&w);
+    cr_assert_str_eq(buf, "{\"m\":\"a\\ufffdb\xc3\xa9" "c\\ufffd\\ufffd\"}");
+}

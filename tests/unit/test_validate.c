@@ -754,3 +754,13 @@ Test(validate, names_member_on_a_single_lock_points_to_post_locks)
     cr_assert_eq(params_from_body(&p, b, strlen(b), msg, sizeof msg), RL_E_INVALID_JSON);
     cr_assert(strstr(msg, "POST /locks") != NULL, "%s", msg);
 }
+
+/* Found by fuzz_query: a digit above a one-digit maximum slipped through. */
+Test(validate, uint_refuses_a_digit_above_a_small_max)
+{
+    long v = -1;
+    cr_assert_eq(validate_uint("1", 0, &v), -1);
+    cr_assert_eq(validate_uint("9", 8, &v), -1);
+    cr_assert_eq(validate_uint("8", 8, &v), 0);
+    cr_assert_eq(v, 8);
+}
