@@ -89,7 +89,7 @@ static void sift_down(loop *l, size_t i)
 
 void loop_timer_stop(loop *l, loop_timer *t)
 {
-    if (!t->heap_index)
+    if (!t->heap_index || !l->heap)
         return;
     size_t i = t->heap_index - 1;
     t->heap_index = 0;

@@ -368,13 +368,14 @@ void worker_free(worker *w)
         return;
     http_fini(w);
     notify_free(w->notify);
+    /* Timers live in the loop: drop the jobs that own some before the loop goes. */
+    for (size_t i = 0; w->resyncs && i < w->rounds.n; i++)
+        resync_free(w->resyncs[i]);
     round_env_fini(&w->rounds);
     lockop_env_fini(&w->ops);
     if (w->evfd >= 0)
         close(w->evfd);
     loop_fini(&w->loop);
-    for (size_t i = 0; w->resyncs && i < w->rounds.n; i++)
-        resync_free(w->resyncs[i]);
     free(w->resyncs);
     free(w->masters);
     free(w->dirty);

@@ -30,6 +30,14 @@ $(BUILD)/tests/integration_tests: $(INTEG_OBJS)
 CRITERION_JOBS ?= 2
 REDLOCKD_BIN := $(abspath $(BINDIR)/redlockd)
 
+# Instrumented builds: the runners' own leaks (inside libcriterion) are suppressed,
+# and every service is stopped with SIGTERM so that its leak check runs and its exit
+# status (non-zero on a finding) fails the test.
+ifneq ($(SANITIZER),)
+export LSAN_OPTIONS := suppressions=$(abspath tests/lsan.supp):print_suppressions=0
+export REDLOCK_TEST_GRACEFUL := 1
+endif
+
 .PHONY: deps test test-unit test-integration test-integration-external check
 deps:
 	$(Q)sh tests/install-deps.sh
