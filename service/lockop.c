@@ -391,6 +391,36 @@ static void drop_round(lockop *op)
     }
 }
 
+/* The acquire round did not reach a quorum: held by another, or masters missing. */
+static void acquire_refused(lockop *op, round *rd)
+{
+    round_env *re = op->env->rounds;
+    int held = rd->decision == RL_DECIDE_NO_QUORUM;
+    if (held)
+        op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
+                                                    op->env->conf->default_ttl_ms);
+    drop_round(op);
+    acquire_failed(op, held ? RL_E_LOCK_HELD : RL_E_QUORUM_UNAVAILABLE);
+}
+
+/* After a raise round: issue the token only if `fenced` granting masters (at least a
+ * quorum) hold it, and validity, counted from the acquire round's start, is left. */
+static void acquire_fenced(lockop *op, round *rd, size_t fenced)
+{
+    int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
+                                           op->env->conf->drift_factor);
+    drop_round(op);
+    if (fenced < op->env->rounds->quorum) {
+        op->nodes_ok = fenced;
+        acquire_failed(op, RL_E_QUORUM_UNAVAILABLE);
+    } else if (validity <= 0) {
+        acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
+    } else {
+        op->validity_ms = validity;
+        acquire_succeeded(op);
+    }
+}
+
 static void acquire_done(round *rd)
 {
     lockop *op = rd->owner;
@@ -441,12 +471,7 @@ static void acquire_done(round *rd)
         round_unref(rr); /* commands in flight or the ready list hold it */
         return;
     }
-    int held = rd->decision == RL_DECIDE_NO_QUORUM;
-    if (held)
-        op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
-                                                    op->env->conf->default_ttl_ms);
-    drop_round(op);
-    acquire_failed(op, held ? RL_E_LOCK_HELD : RL_E_QUORUM_UNAVAILABLE);
+    acquire_refused(op, rd);
 }
 
 static void raise_done(round *rr)
@@ -458,20 +483,7 @@ static void raise_done(round *rr)
         if (rr->replies[i].state == RL_SLOT_OK && rr->replies[i].fence >= rr->token)
             rd->replies[i].raised = 1;
     size_t fenced = redlock_fenced_grants(rd->replies, re->n, rr->token);
-    int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
-                                           op->env->conf->drift_factor);
-    drop_round(op);
-    if (fenced < re->quorum) {
-        op->nodes_ok = fenced;
-        acquire_failed(op, RL_E_QUORUM_UNAVAILABLE);
-        return;
-    }
-    if (validity <= 0) {
-        acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
-        return;
-    }
-    op->validity_ms = validity;
-    acquire_succeeded(op);
+    acquire_fenced(op, rd, fenced);
 }
 
 void lockop_fini(lockop *op)
@@ -714,12 +726,7 @@ static void macquire_done(round *rd)
         round_unref(rr);
         return;
     }
-    int held = rd->decision == RL_DECIDE_NO_QUORUM;
-    if (held)
-        op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
-                                                    op->env->conf->default_ttl_ms);
-    drop_round(op);
-    acquire_failed(op, held ? RL_E_LOCK_HELD : RL_E_QUORUM_UNAVAILABLE);
+    acquire_refused(op, rd);
 }
 
 static void mraise_done(round *rr)
@@ -741,18 +748,7 @@ static void mraise_done(round *rr)
         }
         fenced += ok;
     }
-    int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
-                                           op->env->conf->drift_factor);
-    drop_round(op);
-    if (fenced < re->quorum) {
-        op->nodes_ok = fenced;
-        acquire_failed(op, RL_E_QUORUM_UNAVAILABLE);
-    } else if (validity <= 0) {
-        acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
-    } else {
-        op->validity_ms = validity;
-        acquire_succeeded(op);
-    }
+    acquire_fenced(op, rd, fenced);
 }
 
 static void mrelease_done(round *rd)
