@@ -1,4 +1,5 @@
 /* http.c -- routing, request parsing and replies on libmicrohttpd (see http.h). */
+#include "stat.h"
 #include "http.h"
 
 #include <microhttpd.h>
@@ -512,7 +513,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
              * that excess clients are told instead of left in the accept queue). */
             if (fd >= 0)
                 shutdown(fd, SHUT_RDWR);
-            w->conns_refused++;
+            stat_inc(&w->conns_refused);
             return;
         }
         http_conn *hc = calloc(1, sizeof *hc);
@@ -541,7 +542,7 @@ void http_sweep(worker *w, int64_t now_us)
         /* libmicrohttpd sees end-of-stream and closes it the usual way. */
         if (hc->fd >= 0)
             shutdown(hc->fd, SHUT_RDWR);
-        w->conns_cut++;
+        stat_inc(&w->conns_cut);
     }
 }
 
@@ -604,7 +605,7 @@ static void log_request(http_req *r, int toe_ok)
     int cls = status / 100;
     if (cls < 1 || cls > 5)
         cls = 5;
-    w->http_counts[route_index(r->route)][r->method_id][cls]++;
+    stat_inc(&w->http_counts[route_index(r->route)][r->method_id][cls]);
     if (w->log.level < LOG_INFO)
         return;
     char fields[768];

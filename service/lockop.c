@@ -1,5 +1,6 @@
 /* lockop.c -- acquire / release / extend / inspect / readiness (see lockop.h and
  * shared/REDLOCK.md for the reasoning behind each step). */
+#include "stat.h"
 #include "lockop.h"
 
 #include <stdio.h>
@@ -150,7 +151,7 @@ static void on_retry(loop_timer *t)
 {
     waitq *q = container_of(t, waitq, retry);
     if (q->head && !q->head->in_flight) {
-        q->head->env->counters[CNT_RETRIES]++;
+        stat_inc(&q->head->env->counters[CNT_RETRIES]);
         attempt(q->head);
     }
 }
@@ -240,7 +241,7 @@ void lockop_wake(lockop_env *env, const char *name, size_t len)
     waitq *q = waitq_find(env, name, len);
     if (!q || !q->head)
         return;
-    env->counters[CNT_WAKEUPS]++;
+    stat_inc(&env->counters[CNT_WAKEUPS]);
     if (q->head->in_flight)
         q->woken = 1;
     else
@@ -282,7 +283,7 @@ static void on_wait_timer(loop_timer *t)
         int was_head = op->q->head == op;
         waitq *q = op->q;
         lockop *next = op->q_next;
-        op->env->counters[CNT_ACQ_WAITED_OUT]++;
+        stat_inc(&op->env->counters[CNT_ACQ_WAITED_OUT]);
         unpark(op);
         if (was_head && next && !loop_timer_armed(&q->retry))
             waitq_arm(q, 0);
@@ -353,11 +354,11 @@ static void acquire_failed(lockop *op, rl_err err)
     }
     /* Out of time (or cannot wait): answer with this attempt's result. */
     if (err == RL_E_LOCK_HELD)
-        env->counters[CNT_ACQ_HELD]++;
+        stat_inc(&env->counters[CNT_ACQ_HELD]);
     else if (err == RL_E_VALIDITY_EXHAUSTED)
-        env->counters[CNT_ACQ_VALIDITY]++;
+        stat_inc(&env->counters[CNT_ACQ_VALIDITY]);
     else
-        env->counters[CNT_ACQ_UNAVAILABLE]++;
+        stat_inc(&env->counters[CNT_ACQ_UNAVAILABLE]);
     waitq *q = op->q;
     lockop *next = op->q_next;
     unpark(op);
@@ -371,7 +372,7 @@ static void acquire_succeeded(lockop *op)
     lockop_env *env = op->env;
     op->err = RL_OK;
     op->in_flight = 0;
-    env->counters[CNT_ACQ_GRANTED]++;
+    stat_inc(&env->counters[CNT_ACQ_GRANTED]);
     waitq *q = op->q;
     lockop *next = op->q_next;
     unpark(op);
@@ -451,7 +452,7 @@ static void acquire_done(round *rd)
         }
         /* Counters differ: raise every master that answered below the token, and
          * issue it only once a quorum of granting masters hold F >= token. */
-        op->env->counters[CNT_RAISE_ROUNDS]++;
+        stat_inc(&op->env->counters[CNT_RAISE_ROUNDS]);
         round *rr = round_new(re, raise_done, op);
         if (!rr) {
             drop_round(op);
@@ -699,7 +700,7 @@ static void macquire_done(round *rd)
             acquire_succeeded(op);
             return;
         }
-        op->env->counters[CNT_RAISE_ROUNDS]++;
+        stat_inc(&op->env->counters[CNT_RAISE_ROUNDS]);
         round *rr = round_new(re, mraise_done, op);
         if (!rr) {
             drop_round(op);
@@ -760,7 +761,7 @@ static void mrelease_done(round *rd)
     op->rd = NULL;
     if (rd->decision == RL_DECIDE_QUORUM) {
         op->err = RL_OK;
-        op->env->counters[CNT_REL_OK]++;
+        stat_inc(&op->env->counters[CNT_REL_OK]);
         for (size_t j = 0; j < op->multi->n; j++) {
             lockop_wake(op->env, op->multi->names[j], op->multi->lens[j]);
             if (op->env->released)
@@ -768,10 +769,10 @@ static void mrelease_done(round *rd)
         }
     } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
         op->err = RL_E_LEASE_NOT_FOUND;
-        op->env->counters[CNT_REL_NOT_FOUND]++;
+        stat_inc(&op->env->counters[CNT_REL_NOT_FOUND]);
     } else {
         op->err = RL_E_QUORUM_UNAVAILABLE;
-        op->env->counters[CNT_REL_UNAVAILABLE]++;
+        stat_inc(&op->env->counters[CNT_REL_UNAVAILABLE]);
     }
     op->done(op);
 }
@@ -786,16 +787,16 @@ static void release_done(round *rd)
     op->nodes_ok = t.ok + t.refused;
     if (rd->decision == RL_DECIDE_QUORUM) {
         op->err = RL_OK;
-        op->env->counters[CNT_REL_OK]++;
+        stat_inc(&op->env->counters[CNT_REL_OK]);
         lockop_wake(op->env, op->name, op->name_len);
         if (op->env->released)
             op->env->released(op->env, op->name, op->name_len);
     } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
         op->err = RL_E_LEASE_NOT_FOUND;
-        op->env->counters[CNT_REL_NOT_FOUND]++;
+        stat_inc(&op->env->counters[CNT_REL_NOT_FOUND]);
     } else {
         op->err = RL_E_QUORUM_UNAVAILABLE;
-        op->env->counters[CNT_REL_UNAVAILABLE]++;
+        stat_inc(&op->env->counters[CNT_REL_UNAVAILABLE]);
     }
     op->rd = NULL;
     op->done(op);
@@ -814,20 +815,20 @@ static void extend_done(round *rd)
         op->token = redlock_token(rd->replies, rd->env->n);
         if (op->validity_ms > 0) {
             op->err = RL_OK;
-            op->env->counters[CNT_EXT_OK]++;
+            stat_inc(&op->env->counters[CNT_EXT_OK]);
         } else {
             op->validity_ms = 0;
             op->err = RL_E_VALIDITY_EXHAUSTED;
-            op->env->counters[CNT_EXT_UNAVAILABLE]++;
+            stat_inc(&op->env->counters[CNT_EXT_UNAVAILABLE]);
         }
     } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
         /* The lock is lost: free what is left of it so others need not wait. */
         op->err = RL_E_LEASE_NOT_FOUND;
-        op->env->counters[CNT_EXT_NOT_FOUND]++;
+        stat_inc(&op->env->counters[CNT_EXT_NOT_FOUND]);
         release_everywhere(op);
     } else {
         op->err = RL_E_QUORUM_UNAVAILABLE;
-        op->env->counters[CNT_EXT_UNAVAILABLE]++;
+        stat_inc(&op->env->counters[CNT_EXT_UNAVAILABLE]);
     }
     op->done(op);
 }

@@ -1,4 +1,5 @@
 /* master.c -- one worker's connection to one master (see master.h). */
+#include "stat.h"
 #include "master.h"
 
 #include <hiredis/async.h>
@@ -25,7 +26,7 @@ static void set_state(master_conn *m, int st, const char *why)
     int old = m->state;
     if (old == st)
         return;
-    m->state = st;
+    stat_set_int(&m->state, st);
     m->hooks->state_changed(m, old, why);
 }
 
@@ -38,7 +39,7 @@ static void update_events(master_conn *m)
     uint32_t ev = (m->want_in ? EPOLLIN : 0) | (m->want_out ? EPOLLOUT : 0);
     m->io.fd = m->ac->c.fd;
     if (loop_io_set(m->loop, &m->io, ev) != 0 && ev)
-        m->errors++; /* cannot watch the socket: the stall check will recycle it */
+        stat_inc(&m->errors); /* cannot watch the socket: the stall check will recycle it */
 }
 
 static void ev_add_read(void *p) { master_conn *m = p; m->want_in = 1; update_events(m); }
@@ -136,7 +137,7 @@ void master_close(master_conn *m, int reconnect, const char *why)
         return;
     }
     int deferred = (ac->c.flags & REDIS_IN_CALLBACK) != 0;
-    m->errors++;
+    stat_inc(&m->errors);
     set_state(m, MASTER_DOWN, why);
     redisAsyncFree(ac); /* pending callbacks get NULL, then on_disconnect if connected */
     if (!deferred && m->ac == ac) {
@@ -323,7 +324,7 @@ void master_start(master_conn *m)
     redisAsyncContext *ac = m->cfg->unix_path[0] ? redisAsyncConnectUnix(m->cfg->unix_path)
                                                  : redisAsyncConnect(m->cfg->host, m->cfg->port);
     if (!ac) {
-        m->errors++;
+        stat_inc(&m->errors);
         schedule_reconnect(m);
         return;
     }
@@ -331,7 +332,7 @@ void master_start(master_conn *m)
         char why[160];
         snprintf(why, sizeof why, "connect failed: %.120s", ac->errstr);
         redisAsyncFree(ac);
-        m->errors++;
+        stat_inc(&m->errors);
         set_state(m, MASTER_DOWN, why);
         schedule_reconnect(m);
         return;
@@ -395,7 +396,7 @@ void master_init(master_conn *m, const config *conf, int index, void *owner, loo
     m->io.cb = on_io;
     m->timer.cb = on_timer;
     m->backoff_ms = BACKOFF_MIN_MS;
-    m->state = MASTER_DOWN;
+    stat_set_int(&m->state, MASTER_DOWN);
 }
 
 /* ---- commands ---- */

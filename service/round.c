@@ -1,4 +1,5 @@
 /* round.c -- fan-out rounds over the masters (see round.h). */
+#include "stat.h"
 #include "round.h"
 
 #include <stdlib.h>
@@ -151,9 +152,9 @@ void round_on_reply(master_conn *m, struct redisReply *r, void *priv)
     redlock_reply *out = &rd->replies[slot->index];
     int64_t now = clock_now_us();
     if (r)
-        m->last_rtt_us = now - rd->start_us;
+        stat_set_i64(&m->last_rtt_us, now - rd->start_us);
     else
-        m->errors++;
+        stat_inc(&m->errors);
     if (!rd->decided && out->state == RL_SLOT_PENDING) {
         if (rd->decode)
             rd->decode(rd, slot->index, r, out);
