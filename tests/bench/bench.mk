@@ -1,0 +1,72 @@
+# tests/bench/bench.mk -- the benchmark harness (included by the top Makefile).
+#
+#   make bench          5 throwaway redis-servers + bin/redlockd on loopback:
+#                       cycles at c=1,16,64,256, contention, handoff, the HTTP
+#                       floor and the raw-Redis ceiling, with service/ceiling
+#   make bench-peers    the same cycle load against redlockd, node-redlock behind
+#                       Node's http (1 process, cluster of 2) and etcd's lock API,
+#                       side by side with the ratios (npm ci on first use)
+#   make bench-waiters  BENCH_WAITERS=10000 requests parked on one held name: the
+#                       service's RSS and idle CPU while they wait
+#   make bench-plot     PNG of cycles/s and acquire p99 against concurrency, from
+#                       the latest results (bench and bench-peers also plot)
+#   make bench-publish  copy the latest results (tables, raw JSON, plot) into
+#                       tests/bench/results/, which BENCHMARKS.md points at
+#   make bench-loadgen  the tools only: build/bench/{loadgen,httpfloor,printscript}
+#   make bench-selftest the load generator's parser and histogram checks
+#   make bench-deps     the Debian packages the harness uses
+#
+# Knobs, from the environment or the make command line:
+#   BENCH_SECONDS=4     measured seconds per point      BENCH_WARMUP=1  warm-up seconds
+#   BENCH_RUNS=3        runs per point, median reported (runs are interleaved)
+#   BENCH_CONNS="1 16 64 256"   BENCH_HOT_CONNS=64 (contention, handoff)
+#   BENCH_FLOOR_CONNS=64        BENCH_ACQUIRE_ONLY=0|1   BENCH_MASTERS=5
+#   BENCH_REDIS_N=50000 BENCH_REDIS_PIPELINE=32 BENCH_REDIS_CLIENTS=32 (ceiling)
+#   BENCH_SERVICE_ARGS="..."    extra redlockd flags     BENCH_LOADGEN_THREADS=1
+#   BENCH_OUT=build/bench/results   (each run in <what>-<stamp>/, latest-<what> links)
+# Every load goes to 127.0.0.1 only and every run is bounded in time.
+
+BENCH_DIR     := build/bench
+BENCH_LOADGEN := $(BENCH_DIR)/loadgen
+BENCH_FLOOR   := $(BENCH_DIR)/httpfloor
+# The ceiling runs the service's own Lua scripts when service/scripts.c exists
+# (bench.sh falls back to an approximation otherwise).
+BENCH_SCRIPTS := $(if $(wildcard service/scripts.c service/scripts.h),$(BENCH_DIR)/printscript)
+BENCH_TOOLS   := $(BENCH_LOADGEN) $(BENCH_FLOOR) $(BENCH_SCRIPTS)
+BENCH_CC      ?= $(CC)
+BENCH_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Werror -Wshadow \
+                 -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
+BENCH_LDLIBS  := -pthread -lm
+
+.PHONY: bench bench-peers bench-waiters bench-plot bench-publish bench-loadgen bench-deps bench-selftest
+
+bench-loadgen: $(BENCH_TOOLS)
+
+$(BENCH_DIR)/printscript: tests/bench/printscript.c service/scripts.c service/scripts.h tests/bench/bench.mk
+	@mkdir -p $(BENCH_DIR)
+	$(Q)$(BENCH_CC) $(BENCH_CFLAGS) -Iservice -o $@ tests/bench/printscript.c service/scripts.c
+
+$(BENCH_DIR)/%: tests/bench/%.c tests/bench/bench.mk
+	@mkdir -p $(BENCH_DIR)
+	$(Q)$(BENCH_CC) $(BENCH_CFLAGS) -o $@ $< $(BENCH_LDLIBS)
+
+bench-selftest: $(BENCH_LOADGEN)
+	$(Q)$(BENCH_LOADGEN) --self-test
+
+bench: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh service
+
+bench-peers: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh peers
+
+bench-waiters: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh waiters
+
+bench-plot:
+	$(Q)tests/bench/bench.sh plot
+
+bench-publish:
+	$(Q)tests/bench/bench.sh publish
+
+bench-deps:
+	apt-get install -y redis-server redis-tools gnuplot-nox etcd-server jq nodejs npm
