@@ -12,6 +12,9 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
+static void batch_send(master_conn *m);
+static void batch_fail(master_conn *m);
+
 static const char *state_names[] = {"down", "connecting", "unmarked", "quarantined", "ready"};
 
 const char *master_state_name(int state)
@@ -85,6 +88,7 @@ void master_flush(master_conn *m, int flushing_phase)
     (void)flushing_phase;
     if (!m->dirty)
         return;
+    batch_send(m); /* while dirty: hiredis's add_write needs nothing more */
     m->dirty = -1; /* an add_write during this write means "wait for the socket" */
     if (m->ac)
         redisAsyncHandleWrite(m->ac);
@@ -113,6 +117,7 @@ static void forget_context(master_conn *m, const char *why)
     m->want_in = m->want_out = 0;
     m->io.events = 0;
     set_state(m, MASTER_DOWN, why);
+    batch_fail(m); /* last: nothing can queue on a master that is down */
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -399,6 +404,194 @@ void master_init(master_conn *m, const config *conf, int index, void *owner, loo
     stat_set_int(&m->state, MASTER_DOWN);
 }
 
+/* The master's script cache was flushed (SCRIPT FLUSH): load every script again. */
+static void reload_scripts(master_conn *m)
+{
+    if (m->state != MASTER_READY)
+        return;
+    for (int i = 0; i < SCRIPT__COUNT; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", script_source(i)};
+        if (redisAsyncCommandArgv(m->ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) ==
+            REDIS_OK)
+            m->pending++;
+    }
+    m->handshake_left = 1 << 20; /* not a handshake: never send the marker from here */
+}
+
+/* ---- batching (see master.h) ---- */
+
+struct master_batch {
+    master_batch *next;    /* in the spare list */
+    master_conn *m;
+    size_t n;
+    void *privs[MASTER_BATCH_MAX];
+};
+
+static int grow(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    char *nb = realloc(*buf, c);
+    if (!nb)
+        return -1;
+    *buf = nb;
+    *cap = c;
+    return 0;
+}
+
+static void batch_reset(master_outbatch *o)
+{
+    o->cur = NULL;
+    o->keys_len = o->args_len = 0;
+    o->nkeys = o->nargs = 0;
+}
+
+static void batch_recycle(master_conn *m, master_batch *b)
+{
+    b->next = m->out.spare;
+    m->out.spare = b;
+}
+
+/* The queued operations will never be sent: each gets its NULL reply. */
+static void batch_fail(master_conn *m)
+{
+    master_batch *b = m->out.cur;
+    if (!b)
+        return;
+    batch_reset(&m->out);
+    for (size_t i = 0; i < b->n; i++)
+        m->hooks->reply(m, NULL, b->privs[i]);
+    batch_recycle(m, b);
+}
+
+static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv);
+static char *put_bulk(char *p, const char *s, size_t n);
+static char *put_decimal(char *p, size_t v);
+
+/* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH. */
+static void batch_send(master_conn *m)
+{
+    master_outbatch *o = &m->out;
+    master_batch *b = o->cur;
+    if (!b)
+        return;
+    if (!m->ac || !m->connected) {
+        batch_fail(m);
+        return;
+    }
+    char head[160], nk[24];
+    char *p = head;
+    *p++ = '*';
+    p = put_decimal(p, 3 + (size_t)o->nkeys + o->nargs);
+    *p++ = '\r';
+    *p++ = '\n';
+    p = put_bulk(p, "EVALSHA", 7);
+    p = put_bulk(p, m->sha[SCRIPT_BATCH], 40);
+    p = put_bulk(p, nk, (size_t)(put_decimal(nk, o->nkeys) - nk));
+    size_t hl = (size_t)(p - head);
+    /* The head goes in front of the keys: the keys buffer keeps room for it. */
+    if (grow(&o->keys, &o->keys_cap, hl + o->keys_len + o->args_len) != 0) {
+        batch_fail(m);
+        return;
+    }
+    memmove(o->keys + hl, o->keys, o->keys_len);
+    memcpy(o->keys, head, hl);
+    memcpy(o->keys + hl + o->keys_len, o->args, o->args_len);
+    size_t len = hl + o->keys_len + o->args_len;
+    batch_reset(o);
+    if (redisAsyncFormattedCommand(m->ac, on_batch_reply, b, o->keys, len) != REDIS_OK) {
+        o->cur = b; /* fail them as queued */
+        batch_fail(m);
+        return;
+    }
+    stat_inc(&m->batches);
+    stat_add(&m->batched_ops, b->n);
+    if (m->pending++ == 0)
+        m->progress_us = clock_now_us();
+}
+
+static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    master_batch *b = priv;
+    redisReply *reply = r;
+    if (m->pending)
+        m->pending--;
+    m->progress_us = clock_now_us();
+    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n) {
+        for (size_t i = 0; i < b->n; i++)
+            m->hooks->reply(m, reply->element[i], b->privs[i]);
+    } else {
+        /* An error for the whole call (NOSCRIPT, BUSY, OOM...) or no reply: every
+         * operation in it failed. */
+        if (reply && reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0)
+            reload_scripts(m);
+        int whole_error = reply && reply->type == REDIS_REPLY_ERROR;
+        for (size_t i = 0; i < b->n; i++)
+            m->hooks->reply(m, whole_error ? reply : NULL, b->privs[i]);
+    }
+    batch_recycle(m, b);
+}
+
+/* Queue one operation for this pass's batched call.  0 or -1. */
+static int batch_add(master_conn *m, char code, int nkeys, int nargs, const char **argv,
+                     const size_t *lens, void *priv)
+{
+    master_outbatch *o = &m->out;
+    if (o->cur && o->cur->n == MASTER_BATCH_MAX)
+        batch_send(m);
+    size_t kneed = 0, aneed = 32;
+    for (int i = 0; i < nkeys + nargs; i++)
+        *(i < nkeys ? &kneed : &aneed) += lens[i] + 32;
+    /* 160: room batch_send() keeps for the command's head */
+    if (grow(&o->keys, &o->keys_cap, 160 + o->keys_len + kneed + o->args_len + aneed) != 0 ||
+        grow(&o->args, &o->args_cap, o->args_len + aneed) != 0)
+        return -1;
+    if (!o->cur) {
+        master_batch *b = o->spare;
+        if (b)
+            o->spare = b->next;
+        else if (!(b = malloc(sizeof *b)))
+            return -1;
+        b->m = m;
+        b->n = 0;
+        o->cur = b;
+    }
+    char *k = o->keys + o->keys_len, *a = o->args + o->args_len;
+    for (int i = 0; i < nkeys; i++)
+        k = put_bulk(k, argv[i], lens[i]);
+    a = put_bulk(a, &code, 1);
+    for (int i = nkeys; i < nkeys + nargs; i++)
+        a = put_bulk(a, argv[i], lens[i]);
+    o->keys_len = (size_t)(k - o->keys);
+    o->args_len = (size_t)(a - o->args);
+    o->nkeys += (unsigned)nkeys;
+    o->nargs += (unsigned)nargs + 1;
+    o->cur->privs[o->cur->n++] = priv;
+    if (!m->dirty) {
+        m->dirty = 1;
+        m->hooks->want_flush(m);
+    }
+    return 0;
+}
+
+void master_fini(master_conn *m)
+{
+    batch_fail(m);
+    while (m->out.spare) {
+        master_batch *b = m->out.spare;
+        m->out.spare = b->next;
+        free(b);
+    }
+    free(m->out.keys);
+    free(m->out.args);
+    m->out.keys = m->out.args = NULL;
+    m->out.keys_cap = m->out.args_cap = 0;
+}
+
 /* ---- commands ---- */
 
 static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
@@ -411,13 +604,7 @@ static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
     if (reply && reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
         m->state == MASTER_READY) {
         /* The script cache was flushed: count this one as failed, reload for the next. */
-        for (int i = 0; i < SCRIPT__COUNT; i++) {
-            const char *argv[] = {"SCRIPT", "LOAD", script_source(i)};
-            if (redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) ==
-                REDIS_OK)
-                m->pending++;
-        }
-        m->handshake_left = 1 << 20; /* not a handshake: never send the marker from here */
+        reload_scripts(m);
         m->hooks->reply(m, NULL, priv);
         return;
     }
@@ -464,6 +651,10 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
 {
     if (m->state != MASTER_READY || !m->ac || nkeys < 0 || nargs < 0 || nkeys + nargs > 512)
         return -1;
+    char code = script_batch_code(script, nkeys, nargs);
+    if (code)
+        return batch_add(m, code, nkeys, nargs, argv, lens, priv);
+    batch_send(m); /* keep the connection's order */
     /* Formatted here, without hiredis's printf-style formatter: this is the hot path. */
     size_t need = 128;
     for (int i = 0; i < nkeys + nargs; i++)
@@ -499,6 +690,7 @@ int master_command(master_conn *m, int argc, const char **argv, const size_t *le
 {
     if (!m->ac || !m->connected)
         return -1;
+    batch_send(m); /* keep the connection's order */
     return redisAsyncCommandArgv(m->ac, cb, priv, argc, argv, lens) == REDIS_OK ? 0 : -1;
 }
 
@@ -506,6 +698,7 @@ int master_ping(master_conn *m, void *priv)
 {
     if (!m->ac || !m->connected)
         return -1;
+    batch_send(m); /* keep the connection's order */
     const char *argv[] = {"PING"};
     if (redisAsyncCommandArgv(m->ac, on_eval_reply, priv, 1, argv, NULL) != REDIS_OK)
         return -1;

@@ -3,6 +3,11 @@
  * handshake (AUTH, SELECT, SCRIPT LOAD, data-loss marker), stall detection and
  * reconnection with back-off.
  *
+ * Single-name operations (scripts.h: script_batch_code) queued in one loop pass leave
+ * as one EVALSHA of SCRIPT_BATCH: Redis then pays one script call, one command parse
+ * and one reply per pass instead of one per operation.  Each operation still runs
+ * atomically on the master and gets its own reply, exactly as if sent alone.
+ *
  * Invariant: when master_eval() returns 0 the reply hook is called exactly once for
  * that command, with the reply, or with NULL if the connection failed first. */
 #ifndef RL_MASTER_H
@@ -17,6 +22,18 @@
 struct redisAsyncContext;
 struct redisReply;
 typedef struct master_conn master_conn;
+typedef struct master_batch master_batch;
+
+#define MASTER_BATCH_MAX 128 /* operations in one batched call; more go in another */
+
+/* The operations queued for the next batched call (owned by its master_conn). */
+typedef struct master_outbatch {
+    master_batch *cur;         /* the privs of the queued operations; NULL when none */
+    master_batch *spare;       /* free list of sent batches' storage */
+    char *keys, *args;         /* RESP bulk strings, in order */
+    size_t keys_len, keys_cap, args_len, args_cap;
+    unsigned nkeys, nargs;
+} master_outbatch;
 
 enum master_state {
     MASTER_DOWN = 0,     /* not connected; a reconnect is scheduled */
@@ -60,9 +77,11 @@ struct master_conn {
     int64_t fresh_until_us;    /* marked moments ago as part of a new cluster, until then */
     int64_t marker_sent_us;    /* when the last marker script was sent */
     char sha[SCRIPT__COUNT][41];
+    master_outbatch out;
     /* figures for /readyz and metrics (owner thread writes, others may read relaxed) */
     uint64_t errors;
     int64_t last_rtt_us;
+    uint64_t batches, batched_ops; /* batched calls sent, operations they carried */
 };
 
 /* Set up m (not connected); call master_start() to connect. */
@@ -75,6 +94,9 @@ void master_start(master_conn *m);
 /* Close the connection (pending commands get NULL replies); no reconnect when
  * reconnect is 0 (shutdown). */
 void master_close(master_conn *m, int reconnect, const char *why);
+
+/* Free what m owns (after master_close(m, 0, ...)). */
+void master_fini(master_conn *m);
 
 /* Whether rounds may use m now. */
 static inline int master_usable(const master_conn *m) { return m->state == MASTER_READY; }

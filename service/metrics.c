@@ -150,6 +150,23 @@ char *metrics_render(app *a, size_t *len)
         sb_printf(&b, "redlockd_master_errors_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)e);
     }
+    sb_printf(&b, "# HELP redlockd_master_batches_total Batched script calls sent (several operations each), by address.\n"
+                  "# TYPE redlockd_master_batches_total counter\n");
+    uint64_t bops[CONFIG_MAX_MASTERS] = {0};
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        uint64_t n = 0;
+        for (size_t i = 0; i < a->nworkers; i++) {
+            n += ld(&a->workers[i]->masters[m].batches);
+            bops[m] += ld(&a->workers[i]->masters[m].batched_ops);
+        }
+        sb_printf(&b, "redlockd_master_batches_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
+                  (unsigned long long)n);
+    }
+    sb_printf(&b, "# HELP redlockd_master_batched_ops_total Operations those batched calls carried, by address.\n"
+                  "# TYPE redlockd_master_batched_ops_total counter\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++)
+        sb_printf(&b, "redlockd_master_batched_ops_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
+                  (unsigned long long)bops[m]);
     sb_printf(&b, "# HELP redlockd_master_rtt_seconds Last round-trip time, by address.\n"
                   "# TYPE redlockd_master_rtt_seconds gauge\n");
     for (size_t m = 0; m < a->cfg.n_masters; m++) {

@@ -5,42 +5,90 @@
  * under "<prefix>#fence:<name>" ('#' is not allowed in names) and never expires. */
 #include "scripts.h"
 
+/* The single-name operations, each written once as a Lua function of (key 1, key 2,
+ * arg 1, arg 2).  Each is both a script of its own (called as the ids below) and one
+ * entry of SCRIPT_BATCH, which runs many of them in one call. */
+#define FN_ACQUIRE                                                                   \
+    /* The common case first: one SET NX and one INCR. */                            \
+    "function(key, fkey, lease, ttl)\n"                                              \
+    "  if redis.call('SET', key, lease, 'NX', 'PX', ttl) then\n"                     \
+    "    return {1, redis.call('INCR', fkey)}\n"                                      \
+    "  end\n"                                                                         \
+    "  local f = tonumber(redis.call('GET', fkey) or '0')\n"                          \
+    "  if redis.call('GET', key) == lease then\n"                                     \
+    "    redis.call('PEXPIRE', key, ttl)\n"                                           \
+    "    return {2, f}\n"                                                             \
+    "  end\n"                                                                         \
+    "  return {0, redis.call('PTTL', key), f}\n"                                      \
+    "end"
+
+#define FN_RAISE                                                                     \
+    "function(fkey, _, token)\n"                                                     \
+    "  local f = tonumber(redis.call('GET', fkey) or '0')\n"                          \
+    "  local t = tonumber(token)\n"                                                   \
+    "  if f < t then redis.call('SET', fkey, token) return t end\n"                   \
+    "  return f\n"                                                                    \
+    "end"
+
+/* chan: the channel waiters on other instances follow (see notify.h); publishing to
+ * a channel nobody follows costs next to nothing. */
+#define FN_RELEASE                                                                   \
+    "function(key, _, lease, chan)\n"                                                \
+    "  if redis.call('GET', key) == lease then\n"                                     \
+    "    redis.call('DEL', key)\n"                                                    \
+    "    redis.call('PUBLISH', chan, '1')\n"                                          \
+    "    return 1\n"                                                                  \
+    "  end\n"                                                                         \
+    "  return 0\n"                                                                    \
+    "end"
+
+#define FN_EXTEND                                                                    \
+    "function(key, fkey, lease, ttl)\n"                                              \
+    "  local f = tonumber(redis.call('GET', fkey) or '0')\n"                          \
+    "  if redis.call('GET', key) == lease then\n"                                     \
+    "    redis.call('PEXPIRE', key, ttl)\n"                                           \
+    "    return {1, f}\n"                                                             \
+    "  end\n"                                                                         \
+    "  return {0, f}\n"                                                               \
+    "end"
+
+#define FN_INSPECT                                                                   \
+    "function(key, fkey)\n"                                                          \
+    "  local v = redis.call('GET', key)\n"                                            \
+    "  return {v, redis.call('PTTL', key), tonumber(redis.call('GET', fkey) or '0')}\n" \
+    "end"
+
+#define ALONE(fn) "local f = " fn "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
+
 static const char *const sources[SCRIPT__COUNT] = {
-    [SCRIPT_ACQUIRE] =
-        /* The common case first: one SET NX and one INCR. */
-        "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-        "  return {1, redis.call('INCR', KEYS[2])}\n"
+    [SCRIPT_ACQUIRE] = ALONE(FN_ACQUIRE),
+    [SCRIPT_RAISE] = ALONE(FN_RAISE),
+    [SCRIPT_RELEASE] = ALONE(FN_RELEASE),
+    [SCRIPT_EXTEND] = ALONE(FN_EXTEND),
+    [SCRIPT_INSPECT] = ALONE(FN_INSPECT),
+    /* ARGV: for each operation its code (scripts.h) then its arguments; KEYS: each
+     * operation's keys in the same order.  Every operation runs under pcall, so one
+     * that fails (a foreign key of the wrong type, say) answers with its own error
+     * and the others go on; the reply holds each operation's reply in turn. */
+    [SCRIPT_BATCH] =
+        "local ops = {\n"
+        "  a = {2, 2, " FN_ACQUIRE "},\n"
+        "  f = {1, 1, " FN_RAISE "},\n"
+        "  r = {1, 2, " FN_RELEASE "},\n"
+        "  e = {2, 2, " FN_EXTEND "},\n"
+        "  i = {2, 0, " FN_INSPECT "},\n"
+        "}\n"
+        "local r, k, i, n = {}, 1, 1, #ARGV\n"
+        "while i <= n do\n"
+        "  local op = ops[ARGV[i]]\n"
+        "  if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
+        "  local ok, v = pcall(op[3], KEYS[k], KEYS[k + 1], ARGV[i + 1], ARGV[i + 2])\n"
+        "  if not ok and (type(v) ~= 'table' or not v.err) then v = {err = tostring(v)} end\n"
+        "  r[#r + 1] = v\n"
+        "  k = k + op[1]\n"
+        "  i = i + 1 + op[2]\n"
         "end\n"
-        "local f = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-        "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-        "  return {2, f}\n"
-        "end\n"
-        "return {0, redis.call('PTTL', KEYS[1]), f}\n",
-    [SCRIPT_RAISE] =
-        "local f = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
-        "local t = tonumber(ARGV[1])\n"
-        "if f < t then redis.call('SET', KEYS[1], ARGV[1]) return t end\n"
-        "return f\n",
-    [SCRIPT_RELEASE] =
-        /* ARGV[2]: the channel waiters on other instances follow (see notify.h);
-         * publishing to a channel nobody follows costs next to nothing. */
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-        "  redis.call('DEL', KEYS[1])\n"
-        "  redis.call('PUBLISH', ARGV[2], '1')\n"
-        "  return 1\n"
-        "end\n"
-        "return 0\n",
-    [SCRIPT_EXTEND] =
-        "local f = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-        "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-        "  return {1, f}\n"
-        "end\n"
-        "return {0, f}\n",
-    [SCRIPT_INSPECT] =
-        "local v = redis.call('GET', KEYS[1])\n"
-        "return {v, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0')}\n",
+        "return r\n",
     [SCRIPT_MARKER] =
         "local marked = redis.call('EXISTS', KEYS[1])\n"
         "if marked == 0 and ARGV[1] ~= 'check' then\n"
@@ -116,4 +164,20 @@ const char *script_source(int id)
     if (id < 0 || id >= SCRIPT__COUNT)
         return "";
     return sources[id];
+}
+
+char script_batch_code(int id, int nkeys, int nargs)
+{
+    /* Must agree with the ops table of SCRIPT_BATCH. */
+    static const struct {
+        char code;
+        int nkeys, nargs;
+    } shapes[SCRIPT__COUNT] = {
+        [SCRIPT_ACQUIRE] = {'a', 2, 2}, [SCRIPT_RAISE] = {'f', 1, 1},
+        [SCRIPT_RELEASE] = {'r', 1, 2}, [SCRIPT_EXTEND] = {'e', 2, 2},
+        [SCRIPT_INSPECT] = {'i', 2, 0},
+    };
+    if (id < 0 || id >= SCRIPT__COUNT || shapes[id].nkeys != nkeys || shapes[id].nargs != nargs)
+        return 0;
+    return shapes[id].code;
 }

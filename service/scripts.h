@@ -15,10 +15,17 @@ enum script_id {
                          * -> {1, f1..fn} | {0, pttl (longest held), f1..fn} */
     SCRIPT_MRAISE,      /* KEYS fence1..n; ARGV t1..tn -> {F1..Fn} after max(F, t) */
     SCRIPT_MRELEASE,    /* KEYS set; ARGV lease, key prefix -> {1|0, "name1\nname2..."} */
+    SCRIPT_BATCH,       /* many single-name operations in one call (master.c batches each
+                         * loop pass's): ARGV code1, args1..., code2, args2...; KEYS keys1...,
+                         * keys2... -> {reply1, reply2, ...}, each as its own script answers */
     SCRIPT__COUNT
 };
 
 /* The Lua source of a script. */
 const char *script_source(int id);
+
+/* The code of script id inside SCRIPT_BATCH, or 0 if it is not batched there or a
+ * call with nkeys keys and nargs arguments is not the shape the batch expects. */
+char script_batch_code(int id, int nkeys, int nargs);
 
 #endif

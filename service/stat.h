@@ -11,6 +11,11 @@ static inline void stat_inc(uint64_t *p)
     __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
+static inline void stat_add(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
+
 static inline void stat_set_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 static inline void stat_set_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 

@@ -371,6 +371,8 @@ void worker_free(worker *w)
     /* Timers live in the loop: drop the jobs that own some before the loop goes. */
     for (size_t i = 0; w->resyncs && i < w->rounds.n; i++)
         resync_free(w->resyncs[i]);
+    for (size_t i = 0; w->masters && i < w->rounds.n; i++)
+        master_fini(&w->masters[i]);
     round_env_fini(&w->rounds);
     lockop_env_fini(&w->ops);
     if (w->evfd >= 0)

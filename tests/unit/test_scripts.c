@@ -1,0 +1,66 @@
+/* test_scripts.c -- the script table of scripts.h: every script has a source, and the
+ * shapes master.c batches by (script_batch_code) agree with the operations table
+ * inside SCRIPT_BATCH, which reads each operation's keys and arguments by them. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "unit.h"
+#include "scripts.h"
+
+TestSuite(scripts, .fini = unit_fini, .timeout = 60);
+
+Test(scripts, every_id_has_a_source_and_others_none)
+{
+    for (int id = 0; id < SCRIPT__COUNT; id++)
+        cr_assert(strlen(script_source(id)) > 10, "script %d", id);
+    cr_assert_str_empty(script_source(-1));
+    cr_assert_str_empty(script_source(SCRIPT__COUNT));
+}
+
+Test(scripts, batch_shapes_agree_with_the_lua_table)
+{
+    const char *src = script_source(SCRIPT_BATCH);
+    int batched = 0;
+    for (int id = 0; id < SCRIPT__COUNT; id++) {
+        int found = 0;
+        for (int nk = 0; nk <= 3; nk++)
+            for (int na = 0; na <= 3; na++) {
+                char code = script_batch_code(id, nk, na);
+                if (!code)
+                    continue;
+                found++;
+                char entry[32];
+                snprintf(entry, sizeof entry, "  %c = {%d, %d, function(", code, nk, na);
+                cr_assert_not_null(strstr(src, entry), "script %d: '%s' in SCRIPT_BATCH", id, entry);
+            }
+        cr_assert_leq(found, 1, "script %d batches in one shape only", id);
+        batched += found;
+    }
+    cr_assert_eq(batched, 5, "acquire, raise, release, extend, inspect");
+    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 2, 2), 'a');
+    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 1, 2), 0, "a wrong shape is never batched");
+    cr_assert_eq(script_batch_code(SCRIPT_MACQUIRE, 3, 4), 0);
+    cr_assert_eq(script_batch_code(-1, 0, 0), 0);
+    cr_assert_eq(script_batch_code(SCRIPT__COUNT, 0, 0), 0);
+}
+
+Test(scripts, each_single_operation_is_the_batched_function)
+{
+    /* The standalone script is "local f = <function>" over the same text the batch
+     * table holds, so the two can never drift apart. */
+    const char *batch = script_source(SCRIPT_BATCH);
+    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE, SCRIPT_RELEASE, SCRIPT_EXTEND, SCRIPT_INSPECT};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const char *s = script_source(ids[i]);
+        cr_assert_eq(strncmp(s, "local f = function(", 19), 0, "script %d", ids[i]);
+        const char *end = strstr(s, "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+        cr_assert_not_null(end);
+        char fn[2048];
+        size_t n = (size_t)(end - (s + 10));
+        cr_assert_lt(n, sizeof fn);
+        memcpy(fn, s + 10, n);
+        fn[n] = '\0';
+        cr_assert_not_null(strstr(batch, fn), "script %d's function is in the batch", ids[i]);
+    }
+}
