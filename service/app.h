@@ -24,6 +24,7 @@ typedef struct app {
     /* when a check that found master i marked was sent (atomic; 0: never) */
     int64_t master_marked_at_us[CONFIG_MAX_MASTERS];
     int64_t started_us;
+    char origin[24];             /* this instance's random id: its own release messages */
     auth auth;                   /* bearer tokens (n == 0: open) */
     char *tls_cert, *tls_key;    /* PEM text when serving HTTPS */
     log_ctx log;                 /* main thread only */

@@ -17,7 +17,6 @@ struct waitq {
     lockop *head, *tail;  /* FIFO of parked waiters; head alone retries */
     loop_timer retry;     /* when the head retries */
     lockop_env *env;
-    int woken;            /* a release came while the head's round was in flight */
     size_t name_len;
     char name[NAME_MAX_LEN + 1];
 };
@@ -42,13 +41,16 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     env->rnd = seed ? seed : 0x12345678u;
     env->nbuckets = 1024;
     env->buckets = calloc(env->nbuckets, sizeof *env->buckets);
-    return env->buckets ? 0 : -1;
+    env->epochs = calloc(LOCKOP_EPOCHS, sizeof *env->epochs);
+    return env->buckets && env->epochs ? 0 : -1;
 }
 
 void lockop_env_fini(lockop_env *env)
 {
     free(env->buckets);
     env->buckets = NULL;
+    free(env->epochs);
+    env->epochs = NULL;
 }
 
 static size_t name_hash(const char *s, size_t n)
@@ -57,6 +59,26 @@ static size_t name_hash(const char *s, size_t n)
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return (size_t)h;
+}
+
+/* Releases seen of names with this hash.  A waiter's attempt notes the count when it
+ * is sent; if it moved by the time the attempt is refused, a release came while it
+ * was in flight and the attempt may have lost to nothing: it retries at once.  This
+ * covers first attempts too, which are in no queue yet.  Names sharing a slot only
+ * cost a spurious retry. */
+static uint32_t *epoch_slot(lockop_env *env, const char *name, size_t len)
+{
+    return &env->epochs[name_hash(name, len) & (LOCKOP_EPOCHS - 1)];
+}
+
+static uint32_t op_epoch(lockop *op)
+{
+    if (!op->multi)
+        return *epoch_slot(op->env, op->name, op->name_len);
+    uint32_t sum = 0; /* counters only grow: any release of any name moves the sum */
+    for (size_t j = 0; j < op->multi->n; j++)
+        sum += *epoch_slot(op->env, op->multi->names[j], op->multi->lens[j]);
+    return sum;
 }
 
 static waitq **bucket_of(lockop_env *env, const char *name, size_t len)
@@ -114,6 +136,7 @@ void lockop_init(lockop *op, lockop_env *env, int kind, const char *name, size_t
     op->wait_timer.cb = on_wait_timer;
     op->err = RL_E_INTERNAL;
     op->start_us = clock_now_us();
+    op->release_mask = ~(uint64_t)0;
 }
 
 static void mrelease_send(lockop *op, round *rd);
@@ -121,7 +144,12 @@ static void mrelease_send(lockop *op, round *rd);
 static void release_everywhere(lockop *op)
 {
     /* Fire and forget: a master that timed out may still have set the key.  On each
-     * connection it goes after our acquire, so it cannot overtake it. */
+     * connection it goes after our acquire, so it cannot overtake it.  Masters that
+     * refused wrote nothing (the scripts refuse before any write) and are skipped: a
+     * refused attempt then costs the masters one operation, as a grant does. */
+    uint64_t mask = op->release_mask & round_all(op->env->rounds);
+    if (!mask)
+        return;
     round *rd = round_new(op->env->rounds, NULL, NULL);
     if (!rd)
         return; /* out of memory: the keys expire with their ttl */
@@ -132,9 +160,9 @@ static void release_everywhere(lockop *op)
     }
     keybuf kb;
     make_keys(op, &kb);
-    const char *argv[] = {kb.key, op->lease, kb.chan};
-    size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len};
-    round_send(rd, SCRIPT_RELEASE, 1, 2, argv, lens, round_all(op->env->rounds));
+    const char *argv[] = {kb.key, op->lease, kb.chan, op->env->origin};
+    size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len, op->env->origin_len};
+    round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, mask);
     round_unref(rd);
 }
 
@@ -226,30 +254,26 @@ static int park(lockop *op, int64_t delay_ms)
         __atomic_add_fetch(&env->parked, 1, __ATOMIC_RELAXED);
         loop_timer_start(env->rounds->loop, &op->wait_timer, op->wait_deadline_us);
     }
-    if (q->head == op) {
-        if (q->woken) {
-            q->woken = 0;
-            delay_ms = 0;
-        }
+    if (q->head == op)
         waitq_arm(q, delay_ms);
-    }
     return 0;
 }
 
 void lockop_wake(lockop_env *env, const char *name, size_t len)
 {
+    (*epoch_slot(env, name, len))++;
     waitq *q = waitq_find(env, name, len);
     if (!q || !q->head)
         return;
     stat_inc(&env->counters[CNT_WAKEUPS]);
-    if (q->head->in_flight)
-        q->woken = 1;
-    else
+    if (!q->head->in_flight) /* one in flight sees the epoch move when it is refused */
         waitq_arm(q, 0);
 }
 
 void lockop_wake_all(lockop_env *env)
 {
+    for (size_t i = 0; i < LOCKOP_EPOCHS; i++)
+        env->epochs[i]++;
     for (size_t b = 0; b < env->nbuckets; b++)
         for (waitq *q = env->buckets[b]; q; q = q->next)
             lockop_wake(env, q->name, q->name_len);
@@ -290,6 +314,10 @@ static void on_wait_timer(loop_timer *t)
         if (op->in_flight)
             return; /* the round in flight will answer */
     }
+    if (op->waiting) {
+        op->waiting = 0;
+        __atomic_fetch_sub(&op->env->waiting, 1, __ATOMIC_RELAXED);
+    }
     op->done(op);
 }
 
@@ -303,6 +331,8 @@ static void macquire_done(round *rd);
 
 static void attempt(lockop *op)
 {
+    op->release_mask = ~(uint64_t)0; /* until a round says who refused */
+    op->epoch = op_epoch(op);
     if (op->multi) {
         round *mr = round_new(op->env->rounds, macquire_done, op);
         if (!mr) {
@@ -347,6 +377,8 @@ static void acquire_failed(lockop *op, rl_err err)
         int64_t remaining_ms = (op->wait_deadline_us - now) / 1000;
         int64_t delay = redlock_retry_delay_ms(err == RL_E_LOCK_HELD, op->retry_after_ms,
                                                remaining_ms, rnd_next(env));
+        if (op_epoch(op) != op->epoch)
+            delay = 0; /* released while this attempt was in flight */
         /* Park even when the lock outlives the wait: a release through this
          * instance wakes the waiter, and its deadline answers otherwise. */
         if (park(op, delay) == 0)
@@ -422,6 +454,16 @@ static void acquire_fenced(lockop *op, round *rd, size_t fenced)
     }
 }
 
+/* Masters an attempt may have written to: all but those that refused. */
+static uint64_t maybe_written(const round *rd)
+{
+    uint64_t mask = 0;
+    for (size_t i = 0; i < rd->env->n && i < 64; i++)
+        if (rd->replies[i].state != RL_SLOT_REFUSED)
+            mask |= (uint64_t)1 << i;
+    return mask;
+}
+
 static void acquire_done(round *rd)
 {
     lockop *op = rd->owner;
@@ -429,6 +471,7 @@ static void acquire_done(round *rd)
     redlock_tally t;
     redlock_tally_of(rd->replies, re->n, &t);
     op->nodes_ok = t.ok + t.refused;
+    op->release_mask = maybe_written(rd);
     if (rd->decision == RL_DECIDE_QUORUM) {
         int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
                                                re->masters[0].conf->drift_factor);
@@ -489,6 +532,10 @@ static void raise_done(round *rr)
 
 void lockop_fini(lockop *op)
 {
+    if (op->waiting) {
+        op->waiting = 0;
+        __atomic_fetch_sub(&op->env->waiting, 1, __ATOMIC_RELAXED);
+    }
     drop_round(op);
     if (op->multi) {
         free(op->multi->fences);
@@ -610,10 +657,12 @@ static void mrelease_send(lockop *op, round *rd)
     char key[512];
     size_t kl = set_key(op, key, sizeof key);
     const char *prefix = op->env->conf->key_prefix;
-    const char *argv[] = {key, op->lease, prefix};
-    size_t lens[] = {kl, op->lease_len, strlen(prefix)};
+    const char *argv[] = {key, op->lease, prefix, op->env->origin};
+    size_t lens[] = {kl, op->lease_len, strlen(prefix), op->env->origin_len};
     rd->decode = op->kind == LOCKOP_MRELEASE ? multi_decode : NULL;
-    round_send(rd, SCRIPT_MRELEASE, 1, 2, argv, lens, round_all(op->env->rounds));
+    round_send(rd, SCRIPT_MRELEASE, 1, 3, argv, lens,
+               op->kind == LOCKOP_MRELEASE ? round_all(op->env->rounds)
+                                           : op->release_mask & round_all(op->env->rounds));
 }
 
 static void macquire_done(round *rd);
@@ -668,6 +717,7 @@ static void macquire_done(round *rd)
     redlock_tally t;
     redlock_tally_of(rd->replies, re->n, &t);
     op->nodes_ok = t.ok + t.refused;
+    op->release_mask = maybe_written(rd);
     if (rd->decision == RL_DECIDE_QUORUM) {
         int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
                                                op->env->conf->drift_factor);
@@ -884,6 +934,11 @@ void lockop_start(lockop *op)
     switch (op->kind) {
     case LOCKOP_ACQUIRE:
     case LOCKOP_MACQUIRE:
+        if (op->wait_deadline_us) {
+            /* Other workers tell this one of releases while it has any (see worker.c). */
+            op->waiting = 1;
+            __atomic_fetch_add(&env->waiting, 1, __ATOMIC_RELAXED);
+        }
         attempt(op);
         return;
     case LOCKOP_MRELEASE:
@@ -898,10 +953,10 @@ void lockop_start(lockop *op)
         rd = round_new(env->rounds, release_done, op);
         if (!rd)
             break;
-        const char *argv[] = {kb.key, op->lease, kb.chan};
-        size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len};
+        const char *argv[] = {kb.key, op->lease, kb.chan, env->origin};
+        size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len, env->origin_len};
         op->rd = rd;
-        round_send(rd, SCRIPT_RELEASE, 1, 2, argv, lens, round_all(env->rounds));
+        round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, round_all(env->rounds));
         round_unref(rd);
         return;
     }

@@ -26,6 +26,7 @@ enum lockop_kind { LOCKOP_ACQUIRE, LOCKOP_RELEASE, LOCKOP_EXTEND, LOCKOP_INSPECT
                    LOCKOP_MACQUIRE, LOCKOP_MRELEASE };
 
 #define LOCKOP_MULTI_MAX 32 /* names in one multi-name lock */
+#define LOCKOP_EPOCHS 4096  /* release counters per worker, by name hash (a power of 2) */
 
 /* Counters a worker keeps (written by its thread only, read relaxed by /metrics). */
 enum lockop_counter {
@@ -48,6 +49,10 @@ struct lockop_env {
     waitq **buckets;                           /* name -> queue of parked waiters */
     size_t nbuckets;
     size_t parked;                             /* waiters parked on this worker */
+    long waiting;                              /* acquires with a wait, not yet answered */
+    uint32_t *epochs;                          /* releases seen, by name hash (LOCKOP_EPOCHS) */
+    const char *origin;                        /* this instance's id, published on release */
+    size_t origin_len;
     uint64_t counters[CNT__COUNT];
     uint32_t rnd;                              /* xorshift state for jitter */
 };
@@ -79,6 +84,9 @@ struct lockop {
     lockop *q_next, *q_prev;
     loop_timer wait_timer;
     int in_flight;              /* a round for this op is under way */
+    uint64_t release_mask;      /* after a failed acquire: masters that may hold the key */
+    uint32_t epoch;             /* releases of its name(s) seen when the attempt was sent */
+    int waiting;                /* counted in env->waiting */
     /* multi-name locks (LOCKOP_MACQUIRE / LOCKOP_MRELEASE), else NULL */
     struct lockop_multi *multi;
     /* completion */

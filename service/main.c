@@ -19,6 +19,7 @@
 #include "app.h"
 #include "config.h"
 #include "jw.h"
+#include "lease.h"
 #include "log.h"
 #include "loop.h"
 #include "version.h"
@@ -200,6 +201,26 @@ static void raise_fd_limit(app *a)
                 (unsigned long long)rl.rlim_cur, a->cfg.max_connections, (unsigned long long)want);
 }
 
+/* A random id for this instance (hex): release messages it published come back to
+ * it through pub/sub, and it skips them. */
+static int make_origin(char *out, size_t cap)
+{
+    lease_rng *rng = malloc(sizeof *rng);
+    unsigned char b[8];
+    if (!rng || cap < 2 * sizeof b + 1) {
+        free(rng);
+        return -1;
+    }
+    lease_rng_init(rng);
+    int rc = lease_random(rng, b, sizeof b);
+    free(rng);
+    if (rc != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof b; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--probe") == 0)
@@ -221,6 +242,10 @@ int main(int argc, char **argv)
     log_init(&a.log, a.cfg.log_json, a.cfg.log_level, 0);
     a.started_us = clock_now_us();
     a.listen_fd = -1;
+    if (make_origin(a.origin, sizeof a.origin) != 0) {
+        fprintf(stderr, "redlockd: no random bytes from the kernel\n");
+        return 1;
+    }
 
     /* Signals are taken synchronously by this thread; workers never see them. */
     sigset_t set;

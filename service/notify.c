@@ -21,6 +21,7 @@ typedef struct sub_conn {
 struct notify {
     const config *cfg;
     loop *loop;
+    const char *origin;
     notify_cb cb;
     void *owner;
     size_t n;
@@ -90,10 +91,25 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     (void)priv;
     if (!s || !reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3)
         return;
-    redisReply *kind = reply->element[0], *chan = reply->element[1];
-    if (kind->type != REDIS_REPLY_STRING || strcmp(kind->str, "message") != 0 ||
-        chan->type != REDIS_REPLY_STRING)
+    redisReply *kind = reply->element[0], *chan = reply->element[1], *msg = reply->element[2];
+    if (kind->type != REDIS_REPLY_STRING || chan->type != REDIS_REPLY_STRING)
         return;
+    int confirmed = strcmp(kind->str, "subscribe") == 0;
+    if (confirmed) {
+        /* Following the name from now on: a release made elsewhere between the
+         * waiter's refused attempt and this moment would be missed, so wake it once
+         * (on the first connected master's confirmation only). */
+        size_t first = 0;
+        while (first < s->n->n && !s->n->subs[first].connected)
+            first++;
+        if (s != &s->n->subs[first])
+            return;
+    } else if (strcmp(kind->str, "message") != 0) {
+        return;
+    }
+    if (!confirmed && msg->type == REDIS_REPLY_STRING && s->n->origin && strlen(s->n->origin) == msg->len &&
+        memcmp(msg->str, s->n->origin, msg->len) == 0)
+        return; /* released through this instance: its waiters were woken then */
     char prefix[160];
     size_t pl = (size_t)snprintf(prefix, sizeof prefix, "%s#released:", s->n->cfg->key_prefix);
     if (chan->len > pl && memcmp(chan->str, prefix, pl) == 0)
@@ -168,13 +184,14 @@ static void connect_sub(sub_conn *s)
     redisAsyncSetConnectCallback(ac, on_connect);
 }
 
-notify *notify_new(const config *cfg, loop *l, notify_cb cb, void *owner)
+notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb, void *owner)
 {
     notify *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;
     n->cfg = cfg;
     n->loop = l;
+    n->origin = origin;
     n->cb = cb;
     n->owner = owner;
     n->n = cfg->n_masters;

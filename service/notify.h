@@ -16,8 +16,9 @@ typedef struct notify notify;
 /* Called with the name whose release was announced. */
 typedef void (*notify_cb)(void *owner, const char *name, size_t len);
 
-/* Create (not connected).  NULL on allocation failure. */
-notify *notify_new(const config *cfg, loop *l, notify_cb cb, void *owner);
+/* Create (not connected).  Messages whose payload is origin (this instance's own
+ * releases, already woken here) are skipped.  NULL on allocation failure. */
+notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb, void *owner);
 void notify_free(notify *n);
 
 /* Connect to every master (reconnecting with back-off on failure). */

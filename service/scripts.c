@@ -31,12 +31,13 @@
     "end"
 
 /* chan: the channel waiters on other instances follow (see notify.h); publishing to
- * a channel nobody follows costs next to nothing. */
+ * a channel nobody follows costs next to nothing.  origin: the releasing instance,
+ * which woke its own waiters already and ignores its own message. */
 #define FN_RELEASE                                                                   \
-    "function(key, _, lease, chan)\n"                                                \
+    "function(key, _, lease, chan, origin)\n"                                        \
     "  if redis.call('GET', key) == lease then\n"                                     \
     "    redis.call('DEL', key)\n"                                                    \
-    "    redis.call('PUBLISH', chan, '1')\n"                                          \
+    "    redis.call('PUBLISH', chan, origin)\n"                                       \
     "    return 1\n"                                                                  \
     "  end\n"                                                                         \
     "  return 0\n"                                                                    \
@@ -58,7 +59,7 @@
     "  return {v, redis.call('PTTL', key), tonumber(redis.call('GET', fkey) or '0')}\n" \
     "end"
 
-#define ALONE(fn) "local f = " fn "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n"
+#define ALONE(fn) "local f = " fn "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
 
 static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_ACQUIRE] = ALONE(FN_ACQUIRE),
@@ -74,7 +75,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "local ops = {\n"
         "  a = {2, 2, " FN_ACQUIRE "},\n"
         "  f = {1, 1, " FN_RAISE "},\n"
-        "  r = {1, 2, " FN_RELEASE "},\n"
+        "  r = {1, 3, " FN_RELEASE "},\n"
         "  e = {2, 2, " FN_EXTEND "},\n"
         "  i = {2, 0, " FN_INSPECT "},\n"
         "}\n"
@@ -82,7 +83,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "while i <= n do\n"
         "  local op = ops[ARGV[i]]\n"
         "  if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
-        "  local ok, v = pcall(op[3], KEYS[k], KEYS[k + 1], ARGV[i + 1], ARGV[i + 2])\n"
+        "  local ok, v = pcall(op[3], KEYS[k], KEYS[k + 1], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])\n"
         "  if not ok and (type(v) ~= 'table' or not v.err) then v = {err = tostring(v)} end\n"
         "  r[#r + 1] = v\n"
         "  k = k + op[1]\n"
@@ -150,7 +151,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  local k = ARGV[2] .. name\n"
         "  if redis.call('GET', k) == ARGV[1] then\n"
         "    redis.call('DEL', k)\n"
-        "    redis.call('PUBLISH', ARGV[2] .. '#released:' .. name, '1')\n"
+        "    redis.call('PUBLISH', ARGV[2] .. '#released:' .. name, ARGV[3])\n"
         "    n = n + 1\n"
         "  end\n"
         "end\n"
@@ -174,7 +175,7 @@ char script_batch_code(int id, int nkeys, int nargs)
         int nkeys, nargs;
     } shapes[SCRIPT__COUNT] = {
         [SCRIPT_ACQUIRE] = {'a', 2, 2}, [SCRIPT_RAISE] = {'f', 1, 1},
-        [SCRIPT_RELEASE] = {'r', 1, 2}, [SCRIPT_EXTEND] = {'e', 2, 2},
+        [SCRIPT_RELEASE] = {'r', 1, 3}, [SCRIPT_EXTEND] = {'e', 2, 2},
         [SCRIPT_INSPECT] = {'i', 2, 0},
     };
     if (id < 0 || id >= SCRIPT__COUNT || shapes[id].nkeys != nkeys || shapes[id].nargs != nargs)

@@ -138,7 +138,7 @@ static void on_released(lockop_env *env, const char *name, size_t len)
     worker *w = env->owner;
     for (size_t i = 0; i < w->app->nworkers; i++) {
         worker *o = w->app->workers[i];
-        if (o != w && __atomic_load_n(&o->ops.parked, __ATOMIC_RELAXED))
+        if (o != w && __atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED))
             worker_post_wake(o, name, len);
     }
 }
@@ -334,7 +334,9 @@ worker *worker_new(app *a, int id)
         goto err;
     w->ops.released = on_released;
     w->ops.watch = on_watch;
-    w->notify = notify_new(&a->cfg, &w->loop, on_announced, w);
+    w->ops.origin = a->origin;
+    w->ops.origin_len = strlen(a->origin);
+    w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w);
     if (!w->notify)
         goto err;
     w->tick.cb = on_tick;

@@ -488,7 +488,7 @@ ceiling_phase() {
                 "$CEIL_LEASE" 30000 >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
         else
             timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P "$pipe" -n "$n" -r "$n" --csv \
-                evalsha "${shas[$i]}" 1 "ceil:__rand_int__" "$CEIL_LEASE" "ceil:#chan:__rand_int__" \
+                evalsha "${shas[$i]}" 1 "ceil:__rand_int__" "$CEIL_LEASE" "ceil:#chan:__rand_int__" bench \
                 >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
         fi
         pids+=($!)

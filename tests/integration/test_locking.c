@@ -483,3 +483,102 @@ Test(locking, batched_operations_answer_each_on_its_own)
     for (int i = 0; i < C.n; i++)
         h_redis_cmd(&C.masters[i], NULL, 0, "DEL redlock:batch.bad");
 }
+
+/* ---- handing one lock around many waiters ---- */
+
+#define NHAND 16
+#define HAND_GRANTS 600
+
+typedef struct hand {
+    CURL *easy;
+    char body[1024];
+    size_t len;
+    char lease[200];
+    int releasing;
+    char url[512];
+} hand;
+
+static size_t hand_write(char *p, size_t sz, size_t n, void *arg)
+{
+    hand *h = arg;
+    size_t k = sz * n;
+    if (h->len + k < sizeof h->body) {
+        memcpy(h->body + h->len, p, k);
+        h->len += k;
+        h->body[h->len] = '\0';
+    }
+    return k;
+}
+
+static void hand_next(CURLM *multi, hand *h, const char *base)
+{
+    h->len = 0;
+    h->body[0] = '\0';
+    if (h->releasing) {
+        snprintf(h->url, sizeof h->url, "%s/locks/hand.one?lease=%s", base, h->lease);
+        curl_easy_setopt(h->easy, CURLOPT_CUSTOMREQUEST, "DELETE");
+    } else {
+        snprintf(h->url, sizeof h->url, "%s/locks/hand.one?ttl_ms=30000&wait_ms=10000", base);
+        curl_easy_setopt(h->easy, CURLOPT_CUSTOMREQUEST, "POST");
+    }
+    curl_easy_setopt(h->easy, CURLOPT_URL, h->url);
+    curl_multi_add_handle(multi, h->easy);
+}
+
+Test(locking, waiters_hand_a_lock_around_without_waiting_for_expiry)
+{
+    /* Each grant is released at once, so every release has waiters, some parked and
+     * some with a first attempt in flight.  A release that one of them missed would
+     * leave it, and soon all of them, waiting for the 30 s expiry: their 10 s waits
+     * would end in 409.  Tokens must rise with every grant. */
+    CURLM *multi = curl_multi_init();
+    hand *hs = calloc(NHAND, sizeof *hs);
+    cr_assert_not_null(hs);
+    for (int i = 0; i < NHAND; i++) {
+        hs[i].easy = curl_easy_init();
+        curl_easy_setopt(hs[i].easy, CURLOPT_WRITEFUNCTION, hand_write);
+        curl_easy_setopt(hs[i].easy, CURLOPT_WRITEDATA, &hs[i]);
+        curl_easy_setopt(hs[i].easy, CURLOPT_PRIVATE, &hs[i]);
+        hand_next(multi, &hs[i], C.svc.url);
+    }
+    int grants = 0, running = 1;
+    long long last_token = 0;
+    double deadline = h_now_ms() + 60000;
+    while (grants < HAND_GRANTS) {
+        curl_multi_perform(multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(multi, &left))) {
+            hand *h = NULL;
+            long code = 0;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&h);
+            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            curl_multi_remove_handle(multi, m->easy_handle);
+            if (h->releasing) {
+                cr_assert_eq(code, 200, "release: %ld %s", code, h->body);
+                h->releasing = 0;
+            } else {
+                cr_assert_eq(code, 201, "a waiter was not served before its wait ended: %ld %s", code,
+                             h->body);
+                json_t *j = json_loads(h->body, 0, NULL);
+                cr_assert_not_null(j);
+                snprintf(h->lease, sizeof h->lease, "%s", json_string_value(json_object_get(j, "lease")));
+                long long t = json_integer_value(json_object_get(j, "fencing_token"));
+                cr_assert_gt(t, last_token, "tokens rise with every grant");
+                last_token = t;
+                json_decref(j);
+                grants++;
+                h->releasing = 1;
+            }
+            hand_next(multi, h, C.svc.url);
+        }
+        cr_assert(h_now_ms() < deadline, "%d grants in 60 s", grants);
+        curl_multi_poll(multi, NULL, 0, 20, NULL);
+    }
+    for (int i = 0; i < NHAND; i++) {
+        curl_multi_remove_handle(multi, hs[i].easy);
+        curl_easy_cleanup(hs[i].easy);
+    }
+    curl_multi_cleanup(multi);
+    free(hs);
+}

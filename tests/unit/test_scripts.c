@@ -54,7 +54,7 @@ Test(scripts, each_single_operation_is_the_batched_function)
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
         cr_assert_eq(strncmp(s, "local f = function(", 19), 0, "script %d", ids[i]);
-        const char *end = strstr(s, "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2])\n");
+        const char *end = strstr(s, "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n");
         cr_assert_not_null(end);
         char fn[2048];
         size_t n = (size_t)(end - (s + 10));
