@@ -193,7 +193,7 @@ static int h_acquire(http_req *r)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
-    lockop_start(op);
+    worker_start_op(w, op);
     return SUSPENDED;
 }
 
@@ -207,7 +207,7 @@ static int h_release(http_req *r)
     memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
-    lockop_start(&r->op);
+    worker_start_op(r->w, &r->op);
     return SUSPENDED;
 }
 
@@ -271,7 +271,7 @@ static int h_macquire(http_req *r)
         return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
-    lockop_start(op);
+    worker_start_op(w, op);
     return SUSPENDED;
 }
 

@@ -53,7 +53,7 @@ void lockop_env_fini(lockop_env *env)
     env->epochs = NULL;
 }
 
-static size_t name_hash(const char *s, size_t n)
+size_t lockop_name_hash(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < n; i++)
@@ -68,7 +68,7 @@ static size_t name_hash(const char *s, size_t n)
  * cost a spurious retry. */
 static uint32_t *epoch_slot(lockop_env *env, const char *name, size_t len)
 {
-    return &env->epochs[name_hash(name, len) & (LOCKOP_EPOCHS - 1)];
+    return &env->epochs[lockop_name_hash(name, len) & (LOCKOP_EPOCHS - 1)];
 }
 
 static uint32_t op_epoch(lockop *op)
@@ -83,7 +83,7 @@ static uint32_t op_epoch(lockop *op)
 
 static waitq **bucket_of(lockop_env *env, const char *name, size_t len)
 {
-    return &env->buckets[name_hash(name, len) & (env->nbuckets - 1)];
+    return &env->buckets[lockop_name_hash(name, len) & (env->nbuckets - 1)];
 }
 
 static waitq *waitq_find(lockop_env *env, const char *name, size_t len)
@@ -372,6 +372,16 @@ static void acquire_failed(lockop *op, rl_err err)
     op->err = err;
     op->in_flight = 0;
     release_everywhere(op);
+    if (op->partial) {
+        /* It held some masters and lets them go now: whoever those keys refused
+         * meanwhile may get the lock.  That is a release of the name here. */
+        op->partial = 0;
+        if (op->multi)
+            for (size_t j = 0; j < op->multi->n; j++)
+                lockop_wake(env, op->multi->names[j], op->multi->lens[j]);
+        else
+            lockop_wake(env, op->name, op->name_len);
+    }
     int64_t now = clock_now_us();
     if (op->wait_deadline_us > now + 1000) {
         int64_t remaining_ms = (op->wait_deadline_us - now) / 1000;
@@ -472,6 +482,7 @@ static void acquire_done(round *rd)
     redlock_tally_of(rd->replies, re->n, &t);
     op->nodes_ok = t.ok + t.refused;
     op->release_mask = maybe_written(rd);
+    op->partial = t.ok > 0;
     if (rd->decision == RL_DECIDE_QUORUM) {
         int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
                                                re->masters[0].conf->drift_factor);
@@ -528,6 +539,15 @@ static void raise_done(round *rr)
             rd->replies[i].raised = 1;
     size_t fenced = redlock_fenced_grants(rd->replies, re->n, rr->token);
     acquire_fenced(op, rd, fenced);
+}
+
+void lockop_fini_rounds(lockop *op)
+{
+    if (op->waiting) {
+        op->waiting = 0;
+        __atomic_fetch_sub(&op->env->waiting, 1, __ATOMIC_RELAXED);
+    }
+    drop_round(op);
 }
 
 void lockop_fini(lockop *op)
@@ -718,6 +738,7 @@ static void macquire_done(round *rd)
     redlock_tally_of(rd->replies, re->n, &t);
     op->nodes_ok = t.ok + t.refused;
     op->release_mask = maybe_written(rd);
+    op->partial = t.ok > 0;
     if (rd->decision == RL_DECIDE_QUORUM) {
         int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
                                                op->env->conf->drift_factor);

@@ -86,12 +86,17 @@ struct lockop {
     int in_flight;              /* a round for this op is under way */
     uint64_t release_mask;      /* after a failed acquire: masters that may hold the key */
     uint32_t epoch;             /* releases of its name(s) seen when the attempt was sent */
+    int partial;                /* the failed attempt was granted by some masters */
     int waiting;                /* counted in env->waiting */
     /* multi-name locks (LOCKOP_MACQUIRE / LOCKOP_MRELEASE), else NULL */
     struct lockop_multi *multi;
     /* completion */
     lockop_done_cb done;
     void *owner;
+    /* run by another worker than the request's (worker.c routes waiting acquires) */
+    lockop *mb_next;            /* in a worker's mailbox */
+    lockop_done_cb home_done;   /* the request's own done(), called on its worker */
+    void *home;                 /* that worker */
 };
 
 /* The names of a multi-name lock and what the masters said of each. */
@@ -103,6 +108,10 @@ typedef struct lockop_multi {
     uint64_t *fences;           /* [master * n + name] */
     int have_released_names;    /* MRELEASE: names[] filled from a master's reply */
 } lockop_multi;
+
+/* The hash names are kept under (also how worker.c picks the worker that keeps a
+ * name's waiters). */
+size_t lockop_name_hash(const char *name, size_t len);
 
 /* Make op a multi-name op over names (valid, distinct, 1..LOCKOP_MULTI_MAX).
  * Returns 0 or -1 (allocation). */
@@ -122,6 +131,10 @@ void lockop_start(lockop *op);
 /* Let go of what op still holds (LOCKOP_READY keeps its round in op->rd, whose
  * replies say per master whether it answered in quorum state, and its rtt). */
 void lockop_fini(lockop *op);
+
+/* Let go of what op holds in its worker's rounds (lockop_fini() does it too): for an
+ * op about to be handed to another thread. */
+void lockop_fini_rounds(lockop *op);
 
 /* Wake the waiters on name (a release went through this instance). */
 void lockop_wake(lockop_env *env, const char *name, size_t len);

@@ -176,6 +176,59 @@ void worker_post_wake(worker *w, const char *name, size_t len)
         w->mb_overflow = 1; /* cannot happen with an eventfd; the poll retries anyway */
 }
 
+/* Append op to a mailbox list and poke the worker. */
+static void post_op(worker *to, lockop **head, lockop **tail, lockop *op)
+{
+    op->mb_next = NULL;
+    pthread_mutex_lock(&to->mb_lock);
+    if (*tail)
+        (*tail)->mb_next = op;
+    else
+        *head = op;
+    *tail = op;
+    pthread_mutex_unlock(&to->mb_lock);
+    uint64_t one = 1;
+    if (write(to->evfd, &one, sizeof one) < 0) {
+        /* EAGAIN: the counter is already non-zero, the worker will look */
+    }
+}
+
+/* done() of an op run here for another worker: hand it back (this thread). */
+static void foreign_done(lockop *op)
+{
+    worker *here = container_of(op->env, worker, ops);
+    worker *home = op->home;
+    here->foreign_ops--;
+    lockop_fini_rounds(op); /* its round belongs to this worker */
+    op->env = &home->ops;   /* from now on the request's worker owns it again */
+    op->done = op->home_done;
+    post_op(home, &home->mb_done, &home->mb_done_tail, op);
+}
+
+void worker_start_op(worker *w, lockop *op)
+{
+    app *a = w->app;
+    if (a->nworkers > 1) {
+        worker *keeper = a->workers[lockop_name_hash(op->name, op->name_len) % a->nworkers];
+        /* Waiting acquires go to the keeper; so do releases while it has waiters (of
+         * any name), so that a release and the waiter it wakes reach every master in
+         * that order, on the same connections: no split votes between them. */
+        int route = (op->kind == LOCKOP_ACQUIRE || op->kind == LOCKOP_MACQUIRE)
+                        ? op->wait_deadline_us != 0
+                        : op->kind == LOCKOP_RELEASE &&
+                              __atomic_load_n(&keeper->ops.waiting, __ATOMIC_RELAXED) > 0;
+        if (route && keeper != w) {
+            op->env = &keeper->ops;
+            op->home = w;
+            op->home_done = op->done;
+            op->done = foreign_done;
+            post_op(keeper, &keeper->mb_start, &keeper->mb_start_tail, op);
+            return;
+        }
+    }
+    lockop_start(op);
+}
+
 void worker_stop(worker *w)
 {
     uint64_t one = 1;
@@ -193,6 +246,8 @@ static void on_mailbox(loop_io *io, uint32_t events)
         /* EAGAIN: nothing new */
     }
     pthread_mutex_lock(&w->mb_lock);
+    lockop *start = w->mb_start, *done = w->mb_done;
+    w->mb_start = w->mb_start_tail = w->mb_done = w->mb_done_tail = NULL;
     size_t n = w->mb_len;
     int overflow = w->mb_overflow;
     char (*copy)[256] = n ? malloc(n * 256) : NULL;
@@ -208,6 +263,20 @@ static void on_mailbox(loop_io *io, uint32_t events)
     free(copy);
     if (overflow)
         lockop_wake_all(&w->ops);
+    int stopping = __atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED);
+    while (start) {
+        lockop *op = start;
+        start = op->mb_next;
+        w->foreign_ops++;
+        if (stopping)
+            op->wait_deadline_us = 0; /* the waiters here were answered already */
+        lockop_start(op);
+    }
+    while (done) {
+        lockop *op = done;
+        done = op->mb_next;
+        op->done(op);
+    }
 }
 
 /* ---- the loop ---- */
@@ -286,13 +355,13 @@ static void *worker_main(void *arg)
     http_quiesce(w);
     lockop_env_flush_waiters(&w->ops);
     int64_t limit = clock_now_us() + (a->cfg.node_timeout_ms * 20 + 2000) * 1000;
-    while (w->active_reqs && clock_now_us() < limit)
+    while ((w->active_reqs || w->foreign_ops) && clock_now_us() < limit)
         pass(w, next_timeout(w) > 50 ? 50 : next_timeout(w));
     /* Whatever still waits on a master is failed now, and answered. */
     for (size_t i = 0; i < w->rounds.n; i++)
         master_close(&w->masters[i], 0, "shutting down");
     limit = clock_now_us() + 500 * 1000;
-    while (w->active_reqs && clock_now_us() < limit)
+    while ((w->active_reqs || w->foreign_ops) && clock_now_us() < limit)
         pass(w, 10);
     http_stop(w);
     notify_free(w->notify);

@@ -62,6 +62,9 @@ typedef struct worker {
     size_t mb_len;
     int mb_overflow;        /* lost wake-ups: wake every queue */
     char mb_names[WORKER_MAILBOX][256];
+    lockop *mb_start, *mb_start_tail; /* waiting acquires to run here for other workers */
+    lockop *mb_done, *mb_done_tail;   /* this worker's requests that another one ran */
+    size_t foreign_ops;     /* ops running here for other workers' requests */
     /* counters by route x status class, for /metrics */
     uint64_t http_counts[8][6][6];
 } worker;
@@ -76,5 +79,11 @@ void worker_join(worker *w);
 
 /* Post a wake-up for name to w (any thread). */
 void worker_post_wake(worker *w, const char *name, size_t len);
+
+/* Start op, a request's lock operation, from w (w's thread).  A waiting acquire runs
+ * on the worker that keeps that name's waiters (by name hash), so that one instance
+ * has one FIFO per name and its waiters never race each other across workers; its
+ * done() is then called back on w.  Anything else runs here. */
+void worker_start_op(worker *w, lockop *op);
 
 #endif

@@ -582,3 +582,60 @@ Test(locking, waiters_hand_a_lock_around_without_waiting_for_expiry)
     curl_multi_cleanup(multi);
     free(hs);
 }
+
+#define NFIFO 8
+
+struct fifo_waiter {
+    const char *url;
+    long status;
+    int order;
+};
+
+static int fifo_seq;
+
+static void *fifo_main(void *arg)
+{
+    struct fifo_waiter *w = arg;
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(w->url, &curl, "POST", "/locks/fifo.one?wait_ms=20000&ttl_ms=30000", NULL, &r);
+    w->status = r.status;
+    if (r.status == 201) {
+        /* Granted: note the turn, then hand the lock on. */
+        w->order = __atomic_fetch_add(&fifo_seq, 1, __ATOMIC_SEQ_CST);
+        char path[300];
+        snprintf(path, sizeof path, "/locks/fifo.one?lease=%s", h_str(&r, "lease"));
+        h_resp d;
+        h_http_to(w->url, &curl, "DELETE", path, NULL, &d);
+        if (d.status != 200)
+            w->status = -d.status;
+        h_resp_free(&d);
+    }
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    return NULL;
+}
+
+Test(locking, waiters_are_served_in_arrival_order_across_connections)
+{
+    /* Eight waiters, each on its own connection (the service spreads connections over
+     * its worker threads), park one after the other; each hands the lock on as soon
+     * as it has it.  One FIFO per name per instance serves them in arrival order. */
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "fifo.one", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
+    struct fifo_waiter w[NFIFO];
+    pthread_t th[NFIFO];
+    for (long i = 0; i < NFIFO; i++) {
+        w[i] = (struct fifo_waiter){C.svc.url, 0, -1};
+        pthread_create(&th[i], NULL, fifo_main, &w[i]);
+        long want = i + 1;
+        cr_assert(h_wait_until(parked, &want, 5000), "waiter %ld parks", i);
+    }
+    cr_assert_eq(h_release(&C, "fifo.one", lease), 200);
+    for (int i = 0; i < NFIFO; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NFIFO; i++) {
+        cr_assert_eq(w[i].status, 201, "waiter %d: %ld", i, w[i].status);
+        cr_assert_eq(w[i].order, i, "waiter %d was served %d-th: not in arrival order", i, w[i].order);
+    }
+}
