@@ -850,6 +850,77 @@ static void mrelease_done(round *rd)
 
 /* ---- release / extend / inspect / ready ---- */
 
+/* A release through the worker that keeps the name's waiters, with a waiter parked:
+ * one round replaces the old lease by the head waiter's on every master that has the
+ * old one (SCRIPT_HANDOFF), and acquires for it elsewhere.  The release is judged by
+ * the masters that had the old lease, the waiter's grant as any acquire (quorum,
+ * validity, fencing).  The round waits for every master, so both verdicts are
+ * complete.  Returns 1 if the release went that way. */
+static void handoff_done(round *rd);
+
+static int try_handoff(lockop *r)
+{
+    lockop_env *env = r->env;
+    waitq *q = waitq_find(env, r->name, r->name_len);
+    lockop *h = q ? q->head : NULL;
+    if (!h || h->in_flight || h->multi || h->handoff_from ||
+        h->wait_deadline_us <= clock_now_us() + 1000)
+        return 0;
+    round *rd = round_new(env->rounds, handoff_done, h);
+    if (!rd)
+        return 0;
+    rd->wait_all = 1;
+    keybuf kb;
+    make_keys(h, &kb);
+    char ttl[24];
+    int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
+    const char *argv[] = {kb.key, kb.fkey, r->lease, h->lease, ttl};
+    size_t lens[] = {kb.key_len, kb.fkey_len, r->lease_len, h->lease_len, (size_t)tl};
+    h->release_mask = ~(uint64_t)0;
+    h->epoch = op_epoch(h);
+    h->attempts++;
+    h->in_flight = 1;
+    h->rd = rd;
+    h->handoff_from = r;
+    stat_inc(&env->counters[CNT_HANDOFFS]);
+    round_send(rd, SCRIPT_HANDOFF, 2, 3, argv, lens, round_all(env->rounds));
+    return 1;
+}
+
+static void handoff_done(round *rd)
+{
+    lockop *h = rd->owner, *r = h->handoff_from;
+    h->handoff_from = NULL;
+    redlock_tally t = {rd->env->n, 0, 0, 0};
+    for (size_t i = 0; i < rd->env->n; i++) {
+        const redlock_reply *x = &rd->replies[i];
+        if (x->state == RL_SLOT_OK && x->released)
+            t.ok++;
+        else if (x->state == RL_SLOT_OK || x->state == RL_SLOT_REFUSED)
+            t.refused++; /* answered: the old lease was not there */
+        else
+            t.failed++;
+    }
+    r->nodes_ok = t.ok + t.refused;
+    switch (redlock_decide(&t, rd->env->quorum, 1)) {
+    case RL_DECIDE_QUORUM:
+        r->err = RL_OK;
+        stat_inc(&r->env->counters[CNT_REL_OK]);
+        break;
+    case RL_DECIDE_NO_QUORUM:
+        r->err = RL_E_LEASE_NOT_FOUND;
+        stat_inc(&r->env->counters[CNT_REL_NOT_FOUND]);
+        break;
+    default:
+        r->err = RL_E_QUORUM_UNAVAILABLE;
+        stat_inc(&r->env->counters[CNT_REL_UNAVAILABLE]);
+        break;
+    }
+    r->done(r);
+    /* The waiter's side; if it fails, its keys are released and the name woken. */
+    acquire_done(rd);
+}
+
 static void release_done(round *rd)
 {
     lockop *op = rd->owner;
@@ -971,6 +1042,8 @@ void lockop_start(lockop *op)
         round_unref(rd);
         return;
     case LOCKOP_RELEASE: {
+        if (try_handoff(op))
+            return;
         rd = round_new(env->rounds, release_done, op);
         if (!rd)
             break;

@@ -33,7 +33,7 @@ enum lockop_counter {
     CNT_ACQ_GRANTED, CNT_ACQ_HELD, CNT_ACQ_UNAVAILABLE, CNT_ACQ_VALIDITY, CNT_ACQ_WAITED_OUT,
     CNT_REL_OK, CNT_REL_NOT_FOUND, CNT_REL_UNAVAILABLE,
     CNT_EXT_OK, CNT_EXT_NOT_FOUND, CNT_EXT_UNAVAILABLE,
-    CNT_RAISE_ROUNDS, CNT_WAKEUPS, CNT_RETRIES,
+    CNT_RAISE_ROUNDS, CNT_WAKEUPS, CNT_RETRIES, CNT_HANDOFFS,
     CNT__COUNT
 };
 
@@ -87,6 +87,7 @@ struct lockop {
     uint64_t release_mask;      /* after a failed acquire: masters that may hold the key */
     uint32_t epoch;             /* releases of its name(s) seen when the attempt was sent */
     int partial;                /* the failed attempt was granted by some masters */
+    lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
     int waiting;                /* counted in env->waiting */
     /* multi-name locks (LOCKOP_MACQUIRE / LOCKOP_MRELEASE), else NULL */
     struct lockop_multi *multi;

@@ -112,6 +112,9 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_waiter_wakeups_total Parked waiters woken by a release here.\n"
                   "# TYPE redlockd_waiter_wakeups_total counter\nredlockd_waiter_wakeups_total %llu\n",
               (unsigned long long)sum_counter(a, CNT_WAKEUPS));
+    sb_printf(&b, "# HELP redlockd_handoffs_total Releases that handed the lock straight to a parked waiter.\n"
+                  "# TYPE redlockd_handoffs_total counter\nredlockd_handoffs_total %llu\n",
+              (unsigned long long)sum_counter(a, CNT_HANDOFFS));
     uint64_t cut = 0, refused = 0;
     for (size_t i = 0; i < a->nworkers; i++) {
         cut += ld(&a->workers[i]->conns_cut);

@@ -24,6 +24,7 @@ typedef struct redlock_reply {
     uint64_t fence;      /* the master's fencing counter F(name), 0 if none */
     int64_t pttl;        /* remaining ttl of the key in ms; -1 no expiry, -2 no key */
     int raised;          /* acquire: the master acknowledged F >= token */
+    int released;        /* handoff: the old lease held the key, the new one has it now */
     int64_t rtt_us;      /* time from the round's start to this reply */
     uint8_t value_len;   /* inspect: the value the key holds (never shown) */
     int has_value;

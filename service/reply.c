@@ -20,17 +20,21 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
 {
     long long a = 0, b = 0, c = 0;
     out->has_value = 0;
+    out->released = 0;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         fail(out);
         return;
     }
     switch (script) {
     case SCRIPT_ACQUIRE:
+    case SCRIPT_HANDOFF:
         if (r->type != REDIS_REPLY_ARRAY || !int_at(r, 0, &a))
             break;
-        if ((a == 1 || a == 2) && r->elements == 2 && int_at(r, 1, &b) && b >= 0) {
+        if ((a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) && r->elements == 2 &&
+            int_at(r, 1, &b) && b >= 0) {
             out->state = RL_SLOT_OK;
             out->fence = (uint64_t)b;
+            out->released = a == 3;
             return;
         }
         if (a == 0 && r->elements == 3 && int_at(r, 1, &b) && int_at(r, 2, &c) && c >= 0) {

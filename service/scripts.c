@@ -59,6 +59,20 @@
     "  return {v, redis.call('PTTL', key), tonumber(redis.call('GET', fkey) or '0')}\n" \
     "end"
 
+/* A release that hands the lock straight to the next waiter: where the old lease
+ * holds the key, the new one replaces it ({3, F} after INCR); elsewhere it is the
+ * acquire above for the new lease.  One operation instead of a release and then an
+ * acquire, and the lock is never free in between for another to take. */
+#define FN_HANDOFF                                                                   \
+    "function(key, fkey, old, lease, ttl)\n"                                         \
+    "  if redis.call('GET', key) == old then\n"                                       \
+    "    redis.call('SET', key, lease, 'PX', ttl)\n"                                  \
+    "    return {3, redis.call('INCR', fkey)}\n"                                      \
+    "  end\n"                                                                         \
+    "  local acquire = " FN_ACQUIRE "\n"                                              \
+    "  return acquire(key, fkey, lease, ttl)\n"                                       \
+    "end"
+
 #define ALONE(fn) "local f = " fn "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
 
 static const char *const sources[SCRIPT__COUNT] = {
@@ -67,6 +81,7 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_RELEASE] = ALONE(FN_RELEASE),
     [SCRIPT_EXTEND] = ALONE(FN_EXTEND),
     [SCRIPT_INSPECT] = ALONE(FN_INSPECT),
+    [SCRIPT_HANDOFF] = ALONE(FN_HANDOFF),
     /* ARGV: for each operation its code (scripts.h) then its arguments; KEYS: each
      * operation's keys in the same order.  Every operation runs under pcall, so one
      * that fails (a foreign key of the wrong type, say) answers with its own error
@@ -78,6 +93,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  r = {1, 3, " FN_RELEASE "},\n"
         "  e = {2, 2, " FN_EXTEND "},\n"
         "  i = {2, 0, " FN_INSPECT "},\n"
+        "  h = {2, 3, " FN_HANDOFF "},\n"
         "}\n"
         "local r, k, i, n = {}, 1, 1, #ARGV\n"
         "while i <= n do\n"
@@ -176,7 +192,7 @@ char script_batch_code(int id, int nkeys, int nargs)
     } shapes[SCRIPT__COUNT] = {
         [SCRIPT_ACQUIRE] = {'a', 2, 2}, [SCRIPT_RAISE] = {'f', 1, 1},
         [SCRIPT_RELEASE] = {'r', 1, 3}, [SCRIPT_EXTEND] = {'e', 2, 2},
-        [SCRIPT_INSPECT] = {'i', 2, 0},
+        [SCRIPT_INSPECT] = {'i', 2, 0}, [SCRIPT_HANDOFF] = {'h', 2, 3},
     };
     if (id < 0 || id >= SCRIPT__COUNT || shapes[id].nkeys != nkeys || shapes[id].nargs != nargs)
         return 0;

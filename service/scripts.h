@@ -16,6 +16,8 @@ enum script_id {
                          * -> {1, f1..fn} | {0, pttl (longest held), f1..fn} */
     SCRIPT_MRAISE,      /* KEYS fence1..n; ARGV t1..tn -> {F1..Fn} after max(F, t) */
     SCRIPT_MRELEASE,    /* KEYS set; ARGV lease, key prefix, origin -> {1|0, "name1\nname2..."} */
+    SCRIPT_HANDOFF,     /* KEYS lock, fence; ARGV old lease, new lease, ttl -> {3,F} old replaced
+                         * by new | else as SCRIPT_ACQUIRE for the new lease */
     SCRIPT_BATCH,       /* many single-name operations in one call (master.c batches each
                          * loop pass's): ARGV code1, args1..., code2, args2...; KEYS keys1...,
                          * keys2... -> {reply1, reply2, ...}, each as its own script answers */

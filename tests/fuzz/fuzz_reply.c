@@ -45,8 +45,9 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
     int arr = r->type == REDIS_REPLY_ARRAY;
     switch (script) {
     case SCRIPT_ACQUIRE:
-        if (arr && r->elements == 2 && is_int(r, 0, &a) && (a == 1 || a == 2) &&
-            is_int(r, 1, &b) && b >= 0) {
+    case SCRIPT_HANDOFF:
+        if (arr && r->elements == 2 && is_int(r, 0, &a) &&
+            (a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) && is_int(r, 1, &b) && b >= 0) {
             *fence = (uint64_t)b;
             return RL_SLOT_OK;
         }
@@ -101,13 +102,18 @@ static void check(int script, const redisReply *r)
     if (out.state != want)
         abort();
     int has_fence = script == SCRIPT_ACQUIRE || script == SCRIPT_RAISE || script == SCRIPT_EXTEND ||
-                    script == SCRIPT_INSPECT; /* release and ping leave it alone */
+                    script == SCRIPT_INSPECT || script == SCRIPT_HANDOFF; /* release, ping: no */
     if (want != RL_SLOT_FAILED && has_fence && out.fence != fence)
         abort();
     if ((script == SCRIPT_INSPECT && want == RL_SLOT_OK) ||
-        (script == SCRIPT_ACQUIRE && want == RL_SLOT_REFUSED))
+        ((script == SCRIPT_ACQUIRE || script == SCRIPT_HANDOFF) && want == RL_SLOT_REFUSED))
         if (out.pttl != pttl)
             abort();
+    /* Only a handoff that replaced the old lease ({3, F}) counts as a release. */
+    long long code;
+    int want_released = script == SCRIPT_HANDOFF && want == RL_SLOT_OK && is_int(r, 0, &code) && code == 3;
+    if (out.released != want_released)
+        abort();
     int want_value = script == SCRIPT_INSPECT && want == RL_SLOT_OK &&
                      r->element[0]->type == REDIS_REPLY_STRING;
     if (out.has_value != want_value)
@@ -142,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const int scripts[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE, SCRIPT_EXTEND,
                                   SCRIPT_INSPECT, SCRIPT_MARKER,  SCRIPT_PING,    SCRIPT__COUNT,
-                                  -1,             SCRIPT_PING + 1};
+                                  -1,             SCRIPT_PING + 1, SCRIPT_HANDOFF};
     const size_t nscripts = sizeof scripts / sizeof scripts[0];
     if (huge_multibulk(data, size))
         return 0;

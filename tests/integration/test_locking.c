@@ -639,3 +639,73 @@ Test(locking, waiters_are_served_in_arrival_order_across_connections)
         cr_assert_eq(w[i].order, i, "waiter %d was served %d-th: not in arrival order", i, w[i].order);
     }
 }
+
+/* ---- handoff: a release with a parked waiter hands the lock straight over ---- */
+
+static unsigned long long metric_one(const char *metric)
+{
+    h_resp r;
+    h_http(&C, "GET", "/metrics", NULL, &r);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", metric);
+    const char *p = strstr(r.body, key);
+    unsigned long long v = p ? strtoull(p + strlen(key), NULL, 10) : 0;
+    h_resp_free(&r);
+    return v;
+}
+
+Test(locking, release_hands_the_lock_to_the_parked_waiter)
+{
+    h_require_local(&C); /* reads this service's counters */
+    char lease[200];
+    long long t1;
+    cr_assert_eq(h_acquire(&C, "hand.over", "ttl_ms=30000", lease, sizeof lease, &t1), 201);
+    unsigned long long before = metric_one("redlockd_handoffs_total");
+    struct waiter w = {C.svc.url, "/locks/hand.over?wait_ms=20000&ttl_ms=30000", 0, 0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_main, &w);
+    long one = 1;
+    cr_assert(h_wait_until(parked, &one, 5000), "the waiter parks");
+    cr_assert_eq(h_release(&C, "hand.over", lease), 200);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.status, 201);
+    cr_assert_gt(w.token, t1, "the waiter's token is above the holder's");
+    cr_assert_eq(metric_one("redlockd_handoffs_total"), before + 1, "one round did both");
+    /* The old lease is gone everywhere: it neither extends nor releases again. */
+    char body[300];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+    h_resp r;
+    h_http(&C, "PATCH", "/locks/hand.over", body, &r);
+    cr_assert_eq(r.status, 404, "%s", r.body);
+    h_resp_free(&r);
+    cr_assert_eq(h_release(&C, "hand.over", lease), 404);
+    h_http(&C, "GET", "/locks/hand.over", NULL, &r);
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(h_int(&r, "fencing_token"), w.token);
+    cr_assert(json_is_true(json_object_get(r.json, "held")));
+    h_resp_free(&r);
+}
+
+Test(locking, release_with_a_wrong_lease_hands_nothing_over)
+{
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "hand.wrong", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
+    struct waiter w = {C.svc.url, "/locks/hand.wrong?wait_ms=20000&ttl_ms=30000", 0, 0, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_main, &w);
+    long one = 1;
+    cr_assert(h_wait_until(parked, &one, 5000), "the waiter parks");
+    cr_assert_eq(h_release(&C, "hand.wrong", "not-the-lease-of-anybody-0123456"), 404);
+    /* The holder still holds it, and the waiter still waits. */
+    char body[300];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":30000}", lease);
+    h_resp r;
+    h_http(&C, "PATCH", "/locks/hand.wrong", body, &r);
+    cr_assert_eq(r.status, 200, "the holder extends: %s", r.body);
+    h_resp_free(&r);
+    cr_assert(h_wait_until(parked, &one, 5000), "the waiter is parked again");
+    cr_assert_eq(__atomic_load_n(&w.status, __ATOMIC_SEQ_CST), 0, "no grant to the waiter");
+    cr_assert_eq(h_release(&C, "hand.wrong", lease), 200);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.status, 201);
+}

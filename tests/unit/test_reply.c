@@ -33,6 +33,7 @@ static redlock_reply decode(int script, const char *bytes, size_t len)
     memset(&out, 0, sizeof out);
     out.state = RL_SLOT_PENDING;
     out.has_value = 1;
+    out.released = 1;
     reply_decode(script, r, &out);
     freeReplyObject(r);
     return out;
@@ -61,6 +62,15 @@ ParameterizedTestParameters(reply, script_reply_table)
     static struct reply_case cases[] = {
         /* acquire: {1,F} new, {2,F} same lease, {0,pttl,F} taken */
         RF(SCRIPT_ACQUIRE, "*2\r\n:1\r\n:7\r\n", OK, 7),
+        /* handoff: {3,F} old lease replaced by the new one, else as acquire */
+        RF(SCRIPT_HANDOFF, "*2\r\n:3\r\n:8\r\n", OK, 8),
+        RF(SCRIPT_HANDOFF, "*2\r\n:1\r\n:8\r\n", OK, 8),
+        RF(SCRIPT_HANDOFF, "*2\r\n:2\r\n:8\r\n", OK, 8),
+        RP(SCRIPT_HANDOFF, "*3\r\n:0\r\n:900\r\n:8\r\n", NO, 8, 900),
+        R(SCRIPT_HANDOFF, "*2\r\n:4\r\n:8\r\n", FAIL),
+        R(SCRIPT_HANDOFF, "*2\r\n:3\r\n:-8\r\n", FAIL),
+        R(SCRIPT_HANDOFF, "*3\r\n:3\r\n:8\r\n:8\r\n", FAIL),
+        R(SCRIPT_HANDOFF, "-ERR wrongtype\r\n", FAIL),
         RF(SCRIPT_ACQUIRE, "*2\r\n:2\r\n:7\r\n", OK, 7),
         RF(SCRIPT_ACQUIRE, "*2\r\n:1\r\n:0\r\n", OK, 0),
         RF(SCRIPT_ACQUIRE, "*2\r\n:1\r\n:9223372036854775807\r\n", OK, 9223372036854775807ULL),
@@ -281,4 +291,15 @@ Test(reply, hand_built_array_with_null_element_fails)
     memset(&out, 0, sizeof out);
     reply_decode(SCRIPT_INSPECT, &iarr, &out);
     cr_assert_eq(out.state, RL_SLOT_FAILED);
+}
+
+Test(reply, handoff_marks_only_a_replaced_lease_as_released)
+{
+    static const char three[] = "*2\r\n:3\r\n:8\r\n", one[] = "*2\r\n:1\r\n:8\r\n";
+    redlock_reply a = decode(SCRIPT_HANDOFF, three, sizeof three - 1);
+    redlock_reply b = decode(SCRIPT_HANDOFF, one, sizeof one - 1);
+    redlock_reply c = decode(SCRIPT_ACQUIRE, one, sizeof one - 1);
+    cr_assert_eq(a.released, 1);
+    cr_assert_eq(b.released, 0, "granted where the old lease was not: not a release");
+    cr_assert_eq(c.released, 0);
 }

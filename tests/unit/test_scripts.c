@@ -37,7 +37,7 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
         cr_assert_leq(found, 1, "script %d batches in one shape only", id);
         batched += found;
     }
-    cr_assert_eq(batched, 5, "acquire, raise, release, extend, inspect");
+    cr_assert_eq(batched, 6, "acquire, raise, release, extend, inspect, handoff");
     cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 2, 2), 'a');
     cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 1, 2), 0, "a wrong shape is never batched");
     cr_assert_eq(script_batch_code(SCRIPT_MACQUIRE, 3, 4), 0);
@@ -50,7 +50,8 @@ Test(scripts, each_single_operation_is_the_batched_function)
     /* The standalone script is "local f = <function>" over the same text the batch
      * table holds, so the two can never drift apart. */
     const char *batch = script_source(SCRIPT_BATCH);
-    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE, SCRIPT_RELEASE, SCRIPT_EXTEND, SCRIPT_INSPECT};
+    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE,
+                       SCRIPT_EXTEND,  SCRIPT_INSPECT, SCRIPT_HANDOFF};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
         cr_assert_eq(strncmp(s, "local f = function(", 19), 0, "script %d", ids[i]);
