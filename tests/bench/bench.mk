@@ -69,4 +69,6 @@ bench-publish:
 	$(Q)tests/bench/bench.sh publish
 
 bench-deps:
-	apt-get install -y redis-server redis-tools gnuplot-nox etcd-server jq nodejs npm
+	apt-get install -y redis-server redis-tools gnuplot-nox etcd-server jq
+	@# Node.js may come from elsewhere (its own npm then conflicts with Debian's)
+	command -v node >/dev/null && command -v npm >/dev/null || apt-get install -y nodejs npm

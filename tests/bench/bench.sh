@@ -417,6 +417,8 @@ load_line() { echo "load before/after: $LOAD0 / $(cut -d' ' -f1-3 /proc/loadavg)
 ACQ_SRC=
 REL_SRC=
 scripts_source() {
+    BATCH_SRC=
+    [[ -x $PRINTSCRIPT ]] && BATCH_SRC=$("$PRINTSCRIPT" batch 2>/dev/null)
     if [[ -x $PRINTSCRIPT ]] && ACQ_SRC=$("$PRINTSCRIPT" acquire) && REL_SRC=$("$PRINTSCRIPT" release); then
         SCRIPTS_FROM="service/scripts.c (exact)"
         return
@@ -443,7 +445,7 @@ CEIL_LEASE=LEASEleaseLEASEleaseLEASElease12
 check_scripts() {
     local p=${REDIS_PORTS[0]} a r
     a=$(redis-cli -p "$p" -n 1 eval "$ACQ_SRC" 2 ceil:check "ceil:#fence:check" "$CEIL_LEASE" 30000 | head -1)
-    r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" 1 ceil:check "$CEIL_LEASE" "ceil:#chan:check")
+    r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" 1 ceil:check "$CEIL_LEASE" "ceil:#chan:check" bench)
     redis-cli -p "$p" -n 1 flushdb >/dev/null
     if [[ $a != 1 || $r != 1 ]]; then
         die "the ceiling's script arguments no longer fit $SCRIPTS_FROM (acquire replied '$a', release '$r'): update check_scripts/ceiling_phase in $0"
@@ -503,6 +505,50 @@ ceiling_phase() {
     PHASE_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
 }
 
+# batched_phase N KIND: like ceiling_phase, but as the service sends operations:
+# SCRIPT_BATCH carrying BATCH_OPS of them per call (N operations in N/BATCH_OPS calls)
+BATCH_OPS=8
+batched_phase() {
+    local n=$1 kind=$2 p t0 t1 pids=() i=0 shas=() args=() k
+    for p in "${REDIS_PORTS[@]}"; do shas+=("$(redis-cli -p "$p" script load "$BATCH_SRC")"); done
+    for ((k = 0; k < BATCH_OPS; k++)); do
+        if [[ $kind == acquire ]]; then
+            args+=("ceil:__rand_int__" "ceil:#fence:__rand_int__")
+        else
+            args+=("ceil:__rand_int__")
+        fi
+    done
+    for ((k = 0; k < BATCH_OPS; k++)); do
+        if [[ $kind == acquire ]]; then args+=(a "$CEIL_LEASE" 30000); else args+=(r "$CEIL_LEASE" "ceil:#chan:x" bench); fi
+    done
+    local nk=$BATCH_OPS
+    [[ $kind == acquire ]] && nk=$((2 * BATCH_OPS))
+    t0=$(date +%s%N)
+    for p in "${REDIS_PORTS[@]}"; do
+        timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P 4 -n "$((n / BATCH_OPS))" -r "$n" --csv \
+            evalsha "${shas[$i]}" "$nk" "${args[@]}" >"$TMP/rbb-$kind-$i.csv" 2>&1 &
+        pids+=($!)
+        i=$((i + 1))
+    done
+    for p in "${pids[@]}"; do wait "$p" || die "redis-benchmark (batched) failed: $(cat "$TMP"/rbb-"$kind"-*.csv)"; done
+    t1=$(date +%s%N)
+    PHASE_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+}
+
+# ceiling_batched N: sets CEIL_OUT to "cycles/s redis-us-per-cycle" with batched calls
+ceiling_batched() {
+    local n=$1 ta tr c0 c1 p
+    c0=$(cpu_ticks "${REDIS_PIDS[@]}")
+    batched_phase "$n" acquire
+    ta=$PHASE_SECS
+    batched_phase "$n" release
+    tr=$PHASE_SECS
+    c1=$(cpu_ticks "${REDIS_PIDS[@]}")
+    for p in "${REDIS_PORTS[@]}"; do redis-cli -p "$p" -n 1 flushdb >/dev/null; done
+    CEIL_OUT=$(awk -v n="$n" -v a="$ta" -v r="$tr" -v c0="$c0" -v c1="$c1" -v hz="$HZ" \
+        'BEGIN { printf "%.0f %.1f", n / (a + r), (c1 - c0) / hz * 1e6 / n }')
+}
+
 # ceiling N PIPELINE: sets CEIL_OUT to "cycles/s acquires/s releases/s
 # acquire-success-% release-hit-%" for acquire then release on every master
 CEIL_OUT=
@@ -530,6 +576,8 @@ CEIL_RUNS_P=()
 CEIL_RUNS_1=()
 CEIL_US_P=()
 CEIL_US_1=()
+CEIL_RUNS_B=()
+CEIL_US_B=()
 # ceiling_run RUN: one measurement of both ceilings, right after that run's
 # loadgen points so that service and ceiling see the same machine load
 ceiling_run() {
@@ -545,7 +593,14 @@ ceiling_run() {
     read -r c1 a1 r1 ok hit u1 <<<"$CEIL_OUT"
     ceiling "$((REDIS_N / 5))" 1
     read -r c2 _ _ _ _ u2 <<<"$CEIL_OUT"
-    echo "  run $1 ceiling: pipelined (-P $REDIS_PIPE -c $REDIS_CLIENTS) $c1 cycles/s, Redis CPU $u1 us/cycle (acquire $a1/s, release $r1/s per master; $ok% of acquires free, $hit% of releases found their key); one command per write (-P 1) $c2 cycles/s, $u2 us/cycle  load $(cut -d' ' -f1-3 /proc/loadavg)"
+    local c3=0 u3=0
+    if [[ -n $BATCH_SRC ]]; then
+        ceiling_batched "$REDIS_N"
+        read -r c3 u3 <<<"$CEIL_OUT"
+    fi
+    CEIL_RUNS_B+=("$c3")
+    CEIL_US_B+=("$u3")
+    echo "  run $1 ceiling: pipelined (-P $REDIS_PIPE -c $REDIS_CLIENTS) $c1 cycles/s, Redis CPU $u1 us/cycle (acquire $a1/s, release $r1/s per master; $ok% of acquires free, $hit% of releases found their key); one command per write (-P 1) $c2 cycles/s, $u2 us/cycle; batched $BATCH_OPS operations per call, as the service sends them, $c3 cycles/s, $u3 us/cycle  load $(cut -d' ' -f1-3 /proc/loadavg)"
     CEIL_RUNS_P+=("$c1")
     CEIL_RUNS_1+=("$c2")
     CEIL_US_P+=("$u1")
@@ -560,10 +615,12 @@ ceiling_summary() {
     CEIL_1=$(median "${CEIL_RUNS_1[@]}")
     CEIL_UP=$(median "${CEIL_US_P[@]}")
     CEIL_U1=$(median "${CEIL_US_1[@]}")
+    CEIL_B=$(median "${CEIL_RUNS_B[@]}")
+    CEIL_UB=$(median "${CEIL_US_B[@]}")
     # what Redis alone could do with every core of the machine, at the pipelined cost
     CEIL_CPU=$(awk -v u="$CEIL_UP" -v c="$(nproc)" 'BEGIN { if (u > 0) printf "%.0f", c * 1e6 / u; else print 0 }')
-    printf 'pipelined\t%s\nunpipelined\t%s\nredis_us_per_cycle_pipelined\t%s\nredis_us_per_cycle_unpipelined\t%s\ncpu_bound\t%s\nscripts\t%s\n' \
-        "$CEIL_P" "$CEIL_1" "$CEIL_UP" "$CEIL_U1" "$CEIL_CPU" "$SCRIPTS_FROM" >"$OUT/ceiling.tsv"
+    printf 'pipelined\t%s\nunpipelined\t%s\nbatched\t%s\nredis_us_per_cycle_pipelined\t%s\nredis_us_per_cycle_unpipelined\t%s\nredis_us_per_cycle_batched\t%s\ncpu_bound\t%s\nscripts\t%s\n' \
+        "$CEIL_P" "$CEIL_1" "$CEIL_B" "$CEIL_UP" "$CEIL_U1" "$CEIL_UB" "$CEIL_CPU" "$SCRIPTS_FROM" >"$OUT/ceiling.tsv"
 }
 
 # ---------------------------------------------------------------- service
@@ -656,7 +713,7 @@ report_service() {
             echo "http floor (fixed JSON, no Redis) c=$v: $(col cycles_per_s http-floor cycle "$v") cycles/s, acq p50/p99 $(col acq_p50_ms http-floor cycle "$v")/$(col acq_p99_ms http-floor cycle "$v") ms, loadgen cpu $(col loadgen_cpu http-floor cycle "$v") cores"
         done
     fi
-    echo "raw-Redis ceiling ($SCRIPTS_FROM): pipelined $CEIL_P cycles/s, one command per write $CEIL_1 cycles/s"
+    echo "raw-Redis ceiling ($SCRIPTS_FROM): pipelined $CEIL_P cycles/s, one command per write $CEIL_1 cycles/s, batched $BATCH_OPS per call $CEIL_B cycles/s (Redis CPU per cycle: $CEIL_UP / $CEIL_U1 / $CEIL_UB us)"
     echo "Redis CPU per cycle (5 masters): pipelined ceiling $CEIL_UP us, one command per write $CEIL_U1 us, redlockd at c=$c $(redis_us redlockd cycle "$c") us; all $(nproc) cores for Redis at the pipelined cost: $CEIL_CPU cycles/s"
     echo "redlockd c=$c / pipelined ceiling: $(ratio "$(col cycles_per_s redlockd cycle "$c")" "$CEIL_P") (medians); run by run: $(same_run_ratios "$c")"
     local det
@@ -791,7 +848,7 @@ markdown_service() {
     echo
     echo "Safety checks on the one-name points (all runs): contention $(col safety redlockd contention "$c"); handoff $(col safety redlockd handoff "$c")."
     echo
-    echo "Raw-Redis ceiling (redis-benchmark, EVALSHA of the scripts from $SCRIPTS_FROM, all masters at once): pipelined $CEIL_P cycles/s, one command per write $CEIL_1 cycles/s. Redis CPU per cycle (all masters): pipelined ceiling $CEIL_UP us, one command per write $CEIL_U1 us, redlockd at c=$HOT_CONNS $(redis_us redlockd cycle "$HOT_CONNS") us; with all $(nproc) cores, Redis at the pipelined cost would do $CEIL_CPU cycles/s. Run by run (ceiling, redlockd c=$HOT_CONNS / ceiling): $(awk -F'\t' '{ printf "%s%s", (NR > 1 ? ", " : ""), $2 }' "$OUT/ceiling-runs.tsv"); $(same_run_ratios "$HOT_CONNS")."
+    echo "Raw-Redis ceiling (redis-benchmark, EVALSHA of the scripts from $SCRIPTS_FROM, all masters at once): pipelined $CEIL_P cycles/s, one command per write $CEIL_1 cycles/s, batched $BATCH_OPS operations per call (as the service sends them) $CEIL_B cycles/s. Redis CPU per cycle (all masters): pipelined ceiling $CEIL_UP us, one command per write $CEIL_U1 us, batched $CEIL_UB us, redlockd at c=$HOT_CONNS $(redis_us redlockd cycle "$HOT_CONNS") us; with all $(nproc) cores, Redis at the pipelined cost would do $CEIL_CPU cycles/s. Run by run (ceiling, redlockd c=$HOT_CONNS / ceiling): $(awk -F'\t' '{ printf "%s%s", (NR > 1 ? ", " : ""), $2 }' "$OUT/ceiling-runs.tsv"); $(same_run_ratios "$HOT_CONNS")."
 }
 
 markdown_peers() {
