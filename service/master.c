@@ -468,8 +468,11 @@ static void batch_fail(master_conn *m)
 }
 
 static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv);
+static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv);
 static char *put_bulk(char *p, const char *s, size_t n);
 static char *put_decimal(char *p, size_t v);
+
+#define CODE_BULK_LEN 7 /* "$1\r\nX\r\n": an operation's code in the batch's arguments */
 
 /* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH. */
 static void batch_send(master_conn *m)
@@ -482,14 +485,16 @@ static void batch_send(master_conn *m)
         batch_fail(m);
         return;
     }
+    int alone = b->n == 1;
+    size_t skip = alone ? CODE_BULK_LEN : 0; /* alone: its own script, without the code */
     char head[160], nk[24];
     char *p = head;
     *p++ = '*';
-    p = put_decimal(p, 3 + (size_t)o->nkeys + o->nargs);
+    p = put_decimal(p, 3 + (size_t)o->nkeys + o->nargs - (alone ? 1 : 0));
     *p++ = '\r';
     *p++ = '\n';
     p = put_bulk(p, "EVALSHA", 7);
-    p = put_bulk(p, m->sha[SCRIPT_BATCH], 40);
+    p = put_bulk(p, m->sha[alone ? o->first_script : SCRIPT_BATCH], 40);
     p = put_bulk(p, nk, (size_t)(put_decimal(nk, o->nkeys) - nk));
     size_t hl = (size_t)(p - head);
     /* The head goes in front of the keys: the keys buffer keeps room for it. */
@@ -499,16 +504,22 @@ static void batch_send(master_conn *m)
     }
     memmove(o->keys + hl, o->keys, o->keys_len);
     memcpy(o->keys, head, hl);
-    memcpy(o->keys + hl + o->keys_len, o->args, o->args_len);
-    size_t len = hl + o->keys_len + o->args_len;
+    memcpy(o->keys + hl + o->keys_len, o->args + skip, o->args_len - skip);
+    size_t len = hl + o->keys_len + o->args_len - skip;
     batch_reset(o);
-    if (redisAsyncFormattedCommand(m->ac, on_batch_reply, b, o->keys, len) != REDIS_OK) {
+    int rc = alone ? redisAsyncFormattedCommand(m->ac, on_eval_reply, b->privs[0], o->keys, len)
+                   : redisAsyncFormattedCommand(m->ac, on_batch_reply, b, o->keys, len);
+    if (rc != REDIS_OK) {
         o->cur = b; /* fail them as queued */
         batch_fail(m);
         return;
     }
-    stat_inc(&m->batches);
-    stat_add(&m->batched_ops, b->n);
+    if (alone) {
+        batch_recycle(m, b); /* the reply goes straight to its operation */
+    } else {
+        stat_inc(&m->batches);
+        stat_add(&m->batched_ops, b->n);
+    }
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();
 }
@@ -537,8 +548,8 @@ static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv)
 }
 
 /* Queue one operation for this pass's batched call.  0 or -1. */
-static int batch_add(master_conn *m, char code, int nkeys, int nargs, const char **argv,
-                     const size_t *lens, void *priv)
+static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs,
+                     const char **argv, const size_t *lens, void *priv)
 {
     master_outbatch *o = &m->out;
     if (o->cur && o->cur->n == MASTER_BATCH_MAX)
@@ -559,6 +570,7 @@ static int batch_add(master_conn *m, char code, int nkeys, int nargs, const char
         b->m = m;
         b->n = 0;
         o->cur = b;
+        o->first_script = script;
     }
     char *k = o->keys + o->keys_len, *a = o->args + o->args_len;
     for (int i = 0; i < nkeys; i++)
@@ -653,7 +665,7 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
         return -1;
     char code = script_batch_code(script, nkeys, nargs);
     if (code)
-        return batch_add(m, code, nkeys, nargs, argv, lens, priv);
+        return batch_add(m, script, code, nkeys, nargs, argv, lens, priv);
     batch_send(m); /* keep the connection's order */
     /* Formatted here, without hiredis's printf-style formatter: this is the hot path. */
     size_t need = 128;

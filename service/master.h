@@ -5,7 +5,8 @@
  *
  * Single-name operations (scripts.h: script_batch_code) queued in one loop pass leave
  * as one EVALSHA of SCRIPT_BATCH: Redis then pays one script call, one command parse
- * and one reply per pass instead of one per operation.  Each operation still runs
+ * and one reply per pass instead of one per operation.  One operation alone goes as
+ * its own script, which costs the master less than a batch of one.  Each operation still runs
  * atomically on the master and gets its own reply, exactly as if sent alone.
  *
  * Invariant: when master_eval() returns 0 the reply hook is called exactly once for
@@ -33,6 +34,7 @@ typedef struct master_outbatch {
     char *keys, *args;         /* RESP bulk strings, in order */
     size_t keys_len, keys_cap, args_len, args_cap;
     unsigned nkeys, nargs;
+    int first_script;          /* the first operation's script: sent alone when alone */
 } master_outbatch;
 
 enum master_state {
