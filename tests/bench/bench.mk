@@ -8,6 +8,8 @@
 #                       side by side with the ratios (npm ci on first use)
 #   make bench-waiters  BENCH_WAITERS=10000 requests parked on one held name: the
 #                       service's RSS and idle CPU while they wait
+#   make bench-soak     BENCH_SOAK_SECONDS=600 of c=64 cycles: the service's RSS every
+#                       10 s, flat within 5 % of the median after the first minute
 #   make bench-plot     PNG of cycles/s and acquire p99 against concurrency, from
 #                       the latest results (bench and bench-peers also plot)
 #   make bench-publish  copy the latest results (tables, raw JSON, plot) into
@@ -38,7 +40,7 @@ BENCH_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Werror -W
                  -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 BENCH_LDLIBS  := -pthread -lm
 
-.PHONY: bench bench-peers bench-waiters bench-plot bench-publish bench-loadgen bench-deps bench-selftest
+.PHONY: bench bench-peers bench-waiters bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
 
 bench-loadgen: $(BENCH_TOOLS)
 
@@ -61,6 +63,9 @@ bench-peers: $(BINDIR)/redlockd $(BENCH_TOOLS)
 
 bench-waiters: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh waiters
+
+bench-soak: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh soak
 
 bench-plot:
 	$(Q)tests/bench/bench.sh plot

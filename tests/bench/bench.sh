@@ -142,8 +142,8 @@ if [[ $WHAT == publish ]]; then
     publish
     exit 0
 fi
-[[ $WHAT == service || $WHAT == peers || $WHAT == waiters ]] ||
-    die "usage: bench.sh service|peers|waiters|plot|publish"
+[[ $WHAT == service || $WHAT == peers || $WHAT == waiters || $WHAT == soak ]] ||
+    die "usage: bench.sh service|peers|waiters|soak|plot|publish"
 
 need jq jq
 need redis-server redis-server
@@ -932,11 +932,52 @@ bench_waiters() {
     } | tee "$OUT/report.txt"
 }
 
+# soak: c=BENCH_HOT_CONNS cycles for BENCH_SOAK_SECONDS (600), the service's RSS
+# sampled every 10 s; after the first minute (pools and buffers reach their size)
+# every sample must stay within +/-5 % of the median.
+bench_soak() {
+    local secs=${BENCH_SOAK_SECONDS:-600} lg t=0 r ok
+    start_masters
+    start_service
+    header "soak: c=$HOT_CONNS cycles for $secs s; service pid $SVC_PID"
+    LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+    "$LOADGEN" -p "$SVC_PORT" -m cycle -c "$HOT_CONNS" -d "$secs" -w 0 --json --label soak >"$OUT/soak.json" &
+    lg=$!
+    PIDS+=("$lg")
+    printf 's\trss_kib\n' >"$OUT/rss.tsv"
+    while kill -0 "$lg" 2>/dev/null && ((t <= secs)); do
+        printf '%s\t%s\n' "$t" "$(rss_kib "$SVC_PID")" >>"$OUT/rss.tsv"
+        sleep 10
+        t=$((t + 10))
+    done
+    wait "$lg" || die "the load generator failed: $(head -c 400 "$OUT/soak.json")"
+    load_line >/dev/null
+    r=$(awk -F'\t' 'NR > 1 && $1 >= 60 { v[++n] = $2 } END {
+            if (n == 0) { print "no samples"; exit }
+            m = n; for (i = 1; i <= n; i++) s[i] = v[i]
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (s[j] < s[i]) { x = s[i]; s[i] = s[j]; s[j] = x }
+            med = s[int((n + 1) / 2)]; lo = s[1]; hi = s[n]
+            printf "%d samples after 60 s: median %.1f MiB, min %.1f (%+.1f %%), max %.1f (%+.1f %%)", n, med / 1024, lo / 1024, 100 * (lo - med) / med, hi / 1024, 100 * (hi - med) / med
+            if (100 * (hi - med) / med > 5 || 100 * (med - lo) / med > 5) print " -> NOT flat"; else print " -> flat within 5 %"
+        }' "$OUT/rss.tsv")
+    {
+        echo "soak: c=$HOT_CONNS, $secs s"
+        jq -r '"cycles/s \(.cycles_per_s), acquire p50/p99 \(.acquire.p50_ms)/\(.acquire.p99_ms) ms, errors \(.errors.total)"' "$OUT/soak.json"
+        echo "service RSS: $r"
+        echo "first/last sample: $(awk -F'\t' 'NR == 2 { a = $2 } END { printf "%.1f / %.1f MiB", a / 1024, $2 / 1024 }' "$OUT/rss.tsv")"
+        cat "$OUT/load.txt"
+    } | tee "$OUT/report.txt"
+}
+
 case $WHAT in
 service) bench_service ;;
 peers) bench_peers ;;
 waiters)
     bench_waiters
+    exit 0
+    ;;
+soak)
+    bench_soak
     exit 0
     ;;
 esac
