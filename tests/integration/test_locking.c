@@ -123,7 +123,11 @@ struct waiter {
     long status;
     double done_ms;
     long long token;
+    int hand_on; /* release at once when granted, noting the turn in order */
+    int order;
 };
+
+static int grant_seq; /* turns of hand_on waiters, in grant order */
 
 static void *waiter_main(void *arg)
 {
@@ -134,6 +138,17 @@ static void *waiter_main(void *arg)
     w->status = r.status;
     w->token = h_int(&r, "fencing_token");
     w->done_ms = h_now_ms();
+    if (w->hand_on && r.status == 201) {
+        w->order = __atomic_fetch_add(&grant_seq, 1, __ATOMIC_SEQ_CST);
+        char path[300];
+        snprintf(path, sizeof path, "%.*s?lease=%s", (int)strcspn(w->path, "?"), w->path,
+                 h_str(&r, "lease"));
+        h_resp d;
+        h_http_to(w->url, &curl, "DELETE", path, NULL, &d);
+        if (d.status != 200)
+            w->status = -d.status;
+        h_resp_free(&d);
+    }
     h_resp_free(&r);
     curl_easy_cleanup(curl);
     return NULL;
@@ -155,7 +170,7 @@ Test(locking, release_wakes_a_waiter_early)
     char lease[200];
     long long t1;
     cr_assert_eq(h_acquire(&C, "wait.rel", "ttl_ms=30000", lease, sizeof lease, &t1), 201);
-    struct waiter w = {C.svc.url, "/locks/wait.rel?wait_ms=20000", 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/wait.rel?wait_ms=20000", 0, 0, 0, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
@@ -234,7 +249,7 @@ Test(locking, sigterm_answers_waiters_and_exits_zero)
 {
     h_require_local(&C);
     cr_assert_eq(h_acquire(&C, "term.held", "ttl_ms=30000", NULL, 0, NULL), 201);
-    struct waiter w = {C.svc.url, "/locks/term.held?wait_ms=20000", 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/term.held?wait_ms=20000", 0, 0, 0, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
@@ -256,7 +271,7 @@ Test(locking, release_on_another_instance_wakes_a_waiter_here)
     h_service_start(&C, &b, NULL);
     char lease[200];
     cr_assert_eq(h_acquire(&C, "wait.cross", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    struct waiter w = {b.url, "/locks/wait.cross?wait_ms=20000", 0, 0, 0};
+    struct waiter w = {b.url, "/locks/wait.cross?wait_ms=20000", 0, 0, 0, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     /* Parked on instance B (its own gauge). */
@@ -585,37 +600,6 @@ Test(locking, waiters_hand_a_lock_around_without_waiting_for_expiry)
 
 #define NFIFO 8
 
-struct fifo_waiter {
-    const char *url;
-    long status;
-    int order;
-};
-
-static int fifo_seq;
-
-static void *fifo_main(void *arg)
-{
-    struct fifo_waiter *w = arg;
-    void *curl = NULL;
-    h_resp r;
-    h_http_to(w->url, &curl, "POST", "/locks/fifo.one?wait_ms=20000&ttl_ms=30000", NULL, &r);
-    w->status = r.status;
-    if (r.status == 201) {
-        /* Granted: note the turn, then hand the lock on. */
-        w->order = __atomic_fetch_add(&fifo_seq, 1, __ATOMIC_SEQ_CST);
-        char path[300];
-        snprintf(path, sizeof path, "/locks/fifo.one?lease=%s", h_str(&r, "lease"));
-        h_resp d;
-        h_http_to(w->url, &curl, "DELETE", path, NULL, &d);
-        if (d.status != 200)
-            w->status = -d.status;
-        h_resp_free(&d);
-    }
-    h_resp_free(&r);
-    curl_easy_cleanup(curl);
-    return NULL;
-}
-
 Test(locking, waiters_are_served_in_arrival_order_across_connections)
 {
     /* Eight waiters, each on its own connection (the service spreads connections over
@@ -623,11 +607,11 @@ Test(locking, waiters_are_served_in_arrival_order_across_connections)
      * as it has it.  One FIFO per name per instance serves them in arrival order. */
     char lease[200];
     cr_assert_eq(h_acquire(&C, "fifo.one", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    struct fifo_waiter w[NFIFO];
+    struct waiter w[NFIFO];
     pthread_t th[NFIFO];
     for (long i = 0; i < NFIFO; i++) {
-        w[i] = (struct fifo_waiter){C.svc.url, 0, -1};
-        pthread_create(&th[i], NULL, fifo_main, &w[i]);
+        w[i] = (struct waiter){C.svc.url, "/locks/fifo.one?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 1, -1};
+        pthread_create(&th[i], NULL, waiter_main, &w[i]);
         long want = i + 1;
         cr_assert(h_wait_until(parked, &want, 5000), "waiter %ld parks", i);
     }
@@ -661,7 +645,7 @@ Test(locking, release_hands_the_lock_to_the_parked_waiter)
     long long t1;
     cr_assert_eq(h_acquire(&C, "hand.over", "ttl_ms=30000", lease, sizeof lease, &t1), 201);
     unsigned long long before = metric_one("redlockd_handoffs_total");
-    struct waiter w = {C.svc.url, "/locks/hand.over?wait_ms=20000&ttl_ms=30000", 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/hand.over?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
@@ -690,7 +674,7 @@ Test(locking, release_with_a_wrong_lease_hands_nothing_over)
 {
     char lease[200];
     cr_assert_eq(h_acquire(&C, "hand.wrong", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    struct waiter w = {C.svc.url, "/locks/hand.wrong?wait_ms=20000&ttl_ms=30000", 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/hand.wrong?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
