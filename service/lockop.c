@@ -366,9 +366,13 @@ static void attempt(lockop *op)
     round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
 }
 
+static void release_resume(lockop *r);
+
 static void acquire_failed(lockop *op, rl_err err)
 {
     lockop_env *env = op->env;
+    lockop *waiting_release = op->handoff_wait;
+    op->handoff_wait = NULL;
     op->err = err;
     op->in_flight = 0;
     release_everywhere(op);
@@ -391,8 +395,10 @@ static void acquire_failed(lockop *op, rl_err err)
             delay = 0; /* released while this attempt was in flight */
         /* Park even when the lock outlives the wait: a release through this
          * instance wakes the waiter, and its deadline answers otherwise. */
-        if (park(op, delay) == 0)
+        if (park(op, delay) == 0) {
+            release_resume(waiting_release); /* parked again: hand it over now */
             return;
+        }
     }
     /* Out of time (or cannot wait): answer with this attempt's result. */
     if (err == RL_E_LOCK_HELD)
@@ -407,11 +413,14 @@ static void acquire_failed(lockop *op, rl_err err)
     if (q && next)
         waitq_arm(q, 0);
     finish(op);
+    release_resume(waiting_release);
 }
 
 static void acquire_succeeded(lockop *op)
 {
     lockop_env *env = op->env;
+    lockop *waiting_release = op->handoff_wait;
+    op->handoff_wait = NULL;
     op->err = RL_OK;
     op->in_flight = 0;
     stat_inc(&env->counters[CNT_ACQ_GRANTED]);
@@ -424,6 +433,7 @@ static void acquire_succeeded(lockop *op)
         waitq_arm(q, op->validity_ms + 1 + (int64_t)(rnd_next(env) % 10));
     }
     finish(op);
+    release_resume(waiting_release); /* the releaser's lock had gone: it answers as it will */
 }
 
 static void drop_round(lockop *op)
@@ -863,9 +873,16 @@ static int try_handoff(lockop *r)
     lockop_env *env = r->env;
     waitq *q = waitq_find(env, r->name, r->name_len);
     lockop *h = q ? q->head : NULL;
-    if (!h || h->in_flight || h->multi || h->handoff_from ||
-        h->wait_deadline_us <= clock_now_us() + 1000)
+    if (!h || h->multi || h->handoff_from || h->wait_deadline_us <= clock_now_us() + 1000)
         return 0;
+    if (h->in_flight) {
+        /* Its attempt will be refused (the lock is still the releaser's): hand over
+         * as soon as it is (acquire_failed), rather than let it retry after us. */
+        if (h->handoff_wait)
+            return 0;
+        h->handoff_wait = r;
+        return 1;
+    }
     round *rd = round_new(env->rounds, handoff_done, h);
     if (!rd)
         return 0;
@@ -919,6 +936,36 @@ static void handoff_done(round *rd)
     r->done(r);
     /* The waiter's side; if it fails, its keys are released and the name woken. */
     acquire_done(rd);
+}
+
+static void release_done(round *rd);
+
+/* A release: handed over to a parked waiter, or one plain round.  0 or -1. */
+static int release_start(lockop *op)
+{
+    lockop_env *env = op->env;
+    if (try_handoff(op))
+        return 0;
+    round *rd = round_new(env->rounds, release_done, op);
+    if (!rd)
+        return -1;
+    keybuf kb;
+    make_keys(op, &kb);
+    const char *argv[] = {kb.key, op->lease, kb.chan, env->origin};
+    size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len, env->origin_len};
+    op->rd = rd;
+    round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, round_all(env->rounds));
+    round_unref(rd);
+    return 0;
+}
+
+/* The release r waited for a waiter's attempt (try_handoff): that attempt has ended. */
+static void release_resume(lockop *r)
+{
+    if (r && release_start(r) != 0) {
+        r->err = RL_E_INTERNAL;
+        r->done(r);
+    }
 }
 
 static void release_done(round *rd)
@@ -1041,19 +1088,10 @@ void lockop_start(lockop *op)
         mrelease_send(op, rd);
         round_unref(rd);
         return;
-    case LOCKOP_RELEASE: {
-        if (try_handoff(op))
+    case LOCKOP_RELEASE:
+        if (release_start(op) == 0)
             return;
-        rd = round_new(env->rounds, release_done, op);
-        if (!rd)
-            break;
-        const char *argv[] = {kb.key, op->lease, kb.chan, env->origin};
-        size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len, env->origin_len};
-        op->rd = rd;
-        round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, round_all(env->rounds));
-        round_unref(rd);
-        return;
-    }
+        break;
     case LOCKOP_EXTEND: {
         rd = round_new(env->rounds, extend_done, op);
         if (!rd)

@@ -88,6 +88,7 @@ struct lockop {
     uint32_t epoch;             /* releases of its name(s) seen when the attempt was sent */
     int partial;                /* the failed attempt was granted by some masters */
     lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
+    lockop *handoff_wait;       /* a release waiting for this head's attempt to end */
     int waiting;                /* counted in env->waiting */
     /* multi-name locks (LOCKOP_MACQUIRE / LOCKOP_MRELEASE), else NULL */
     struct lockop_multi *multi;
