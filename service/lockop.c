@@ -299,6 +299,15 @@ void lockop_env_flush_waiters(lockop_env *env)
     }
 }
 
+/* op no longer counts in its worker's env->waiting (see worker_start_op). */
+static void stop_waiting(lockop *op)
+{
+    if (op->waiting) {
+        op->waiting = 0;
+        __atomic_fetch_sub(&op->env->waiting, 1, __ATOMIC_RELAXED);
+    }
+}
+
 static void on_wait_timer(loop_timer *t)
 {
     lockop *op = container_of(t, lockop, wait_timer);
@@ -314,10 +323,7 @@ static void on_wait_timer(loop_timer *t)
         if (op->in_flight)
             return; /* the round in flight will answer */
     }
-    if (op->waiting) {
-        op->waiting = 0;
-        __atomic_fetch_sub(&op->env->waiting, 1, __ATOMIC_RELAXED);
-    }
+    stop_waiting(op);
     op->done(op);
 }
 
@@ -329,10 +335,18 @@ static void raise_done(round *rd);
 static void attempt_multi(lockop *op, round *rd);
 static void macquire_done(round *rd);
 
+/* op's attempt goes out in rd (an acquire round, or a handoff). */
+static void attempt_begin(lockop *op, round *rd)
+{
+    op->release_mask = ~(uint64_t)0; /* until the round says who refused */
+    op->epoch = op_epoch(op);
+    op->attempts++;
+    op->in_flight = 1;
+    op->rd = rd;
+}
+
 static void attempt(lockop *op)
 {
-    op->release_mask = ~(uint64_t)0; /* until a round says who refused */
-    op->epoch = op_epoch(op);
     if (op->multi) {
         round *mr = round_new(op->env->rounds, macquire_done, op);
         if (!mr) {
@@ -341,9 +355,7 @@ static void attempt(lockop *op)
             finish(op);
             return;
         }
-        op->attempts++;
-        op->in_flight = 1;
-        op->rd = mr;
+        attempt_begin(op, mr);
         attempt_multi(op, mr);
         return;
     }
@@ -360,9 +372,7 @@ static void attempt(lockop *op)
         finish(op);
         return;
     }
-    op->attempts++;
-    op->in_flight = 1;
-    op->rd = rd;
+    attempt_begin(op, rd);
     round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
 }
 
@@ -553,20 +563,13 @@ static void raise_done(round *rr)
 
 void lockop_fini_rounds(lockop *op)
 {
-    if (op->waiting) {
-        op->waiting = 0;
-        __atomic_fetch_sub(&op->env->waiting, 1, __ATOMIC_RELAXED);
-    }
+    stop_waiting(op);
     drop_round(op);
 }
 
 void lockop_fini(lockop *op)
 {
-    if (op->waiting) {
-        op->waiting = 0;
-        __atomic_fetch_sub(&op->env->waiting, 1, __ATOMIC_RELAXED);
-    }
-    drop_round(op);
+    lockop_fini_rounds(op);
     if (op->multi) {
         free(op->multi->fences);
         free(op->multi);
@@ -860,14 +863,14 @@ static void mrelease_done(round *rd)
 
 /* ---- release / extend / inspect / ready ---- */
 
+static void handoff_done(round *rd);
+
 /* A release through the worker that keeps the name's waiters, with a waiter parked:
  * one round replaces the old lease by the head waiter's on every master that has the
  * old one (SCRIPT_HANDOFF), and acquires for it elsewhere.  The release is judged by
  * the masters that had the old lease, the waiter's grant as any acquire (quorum,
  * validity, fencing).  The round waits for every master, so both verdicts are
- * complete.  Returns 1 if the release went that way. */
-static void handoff_done(round *rd);
-
+ * complete.  Returns 1 if the release went (or will go) that way. */
 static int try_handoff(lockop *r)
 {
     lockop_env *env = r->env;
@@ -893,11 +896,7 @@ static int try_handoff(lockop *r)
     int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
     const char *argv[] = {kb.key, kb.fkey, r->lease, h->lease, ttl};
     size_t lens[] = {kb.key_len, kb.fkey_len, r->lease_len, h->lease_len, (size_t)tl};
-    h->release_mask = ~(uint64_t)0;
-    h->epoch = op_epoch(h);
-    h->attempts++;
-    h->in_flight = 1;
-    h->rd = rd;
+    attempt_begin(h, rd);
     h->handoff_from = r;
     stat_inc(&env->counters[CNT_HANDOFFS]);
     round_send(rd, SCRIPT_HANDOFF, 2, 3, argv, lens, round_all(env->rounds));

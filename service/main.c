@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,7 +20,6 @@
 #include "app.h"
 #include "config.h"
 #include "jw.h"
-#include "lease.h"
 #include "log.h"
 #include "loop.h"
 #include "version.h"
@@ -205,16 +205,8 @@ static void raise_fd_limit(app *a)
  * it through pub/sub, and it skips them. */
 static int make_origin(char *out, size_t cap)
 {
-    lease_rng *rng = malloc(sizeof *rng);
     unsigned char b[8];
-    if (!rng || cap < 2 * sizeof b + 1) {
-        free(rng);
-        return -1;
-    }
-    lease_rng_init(rng);
-    int rc = lease_random(rng, b, sizeof b);
-    free(rng);
-    if (rc != 0)
+    if (cap < 2 * sizeof b + 1 || getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
         return -1;
     for (size_t i = 0; i < sizeof b; i++)
         snprintf(out + 2 * i, 3, "%02x", b[i]);

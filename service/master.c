@@ -422,7 +422,6 @@ static void reload_scripts(master_conn *m)
 
 struct master_batch {
     master_batch *next;    /* in the spare list */
-    master_conn *m;
     size_t n;
     void *privs[MASTER_BATCH_MAX];
 };
@@ -474,6 +473,20 @@ static char *put_decimal(char *p, size_t v);
 
 #define CODE_BULK_LEN 7 /* "$1\r\nX\r\n": an operation's code in the batch's arguments */
 
+/* "*<argc> EVALSHA <sha> <nkeys>" in RESP; the keys and arguments follow.  Commands
+ * are formatted here, without hiredis's printf-style formatter: this is the hot path. */
+static char *put_evalsha_head(char *p, size_t nkeys, size_t nargs, const char *sha)
+{
+    char nk[24];
+    *p++ = '*';
+    p = put_decimal(p, 3 + nkeys + nargs);
+    *p++ = '\r';
+    *p++ = '\n';
+    p = put_bulk(p, "EVALSHA", 7);
+    p = put_bulk(p, sha, 40);
+    return put_bulk(p, nk, (size_t)(put_decimal(nk, nkeys) - nk));
+}
+
 /* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH. */
 static void batch_send(master_conn *m)
 {
@@ -487,16 +500,10 @@ static void batch_send(master_conn *m)
     }
     int alone = b->n == 1;
     size_t skip = alone ? CODE_BULK_LEN : 0; /* alone: its own script, without the code */
-    char head[160], nk[24];
-    char *p = head;
-    *p++ = '*';
-    p = put_decimal(p, 3 + (size_t)o->nkeys + o->nargs - (alone ? 1 : 0));
-    *p++ = '\r';
-    *p++ = '\n';
-    p = put_bulk(p, "EVALSHA", 7);
-    p = put_bulk(p, m->sha[alone ? o->first_script : SCRIPT_BATCH], 40);
-    p = put_bulk(p, nk, (size_t)(put_decimal(nk, o->nkeys) - nk));
-    size_t hl = (size_t)(p - head);
+    char head[160];
+    size_t hl = (size_t)(put_evalsha_head(head, o->nkeys, o->nargs - (alone ? 1 : 0),
+                                          m->sha[alone ? o->first_script : SCRIPT_BATCH]) -
+                         head);
     /* The head goes in front of the keys: the keys buffer keeps room for it. */
     if (grow(&o->keys, &o->keys_cap, hl + o->keys_len + o->args_len) != 0) {
         batch_fail(m);
@@ -567,7 +574,6 @@ static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs
             o->spare = b->next;
         else if (!(b = malloc(sizeof *b)))
             return -1;
-        b->m = m;
         b->n = 0;
         o->cur = b;
         o->first_script = script;
@@ -667,7 +673,6 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     if (code)
         return batch_add(m, script, code, nkeys, nargs, argv, lens, priv);
     batch_send(m); /* keep the connection's order */
-    /* Formatted here, without hiredis's printf-style formatter: this is the hot path. */
     size_t need = 128;
     for (int i = 0; i < nkeys + nargs; i++)
         need += lens[i] + 32;
@@ -675,16 +680,7 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf)
         return -1;
-    char *p = buf;
-    *p++ = '*';
-    p = put_decimal(p, (size_t)(3 + nkeys + nargs));
-    *p++ = '\r';
-    *p++ = '\n';
-    p = put_bulk(p, "EVALSHA", 7);
-    p = put_bulk(p, m->sha[script], 40);
-    char nk[24];
-    size_t nkl = (size_t)(put_decimal(nk, (size_t)nkeys) - nk);
-    p = put_bulk(p, nk, nkl);
+    char *p = put_evalsha_head(buf, (size_t)nkeys, (size_t)nargs, m->sha[script]);
     for (int i = 0; i < nkeys + nargs; i++)
         p = put_bulk(p, argv[i], lens[i]);
     int rc = redisAsyncFormattedCommand(m->ac, on_eval_reply, priv, buf, (size_t)(p - buf));

@@ -107,8 +107,9 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     } else if (strcmp(kind->str, "message") != 0) {
         return;
     }
-    if (!confirmed && msg->type == REDIS_REPLY_STRING && s->n->origin && strlen(s->n->origin) == msg->len &&
-        memcmp(msg->str, s->n->origin, msg->len) == 0)
+    const char *origin = s->n->origin;
+    if (!confirmed && origin && msg->type == REDIS_REPLY_STRING && strlen(origin) == msg->len &&
+        memcmp(msg->str, origin, msg->len) == 0)
         return; /* released through this instance: its waiters were woken then */
     char prefix[160];
     size_t pl = (size_t)snprintf(prefix, sizeof prefix, "%s#released:", s->n->cfg->key_prefix);
