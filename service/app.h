@@ -21,8 +21,9 @@ typedef struct app {
     struct worker **workers;
     long waiters_total;          /* parked acquirers, all workers (atomic) */
     int stopping;                /* set once by main on SIGTERM/SIGINT (atomic) */
-    /* when a check that found master i marked was sent (atomic; 0: never) */
-    int64_t master_marked_at_us[CONFIG_MAX_MASTERS];
+    /* when a worker last found master i untrusted (wiped or quarantined) while it was
+     * ready: the other workers check it again at their next tick (atomic; 0: never) */
+    int64_t master_alarm_us[CONFIG_MAX_MASTERS];
     int64_t started_us;
     char origin[24];             /* this instance's random id: its own release messages */
     auth auth;                   /* bearer tokens (n == 0: open) */

@@ -112,10 +112,10 @@ int auth_load(auth *a, const char *path, char *err, size_t errlen)
     return rc;
 }
 
-rl_err auth_check(const auth *a, const char *header, const char *name, size_t name_len)
+static const auth_token *find_token(const auth *a, const char *header)
 {
     if (!header || strncmp(header, "Bearer ", 7) != 0)
-        return RL_E_UNAUTHORIZED;
+        return NULL;
     const char *given = header + 7;
     while (*given == ' ')
         given++;
@@ -127,6 +127,18 @@ rl_err auth_check(const auth *a, const char *header, const char *name, size_t na
         if (lease_equal(t->token, strlen(t->token), given, glen) && !match)
             match = t;
     }
+    return match;
+}
+
+const char *auth_scope(const auth *a, const char *header)
+{
+    const auth_token *t = find_token(a, header);
+    return t ? t->scope : NULL;
+}
+
+rl_err auth_check(const auth *a, const char *header, const char *name, size_t name_len)
+{
+    const auth_token *match = find_token(a, header);
     if (!match)
         return RL_E_UNAUTHORIZED;
     if (match->scope && name) {

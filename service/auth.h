@@ -32,4 +32,8 @@ void auth_free(auth *a);
  * (a known token whose scope does not cover name). */
 rl_err auth_check(const auth *a, const char *header, const char *name, size_t name_len);
 
+/* The scope (name prefix) of the token in header, or NULL if the token covers every
+ * name or is unknown (auth_check() has judged the header already). */
+const char *auth_scope(const auth *a, const char *header);
+
 #endif

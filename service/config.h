@@ -32,9 +32,11 @@ typedef struct config {
     int threads;
     long max_connections;  /* whole process */
     long max_waiters;      /* parked acquirers, whole process */
-    long quarantine_ms;    /* how long a master that lost its data stays out of quorums */
-    long fresh_window_ms;  /* after a new cluster is marked, a master without the marker is
-                            * a late member, not one that lost its data */
+    long quarantine_ms;    /* how long a master that restarted or lost its data stays out of
+                            * quorums (the delayed restart; default: max ttl) */
+    long retention_ms;     /* a fencing counter unused this long expires (>= max ttl) */
+    int trust_fsync_always; /* 1: a restarted master whose config is AOF with appendfsync
+                             * always rejoins without the delay (still repaired) */
     long header_timeout_ms; /* a request header must arrive within this (slow clients) */
     char auth_tokens_file[512]; /* empty: no authentication */
     int auth_probes;       /* 1: /readyz and /metrics need a token too */

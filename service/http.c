@@ -291,6 +291,9 @@ static int h_mrelease(http_req *r)
     if (e != RL_OK)
         return reply_error(r, e, msg, NULL), REPLIED;
     lockop_init(&r->op, &r->w->ops, LOCKOP_MRELEASE, "", 0, op_done, r);
+    if (r->w->app->auth.n) /* every name of the set must be in the token's scope */
+        r->op.scope = auth_scope(&r->w->app->auth, MHD_lookup_connection_value(
+                                     r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
     r->op.lease_len = strlen(r->params.lease);
     memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
     if (lockop_set_multi(&r->op, NULL, NULL, 0) != 0)
@@ -320,6 +323,10 @@ static void masters_json(http_req *r, jw *j, const redlock_reply *replies)
         jw_key_str(j, "address", m->cfg->address);
         jw_key_bool(j, "ok", ok);
         jw_key_str(j, "state", master_state_name(m->state));
+        if (m->state == MASTER_QUARANTINED) {
+            int64_t left = (m->quarantine_until_us - clock_now_us()) / 1000;
+            jw_key_int(j, "quarantine_remaining_ms", left > 0 ? left : 0);
+        }
         if (replies && replies[i].state == RL_SLOT_FAILED)
             jw_raw_fields(j, "\"latency_ms\":null");
         else
@@ -349,6 +356,18 @@ static int h_healthz(http_req *r)
         ok += master_usable(&r->w->masters[i]);
     health_reply(r, 200, ok, NULL);
     return REPLIED;
+}
+
+static int all_workers_have_quorum(const app *a, size_t quorum)
+{
+    for (size_t i = 0; i < a->nworkers; i++) {
+        size_t ready = 0;
+        for (size_t m = 0; m < a->cfg.n_masters; m++)
+            ready += __atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED) == MASTER_READY;
+        if (ready < quorum)
+            return 0;
+    }
+    return 1;
 }
 
 static int h_readyz(http_req *r)
@@ -394,7 +413,12 @@ static void op_done(lockop *op)
     jw j;
     jw_init(&j, buf, sizeof buf);
     if (op->kind == LOCKOP_READY) {
-        health_reply(r, op->err == RL_OK ? 200 : 503, op->nodes_ok, op->rd ? op->rd->replies : NULL);
+        /* Ready only when every worker has a quorum of trusted masters: a request may
+         * land on any of them. */
+        size_t ok = op->nodes_ok;
+        if (ok >= r->w->rounds.quorum && !all_workers_have_quorum(r->w->app, r->w->rounds.quorum))
+            ok = r->w->rounds.quorum - 1;
+        health_reply(r, ok >= r->w->rounds.quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
         lockop_fini(op);
     } else if (op->err == RL_OK && op->multi) {
         char big[16384];

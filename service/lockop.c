@@ -160,8 +160,9 @@ static void release_everywhere(lockop *op)
     }
     keybuf kb;
     make_keys(op, &kb);
-    const char *argv[] = {kb.key, op->lease, kb.chan, op->env->origin};
-    size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len, op->env->origin_len};
+    /* The exact value: a retry with the same lease that adopted a key keeps it. */
+    const char *argv[] = {kb.key, op->value, kb.chan, op->env->origin};
+    size_t lens[] = {kb.key_len, op->value_len, kb.chan_len, op->env->origin_len};
     round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, mask);
     round_unref(rd);
 }
@@ -335,9 +336,18 @@ static void raise_done(round *rd);
 static void attempt_multi(lockop *op, round *rd);
 static void macquire_done(round *rd);
 
-/* op's attempt goes out in rd (an acquire round, or a handoff). */
+/* op's attempt goes out in rd (an acquire round, or a handoff), writing its own
+ * value: the lease and a tag no other attempt has. */
 static void attempt_begin(lockop *op, round *rd)
 {
+    static const char hex[] = "0123456789abcdef";
+    uint64_t tag = ((uint64_t)rnd_next(op->env) << 32) | rnd_next(op->env);
+    memcpy(op->value, op->lease, op->lease_len);
+    op->value[op->lease_len] = '.';
+    for (int i = 0; i < 16; i++)
+        op->value[op->lease_len + 1 + i] = hex[(tag >> (60 - 4 * i)) & 15];
+    op->value_len = op->lease_len + 17;
+    op->value[op->value_len] = '\0';
     op->release_mask = ~(uint64_t)0; /* until the round says who refused */
     op->epoch = op_epoch(op);
     op->attempts++;
@@ -359,12 +369,6 @@ static void attempt(lockop *op)
         attempt_multi(op, mr);
         return;
     }
-    keybuf kb;
-    make_keys(op, &kb);
-    char ttl[24];
-    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    const char *argv[] = {kb.key, kb.fkey, op->lease, ttl};
-    size_t lens[] = {kb.key_len, kb.fkey_len, op->lease_len, (size_t)tl};
     round *rd = round_new(op->env->rounds, acquire_done, op);
     if (!rd) {
         op->err = RL_E_INTERNAL;
@@ -373,6 +377,12 @@ static void attempt(lockop *op)
         return;
     }
     attempt_begin(op, rd);
+    keybuf kb;
+    make_keys(op, &kb);
+    char ttl[24];
+    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+    const char *argv[] = {kb.key, kb.fkey, op->value, ttl};
+    size_t lens[] = {kb.key_len, kb.fkey_len, op->value_len, (size_t)tl};
     round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
 }
 
@@ -617,6 +627,8 @@ static void multi_decode(round *rd, size_t i, const struct redisReply *r, redloc
             rep->element[1]->type != REDIS_REPLY_STRING)
             return;
         out->state = rep->element[0]->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+        if (rep->element[0]->integer == -1)
+            mu->out_of_scope = 1;
         if (out->state == RL_SLOT_OK && !mu->have_released_names) {
             /* "a\nb\n..." as stored at acquire time */
             const char *p = rep->element[1]->str, *end = p + rep->element[1]->len;
@@ -690,10 +702,15 @@ static void mrelease_send(lockop *op, round *rd)
     char key[512];
     size_t kl = set_key(op, key, sizeof key);
     const char *prefix = op->env->conf->key_prefix;
-    const char *argv[] = {key, op->lease, prefix, op->env->origin};
-    size_t lens[] = {kl, op->lease_len, strlen(prefix), op->env->origin_len};
-    rd->decode = op->kind == LOCKOP_MRELEASE ? multi_decode : NULL;
-    round_send(rd, SCRIPT_MRELEASE, 1, 3, argv, lens,
+    /* The client's release: by lease, within its token's scope.  A failed attempt's
+     * clean-up: only what that attempt wrote (its exact value). */
+    int user = op->kind == LOCKOP_MRELEASE;
+    const char *scope = user && op->scope ? op->scope : "";
+    const char *argv[] = {key, user ? op->lease : op->value, prefix, op->env->origin, scope};
+    size_t lens[] = {kl, user ? op->lease_len : op->value_len, strlen(prefix), op->env->origin_len,
+                     strlen(scope)};
+    rd->decode = user ? multi_decode : NULL;
+    round_send(rd, SCRIPT_MRELEASE, 1, 4, argv, lens,
                op->kind == LOCKOP_MRELEASE ? round_all(op->env->rounds)
                                            : op->release_mask & round_all(op->env->rounds));
 }
@@ -732,7 +749,7 @@ static void attempt_multi(lockop *op, round *rd)
         jl += mu->lens[j];
         joined[jl++] = '\n';
     }
-    mk->argv[a] = op->lease; mk->lens[a++] = op->lease_len;
+    mk->argv[a] = op->value; mk->lens[a++] = op->value_len;
     mk->argv[a] = ttl; mk->lens[a++] = (size_t)snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
     mk->argv[a] = cnt; mk->lens[a++] = (size_t)snprintf(cnt, sizeof cnt, "%zu", n);
     mk->argv[a] = joined; mk->lens[a++] = jl;
@@ -843,7 +860,11 @@ static void mrelease_done(round *rd)
     redlock_tally_of(rd->replies, rd->env->n, &t);
     op->nodes_ok = t.ok + t.refused;
     op->rd = NULL;
-    if (rd->decision == RL_DECIDE_QUORUM) {
+    if (op->multi->out_of_scope) {
+        /* A name of the set is outside the token's scope: the masters released
+         * nothing (each holds the same set and refuses it whole). */
+        op->err = RL_E_FORBIDDEN;
+    } else if (rd->decision == RL_DECIDE_QUORUM) {
         op->err = RL_OK;
         stat_inc(&op->env->counters[CNT_REL_OK]);
         for (size_t j = 0; j < op->multi->n; j++) {
@@ -890,13 +911,13 @@ static int try_handoff(lockop *r)
     if (!rd)
         return 0;
     rd->wait_all = 1;
+    attempt_begin(h, rd);
     keybuf kb;
     make_keys(h, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
-    const char *argv[] = {kb.key, kb.fkey, r->lease, h->lease, ttl};
-    size_t lens[] = {kb.key_len, kb.fkey_len, r->lease_len, h->lease_len, (size_t)tl};
-    attempt_begin(h, rd);
+    const char *argv[] = {kb.key, kb.fkey, r->lease, h->value, ttl};
+    size_t lens[] = {kb.key_len, kb.fkey_len, r->lease_len, h->value_len, (size_t)tl};
     h->handoff_from = r;
     stat_inc(&env->counters[CNT_HANDOFFS]);
     round_send(rd, SCRIPT_HANDOFF, 2, 3, argv, lens, round_all(env->rounds));

@@ -68,6 +68,7 @@ struct lockop {
     char lease[LEASE_MAX_LEN + 1];
     size_t lease_len;
     long ttl_ms;
+    const char *scope;          /* MRELEASE: a name prefix every name must have (NULL: any) */
     int64_t start_us;
     int64_t wait_deadline_us;   /* 0: no waiting */
     /* output */
@@ -86,6 +87,9 @@ struct lockop {
     int in_flight;              /* a round for this op is under way */
     uint64_t release_mask;      /* after a failed acquire: masters that may hold the key */
     uint32_t epoch;             /* releases of its name(s) seen when the attempt was sent */
+    char value[LEASE_MAX_LEN + 18]; /* "<lease>.<tag>": what this attempt writes; its
+                                 * clean-up deletes only keys holding exactly this */
+    size_t value_len;
     int partial;                /* the failed attempt was granted by some masters */
     lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
     lockop *handoff_wait;       /* a release waiting for this head's attempt to end */
@@ -109,6 +113,7 @@ typedef struct lockop_multi {
     uint64_t tokens[LOCKOP_MULTI_MAX];
     uint64_t *fences;           /* [master * n + name] */
     int have_released_names;    /* MRELEASE: names[] filled from a master's reply */
+    int out_of_scope;           /* MRELEASE: a master said a name is outside op->scope */
 } lockop_multi;
 
 /* The hash names are kept under (also how worker.c picks the worker that keeps a

@@ -83,9 +83,8 @@ static void on_io(loop_io *io, uint32_t events)
         redisAsyncHandleWrite(m->ac);
 }
 
-void master_flush(master_conn *m, int flushing_phase)
+void master_flush(master_conn *m)
 {
-    (void)flushing_phase;
     if (!m->dirty)
         return;
     batch_send(m); /* while dirty: hiredis's add_write needs nothing more */
@@ -183,51 +182,51 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
     handshake_step_done(m);
 }
 
-static int64_t marker_reply_quarantine(master_conn *m, redisReply *reply, int *marked)
+/* The reply of SCRIPT_MARKER: {state, quarantine pttl, floor}. */
+static void apply_marker(master_conn *m, redisReply *reply)
 {
     if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER ||
-        reply->element[2]->type != REDIS_REPLY_INTEGER)
-        return -3;
-    *marked = reply->element[0]->integer != 0;
-    long long fresh_ms = reply->element[2]->integer;
-    /* From the send time: never later than the key's own expiry on the master. */
-    m->fresh_until_us = fresh_ms > 0 ? m->marker_sent_us + fresh_ms * 1000 : 0;
-    return reply->element[1]->integer; /* PTTL of the quarantine key: -2 none */
-}
-
-static void apply_marker(master_conn *m, redisReply *reply)
-{
-    int marked = 0;
-    int64_t q = marker_reply_quarantine(m, reply, &marked);
-    if (q == -3) {
-        master_close(m, 1, "handshake failed: unexpected marker reply");
+        reply->element[2]->type != REDIS_REPLY_INTEGER || reply->element[0]->integer < 0 ||
+        reply->element[0]->integer > 2) {
+        /* A master that answers the handshake but not this (OOM, read-only replica,
+         * no scripting): close, and the reconnect backs off. */
+        char why[160];
+        snprintf(why, sizeof why, "cannot read or write the master's record: %.100s",
+                 reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        master_close(m, 1, why);
+        return;
+    }
+    int64_t now = clock_now_us();
+    int st = (int)reply->element[0]->integer;
+    long long pttl = reply->element[1]->integer;
+    m->seen_state = st;
+    m->seen_floor = reply->element[2]->integer;
+    m->check_recv_us = now;
+    if (st == 0) {
+        if (m->state != MASTER_UNMARKED)
+            m->unmarked_at_us = now;
+        set_state(m, MASTER_UNMARKED, "no record: a new master, or one that lost its data");
+        return;
+    }
+    if (st == 2) {
+        m->quarantine_until_us = now + (pttl > 0 ? pttl : 0) * 1000;
+        if (m->state != MASTER_QUARANTINED) {
+            stat_inc(&m->quarantines);
+            set_state(m, MASTER_QUARANTINED,
+                      "restarted or lost its data: out of quorums until every lock it may "
+                      "have lost has expired and its counters are repaired");
+        }
+        int64_t at = m->quarantine_until_us;
+        if (at > now + 1000 * 1000)
+            at = now + 1000 * 1000; /* look again each second: another instance may end it */
+        loop_timer_start(m->loop, &m->timer, at);
         return;
     }
     m->backoff_ms = BACKOFF_MIN_MS;
-    if (!marked) {
-        set_state(m, MASTER_UNMARKED, "no data marker: a new master, or one that lost its data");
-        return;
-    }
-    if (q > 0 || q == -1) {
-        int64_t ms = q > 0 ? q : 1000; /* a quarantine key without expiry: check each second */
-        m->quarantine_until_us = clock_now_us() + ms * 1000;
-        loop_timer_start(m->loop, &m->timer, m->quarantine_until_us + 1000);
-        set_state(m, MASTER_QUARANTINED, "lost its data: out of quorums until the quarantine ends");
-        return;
-    }
-    if (m->state == MASTER_QUARANTINED && m->hooks->may_rejoin && !m->hooks->may_rejoin(m)) {
-        /* Its counters are still being restored: hold the quarantine (shared with every
-         * instance through the key) a little longer, and look again in a second. */
-        char k2[160];
-        snprintf(k2, sizeof k2, "%s#quarantine", m->conf->key_prefix);
-        const char *argv[] = {"SET", k2, "1", "PX", "1500"};
-        redisAsyncCommandArgv(m->ac, NULL, NULL, 5, argv, NULL);
-        loop_timer_start(m->loop, &m->timer, clock_now_us() + 500 * 1000);
-        return;
-    }
     m->quarantine_until_us = 0;
+    loop_timer_stop(m->loop, &m->timer);
     set_state(m, MASTER_READY, "ready");
 }
 
@@ -240,24 +239,38 @@ static void on_marker_reply(redisAsyncContext *ac, void *r, void *priv)
     if (m->pending)
         m->pending--;
     m->progress_us = clock_now_us();
+    m->check_inflight = 0;
     if (!r)
         return; /* the connection is going away; on_disconnect handles it */
-    loop_timer_stop(m->loop, &m->timer);
     apply_marker(m, r);
+    if (m->ac == ac)
+        m->hooks->checked(m);
 }
 
-static int send_marker(master_conn *m, const char *action, int64_t ms)
+/* The delay a restart costs: the quarantine, counted from the restart (the master's
+ * uptime says when), or none if the operator trusts a master that loses nothing it
+ * acknowledged and this one is configured so. */
+static int64_t restart_delay_ms(const master_conn *m)
 {
-    char k1[160], k2[160], k3[160], msbuf[24], fbuf[24];
-    snprintf(k1, sizeof k1, "%s#marker", m->conf->key_prefix);
-    snprintf(k2, sizeof k2, "%s#quarantine", m->conf->key_prefix);
-    snprintf(k3, sizeof k3, "%s#fresh", m->conf->key_prefix);
-    snprintf(msbuf, sizeof msbuf, "%lld", (long long)(ms > 0 ? ms : 1));
-    snprintf(fbuf, sizeof fbuf, "%ld", m->conf->fresh_window_ms);
-    const char *argv[] = {"EVAL", script_source(SCRIPT_MARKER), "3", k1, k2, k3, action, msbuf, fbuf};
-    if (redisAsyncCommandArgv(m->ac, on_marker_reply, NULL, 9, argv, NULL) != REDIS_OK)
+    if (m->conf->trust_fsync_always && m->fsync_always)
+        return 0;
+    int64_t d = m->conf->quarantine_ms - m->uptime_ms;
+    return d > 0 ? d : 0;
+}
+
+static int send_marker(master_conn *m, const char *action, int64_t delay_ms, const char *instance,
+                       uint64_t floor)
+{
+    char dbuf[24], fbuf[24];
+    snprintf(dbuf, sizeof dbuf, "%lld", (long long)delay_ms);
+    snprintf(fbuf, sizeof fbuf, "%llu", (unsigned long long)floor);
+    const char *argv[] = {"EVALSHA", m->sha[SCRIPT_MARKER], "2", m->mkey, m->qkey, action,
+                          m->run_id, dbuf, instance ? instance : "", fbuf};
+    batch_send(m); /* keep the connection's order */
+    if (redisAsyncCommandArgv(m->ac, on_marker_reply, NULL, 10, argv, NULL) != REDIS_OK)
         return -1;
-    m->marker_sent_us = clock_now_us();
+    m->check_sent_us = clock_now_us();
+    m->check_inflight = 1;
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();
     return 0;
@@ -267,16 +280,113 @@ static void handshake_step_done(master_conn *m)
 {
     if (--m->handshake_left > 0)
         return;
-    if (send_marker(m, "check", 0) != 0)
+    if (!m->run_id[0]) {
+        master_close(m, 1, "handshake failed: INFO gave no run_id");
+        return;
+    }
+    if (send_marker(m, "check", restart_delay_ms(m), NULL, 0) != 0)
         master_close(m, 1, "handshake failed: cannot queue the marker check");
 }
 
-void master_resolve_marker(master_conn *m, int quarantine)
+void master_resolve_marker(master_conn *m, int quarantine, const char *instance)
 {
-    if (m->state != MASTER_UNMARKED || !m->ac)
+    if (m->state != MASTER_UNMARKED || !m->ac || m->check_inflight)
         return;
-    if (send_marker(m, quarantine ? "quarantine" : "mark", m->conf->quarantine_ms) != 0)
+    if (send_marker(m, quarantine ? "quarantine" : "mark", m->conf->quarantine_ms, instance, 0) != 0)
         master_close(m, 1, "cannot queue the marker");
+}
+
+void master_recheck(master_conn *m)
+{
+    if (!m->ac || m->check_inflight || m->state < MASTER_UNMARKED)
+        return;
+    if (send_marker(m, "check", restart_delay_ms(m), NULL, 0) != 0)
+        master_close(m, 1, "cannot queue the marker check");
+}
+
+void master_rejoin(master_conn *m, uint64_t floor)
+{
+    if (m->state != MASTER_QUARANTINED || !m->ac || m->check_inflight)
+        return;
+    if (send_marker(m, "rejoin", restart_delay_ms(m), NULL, floor) != 0)
+        master_close(m, 1, "cannot queue the rejoin");
+}
+
+/* A lock script refused: the master lost its record or is quarantined (by any
+ * instance).  Out of quorums at once; the check says for how long. */
+static void untrusted(master_conn *m, const redisReply *reply)
+{
+    if (m->state != MASTER_READY)
+        return;
+    if (strncmp(reply->str, SCRIPT_ERR_UNMARKED, sizeof SCRIPT_ERR_UNMARKED - 1) == 0) {
+        m->unmarked_at_us = clock_now_us();
+        m->seen_state = 0;
+        set_state(m, MASTER_UNMARKED, "lost its record while running (wiped): judged at once");
+    } else {
+        m->quarantine_until_us = clock_now_us() + 1000 * 1000; /* until the check says */
+        stat_inc(&m->quarantines);
+        set_state(m, MASTER_QUARANTINED, "quarantined by another instance");
+        master_recheck(m);
+    }
+}
+
+static int is_untrusted_reply(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR &&
+           strncmp(r->str, "REDLOCKD_", 9) == 0;
+}
+
+/* INFO server: the run id (new at every start of the process) and the uptime. */
+static void on_info_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    redisReply *reply = r;
+    (void)priv;
+    if (!m || m->ac != ac)
+        return;
+    if (m->pending)
+        m->pending--;
+    if (!reply || reply->type != REDIS_REPLY_STRING) {
+        if (reply)
+            master_close(m, 1, "handshake failed: INFO refused");
+        return;
+    }
+    const char *p = strstr(reply->str, "run_id:");
+    m->run_id[0] = '\0';
+    if (p) {
+        p += 7;
+        size_t n = strspn(p, "0123456789abcdef");
+        if (n == 40) {
+            memcpy(m->run_id, p, 40);
+            m->run_id[40] = '\0';
+        }
+    }
+    p = strstr(reply->str, "uptime_in_seconds:");
+    m->uptime_ms = p ? atoll(p + 18) * 1000 : 0;
+    handshake_step_done(m);
+}
+
+/* CONFIG GET appendonly / appendfsync (only asked with --trust-fsync-always).  A
+ * refusal (CONFIG renamed away) means "not known to be safe". */
+static void on_config_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    redisReply *reply = r;
+    int what = (int)(intptr_t)priv; /* 0 appendonly, 1 appendfsync */
+    if (!m || m->ac != ac)
+        return;
+    if (m->pending)
+        m->pending--;
+    if (!reply)
+        return;
+    int yes = reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+              reply->element[1]->type == REDIS_REPLY_STRING &&
+              strcmp(reply->element[1]->str, what == 0 ? "yes" : "always") == 0;
+    if (what == 0)
+        m->fsync_always = yes;
+    else
+        m->fsync_always &= yes;
+    handshake_step_done(m);
 }
 
 static void on_connect(const redisAsyncContext *cac, int status)
@@ -314,6 +424,19 @@ static void on_connect(const redisAsyncContext *cac, int status)
         ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) == REDIS_OK;
         n++;
     }
+    {
+        const char *argv[] = {"INFO", "server"};
+        ok &= redisAsyncCommandArgv(ac, on_info_reply, NULL, 2, argv, NULL) == REDIS_OK;
+        n++;
+    }
+    m->fsync_always = 0;
+    if (m->conf->trust_fsync_always) {
+        const char *a1[] = {"CONFIG", "GET", "appendonly"};
+        const char *a2[] = {"CONFIG", "GET", "appendfsync"};
+        ok &= redisAsyncCommandArgv(ac, on_config_reply, (void *)(intptr_t)0, 3, a1, NULL) == REDIS_OK;
+        ok &= redisAsyncCommandArgv(ac, on_config_reply, (void *)(intptr_t)1, 3, a2, NULL) == REDIS_OK;
+        n += 2;
+    }
     m->handshake_left = n;
     m->pending = (unsigned)n;
     m->progress_us = clock_now_us();
@@ -346,6 +469,8 @@ void master_start(master_conn *m)
     m->connected = 0;
     m->dirty = 0;
     m->pending = 0;
+    m->check_inflight = 0;
+    m->run_id[0] = '\0';
     ac->data = m;
     ac->ev.data = m;
     ac->ev.addRead = ev_add_read;
@@ -376,10 +501,13 @@ static void on_timer(loop_timer *t)
         master_close(m, 1, "connect or handshake timed out");
         break;
     case MASTER_QUARANTINED:
-        /* Ask the master whether its quarantine key is gone (other instances share it). */
-        if (send_marker(m, "check", 0) != 0)
-            master_close(m, 1, "cannot queue the marker check");
+        /* Past its delay: repair and rejoin; before it, ask whether another instance
+         * ended it already.  Either way look again in a second. */
+        if (clock_now_us() >= m->quarantine_until_us)
+            m->hooks->repair(m);
         else
+            master_recheck(m);
+        if (m->state == MASTER_QUARANTINED)
             loop_timer_start(m->loop, &m->timer, clock_now_us() + 1000 * 1000);
         break;
     default:
@@ -401,6 +529,10 @@ void master_init(master_conn *m, const config *conf, int index, void *owner, loo
     m->io.cb = on_io;
     m->timer.cb = on_timer;
     m->backoff_ms = BACKOFF_MIN_MS;
+    m->seen_state = -1;
+    m->mkey_len = (size_t)snprintf(m->mkey, sizeof m->mkey, "%s#master", conf->key_prefix);
+    snprintf(m->qkey, sizeof m->qkey, "%s#quarantine", conf->key_prefix);
+    m->ret_len = (size_t)snprintf(m->ret, sizeof m->ret, "%ld", conf->retention_ms);
     stat_set_int(&m->state, MASTER_DOWN);
 }
 
@@ -487,7 +619,8 @@ static char *put_evalsha_head(char *p, size_t nkeys, size_t nargs, const char *s
     return put_bulk(p, nk, (size_t)(put_decimal(nk, nkeys) - nk));
 }
 
-/* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH. */
+/* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH: the head,
+ * the master's record key, the operations' keys, the retention, their arguments. */
 static void batch_send(master_conn *m)
 {
     master_outbatch *o = &m->out;
@@ -501,18 +634,25 @@ static void batch_send(master_conn *m)
     int alone = b->n == 1;
     size_t skip = alone ? CODE_BULK_LEN : 0; /* alone: its own script, without the code */
     char head[160];
-    size_t hl = (size_t)(put_evalsha_head(head, o->nkeys, o->nargs - (alone ? 1 : 0),
+    size_t hl = (size_t)(put_evalsha_head(head, o->nkeys + 1, o->nargs + 1 - (alone ? 1 : 0),
                                           m->sha[alone ? o->first_script : SCRIPT_BATCH]) -
                          head);
-    /* The head goes in front of the keys: the keys buffer keeps room for it. */
-    if (grow(&o->keys, &o->keys_cap, hl + o->keys_len + o->args_len) != 0) {
+    char pre[224], post[48];
+    size_t pl = (size_t)(put_bulk(pre, m->mkey, m->mkey_len) - pre);
+    size_t rl = (size_t)(put_bulk(post, m->ret, m->ret_len) - post);
+    size_t len = hl + pl + o->keys_len + rl + o->args_len - skip;
+    /* The head and the record key go in front of the keys: the keys buffer keeps
+     * room for them (batch_add). */
+    if (grow(&o->keys, &o->keys_cap, len) != 0) {
         batch_fail(m);
         return;
     }
-    memmove(o->keys + hl, o->keys, o->keys_len);
+    memmove(o->keys + hl + pl, o->keys, o->keys_len);
     memcpy(o->keys, head, hl);
-    memcpy(o->keys + hl + o->keys_len, o->args + skip, o->args_len - skip);
-    size_t len = hl + o->keys_len + o->args_len - skip;
+    memcpy(o->keys + hl, pre, pl);
+    char *p = o->keys + hl + pl + o->keys_len;
+    memcpy(p, post, rl);
+    memcpy(p + rl, o->args + skip, o->args_len - skip);
     batch_reset(o);
     int rc = alone ? redisAsyncFormattedCommand(m->ac, on_eval_reply, b->privs[0], o->keys, len)
                    : redisAsyncFormattedCommand(m->ac, on_batch_reply, b, o->keys, len);
@@ -543,10 +683,12 @@ static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv)
         for (size_t i = 0; i < b->n; i++)
             m->hooks->reply(m, reply->element[i], b->privs[i]);
     } else {
-        /* An error for the whole call (NOSCRIPT, BUSY, OOM...) or no reply: every
-         * operation in it failed. */
+        /* An error for the whole call (untrusted, NOSCRIPT, BUSY, OOM...) or no
+         * reply: every operation in it failed. */
         if (reply && reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0)
             reload_scripts(m);
+        if (is_untrusted_reply(reply))
+            untrusted(m, reply);
         int whole_error = reply && reply->type == REDIS_REPLY_ERROR;
         for (size_t i = 0; i < b->n; i++)
             m->hooks->reply(m, whole_error ? reply : NULL, b->privs[i]);
@@ -564,8 +706,9 @@ static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs
     size_t kneed = 0, aneed = 32;
     for (int i = 0; i < nkeys + nargs; i++)
         *(i < nkeys ? &kneed : &aneed) += lens[i] + 32;
-    /* 160: room batch_send() keeps for the command's head */
-    if (grow(&o->keys, &o->keys_cap, 160 + o->keys_len + kneed + o->args_len + aneed) != 0 ||
+    /* 400: room batch_send() keeps for the command's head, the record key and the
+     * retention */
+    if (grow(&o->keys, &o->keys_cap, 400 + o->keys_len + kneed + o->args_len + aneed) != 0 ||
         grow(&o->args, &o->args_cap, o->args_len + aneed) != 0)
         return -1;
     if (!o->cur) {
@@ -626,6 +769,8 @@ static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
         m->hooks->reply(m, NULL, priv);
         return;
     }
+    if (is_untrusted_reply(reply))
+        untrusted(m, reply);
     m->hooks->reply(m, reply, priv);
 }
 
@@ -673,15 +818,19 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     if (code)
         return batch_add(m, script, code, nkeys, nargs, argv, lens, priv);
     batch_send(m); /* keep the connection's order */
-    size_t need = 128;
+    size_t need = 400;
     for (int i = 0; i < nkeys + nargs; i++)
         need += lens[i] + 32;
     char stackbuf[2048];
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf)
         return -1;
-    char *p = put_evalsha_head(buf, (size_t)nkeys, (size_t)nargs, m->sha[script]);
-    for (int i = 0; i < nkeys + nargs; i++)
+    char *p = put_evalsha_head(buf, (size_t)nkeys + 1, (size_t)nargs + 1, m->sha[script]);
+    p = put_bulk(p, m->mkey, m->mkey_len);
+    for (int i = 0; i < nkeys; i++)
+        p = put_bulk(p, argv[i], lens[i]);
+    p = put_bulk(p, m->ret, m->ret_len);
+    for (int i = nkeys; i < nkeys + nargs; i++)
         p = put_bulk(p, argv[i], lens[i]);
     int rc = redisAsyncFormattedCommand(m->ac, on_eval_reply, priv, buf, (size_t)(p - buf));
     if (buf != stackbuf)

@@ -1,7 +1,14 @@
 /* master.h -- one connection from one worker thread to one Redis master: non-blocking
  * hiredis on the worker's loop, pipelined writes flushed once per loop pass, the
- * handshake (AUTH, SELECT, SCRIPT LOAD, data-loss marker), stall detection and
- * reconnection with back-off.
+ * handshake (AUTH, SELECT, SCRIPT LOAD, INFO, the master's record), stall detection
+ * and reconnection with back-off.
+ *
+ * Trust in a master comes from its own record "<prefix>#master" (scripts.c): the run
+ * id it was last trusted under, its counters' floor and base, and a quarantine mark.
+ * The handshake compares the run id with INFO's (a restart since the master was
+ * trusted puts it in quarantine, the delay counted from the restart), and every lock
+ * script checks the record first, so a wipe or a quarantine recorded by any instance
+ * takes the master out here at the next operation.  docs/DESIGN.md has the argument.
  *
  * Single-name operations (scripts.h: script_batch_code) queued in one loop pass leave
  * as one EVALSHA of SCRIPT_BATCH: Redis then pays one script call, one command parse
@@ -40,8 +47,9 @@ typedef struct master_outbatch {
 enum master_state {
     MASTER_DOWN = 0,     /* not connected; a reconnect is scheduled */
     MASTER_CONNECTING,   /* TCP/unix connect or handshake under way */
-    MASTER_UNMARKED,     /* connected, but carries no data marker: fresh or lost its data */
-    MASTER_QUARANTINED,  /* lost its data; out of quorums until the quarantine key expires */
+    MASTER_UNMARKED,     /* connected, but carries no record: new, or lost its data */
+    MASTER_QUARANTINED,  /* restarted or lost its data: out of quorums until its delay is
+                          * over and its counters are repaired */
     MASTER_READY,        /* in quorums */
 };
 
@@ -52,9 +60,10 @@ typedef struct master_hooks {
     void (*state_changed)(master_conn *m, int old_state, const char *why);
     /* The connection has output to send: flush it at the end of this loop pass. */
     void (*want_flush)(master_conn *m);
-    /* The quarantine key is gone: may m rejoin quorums?  While this says no, the
-     * master keeps its quarantine key alive (another job is still repairing it). */
-    int (*may_rejoin)(master_conn *m);
+    /* A check of m's record was answered (whether or not its state changed). */
+    void (*checked)(master_conn *m);
+    /* m's quarantine delay is over: repair it (then master_rejoin()). */
+    void (*repair)(master_conn *m);
 } master_hooks;
 
 struct master_conn {
@@ -76,14 +85,29 @@ struct master_conn {
     unsigned pending;          /* commands sent, replies not yet received */
     int64_t progress_us;       /* last reply, or when pending went 0 -> 1 */
     int64_t quarantine_until_us;
-    int64_t fresh_until_us;    /* marked moments ago as part of a new cluster, until then */
-    int64_t marker_sent_us;    /* when the last marker script was sent */
+    /* what the handshake learnt (INFO, CONFIG) */
+    char run_id[41];
+    int64_t uptime_ms;
+    int fsync_always;          /* appendonly yes and appendfsync always */
+    /* the last check of the master's record (for the verdict on unmarked masters) */
+    int seen_state;            /* -1 unknown, 0 unmarked, 1 ready, 2 quarantined */
+    int64_t seen_floor;
+    int64_t check_sent_us, check_recv_us;
+    int check_inflight;
+    int64_t unmarked_at_us;    /* when it was last found without its record */
+    int64_t waiting_logged_us; /* "waiting for every master" said at this time */
+    /* keys and the retention argument every lock script carries */
+    char mkey[160], qkey[160];
+    size_t mkey_len;
+    char ret[24];
+    size_t ret_len;
     char sha[SCRIPT__COUNT][41];
     master_outbatch out;
     /* figures for /readyz and metrics (owner thread writes, others may read relaxed) */
     uint64_t errors;
     int64_t last_rtt_us;
     uint64_t batches, batched_ops; /* batched calls sent, operations they carried */
+    uint64_t quarantines;      /* times it went into quarantine */
 };
 
 /* Set up m (not connected); call master_start() to connect. */
@@ -117,14 +141,22 @@ int master_command(master_conn *m, int argc, const char **argv, const size_t *le
 int master_ping(master_conn *m, void *priv);
 
 /* Write pending output (called by the owner once per loop pass for dirty masters). */
-void master_flush(master_conn *m, int flushing_phase);
+void master_flush(master_conn *m);
 
 /* Periodic check: a connection whose oldest reply is overdue by stall_us is closed
  * and reconnected, so that later rounds fail fast instead of waiting on it. */
 void master_check_stall(master_conn *m, int64_t now_us, int64_t stall_us);
 
-/* Resolve an UNMARKED master: mark it (fresh cluster) or quarantine it (lost data). */
-void master_resolve_marker(master_conn *m, int quarantine);
+/* Resolve an UNMARKED master: mark it (a cluster that never granted anything) or
+ * quarantine it (it lost its data). */
+void master_resolve_marker(master_conn *m, int quarantine, const char *instance);
+
+/* Ask the master for its record again (no-op while a check is in flight or it is not
+ * connected); the answer updates seen_* and the state. */
+void master_recheck(master_conn *m);
+
+/* End m's quarantine with its counters repaired to floor (see resync.h). */
+void master_rejoin(master_conn *m, uint64_t floor);
 
 /* Name of a state for logs and /readyz. */
 const char *master_state_name(int state);

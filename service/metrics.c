@@ -177,8 +177,30 @@ char *metrics_render(app *a, size_t *len)
         sb_printf(&b, "redlockd_master_rtt_seconds{address=\"%s\"} %.6f\n", a->cfg.masters[m].address,
                   (double)rtt / 1e6);
     }
-    sb_printf(&b, "# HELP redlockd_quarantined_masters Masters kept out of quorums after losing data.\n"
+    sb_printf(&b, "# HELP redlockd_quarantined_masters Masters kept out of quorums after a restart or a loss of data.\n"
                   "# TYPE redlockd_quarantined_masters gauge\nredlockd_quarantined_masters %zu\n", quarantined);
+    /* Every worker judges each master on its own connection and they converge within a
+     * tick (worker.c); the first worker's view is the one shown. */
+    sb_printf(&b, "# HELP redlockd_master_state The state of each master (1 for its current state).\n"
+                  "# TYPE redlockd_master_state gauge\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        int st = __atomic_load_n(&a->workers[0]->masters[m].state, __ATOMIC_RELAXED);
+        for (int k = MASTER_DOWN; k <= MASTER_READY; k++)
+            sb_printf(&b, "redlockd_master_state{address=\"%s\",state=\"%s\"} %d\n",
+                      a->cfg.masters[m].address, master_state_name(k), st == k);
+    }
+    sb_printf(&b, "# HELP redlockd_master_quarantines_total Times a master went into quarantine, by address.\n"
+                  "# TYPE redlockd_master_quarantines_total counter\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        uint64_t q = 0;
+        for (size_t i = 0; i < a->nworkers; i++) {
+            uint64_t v = ld(&a->workers[i]->masters[m].quarantines);
+            if (v > q)
+                q = v;
+        }
+        sb_printf(&b, "redlockd_master_quarantines_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
+                  (unsigned long long)q);
+    }
     if (b.oom) {
         free(b.p);
         return NULL;

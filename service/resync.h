@@ -1,27 +1,38 @@
-/* resync.h -- restoring the fencing counters of a master that lost its data.
+/* resync.h -- the repair of a quarantined master before it rejoins quorums.
  *
- * The quarantine keeps such a master out of quorums until every lock key it lost has
- * expired, but fencing counters never expire: a name nobody used during the
- * quarantine would restart from 0 there, and once a quorum of masters has lost its
- * data (even one at a time) a later grant could get a smaller token.  So before the
- * master rejoins, every "<prefix>#fence:*" counter is copied to it from at least a
- * quorum of the other masters, keeping the largest value (any quorum of peers meets
- * the quorum that issued the last token of each name in a master that kept it). */
+ * A master that restarted or lost its data may have forgotten fencing counters, or
+ * hold older values of them.  Its record's base (scripts.c) makes every counter on it
+ * read at least that value, so one number repairs it, whatever the number of names:
+ * the largest floor among at least a quorum of ready peers.  Any quorum of peers meets
+ * the quorum that issued each token in a master that kept it, and a peer's floor is at
+ * least every counter it holds, so no name's next token can go back (docs/DESIGN.md).
+ *
+ * With fewer than a quorum of ready peers for RESYNC_WAIT_MS (a majority restarted or
+ * lost its data at once), it repairs from every peer that answers and adds
+ * RESYNC_GAP to the base: tokens then jump, and stay above what the lost writes can
+ * have issued (at most RESYNC_GAP grants of one name in the writes a master can lose). */
 #ifndef RL_RESYNC_H
 #define RL_RESYNC_H
 
+#include <stdint.h>
+
 #include "master.h"
+
+#define RESYNC_GAP ((uint64_t)1 << 20)
+#define RESYNC_WAIT_MS 10000
 
 typedef struct resync resync;
 
-/* A job for target, using the other masters of the same worker.  NULL on OOM. */
+/* A repair job for target, using the other masters of the same worker.  NULL on OOM. */
 resync *resync_new(master_conn *masters, size_t n, size_t quorum, size_t target);
 void resync_free(resync *r);
 
-/* Start (or restart) copying; idempotent while running. */
+/* Ask the peers for their floors, then rejoin the target (master_rejoin); idempotent
+ * while a run is under way.  A run that finds too few ready peers tries again later. */
 void resync_start(resync *r);
 
-/* Whether the last run copied from at least a quorum of peers to the end. */
-int resync_done(const resync *r);
+/* The base a repair sets from the floors it read: the largest (own included), plus
+ * RESYNC_GAP when fewer than quorum ready peers answered.  (Pure; unit-tested.) */
+uint64_t resync_floor(uint64_t largest, size_t ready_peers, size_t quorum, int gap);
 
 #endif

@@ -1,41 +1,98 @@
 /* scripts.c -- Lua sources of the scripts in scripts.h.
  *
- * The lock key holds the lease as a plain string with a PX expiry, exactly as other
- * Redlock clients do, so they exclude each other.  The fencing counter lives beside it
- * under "<prefix>#fence:<name>" ('#' is not allowed in names) and never expires. */
+ * Every script a lock operation sends starts by reading the master's own record,
+ * "<prefix>#master" (KEYS[1]): a master that lost it (FLUSHALL, FLUSHDB, keys deleted)
+ * or that is quarantined answers an error before doing anything, so no instance ever
+ * counts it again until it has sat out its delay and been repaired.  ARGV[1] is the
+ * retention of the fencing counters.  docs/DESIGN.md gives the argument for each rule.
+ *
+ * The lock key holds "<lease>.<tag>" with a PX expiry: the tag names the attempt
+ * that wrote it ('.' is not a lease character), so the clean-up of a failed attempt
+ * deletes only what that attempt wrote; a release or extend by the client matches the
+ * lease whatever the tag.  The fencing counter "<prefix>#fence:<name>" is created with
+ * the retention as expiry; the master's floor (>= every counter value it ever held)
+ * stands in for a counter that expired or was deleted, and its base (set by a repair)
+ * for a counter that is older than what the master forgot. */
 #include "scripts.h"
 
+/* Reads the master's record and defines, for the operations below:
+ * cur(fkey)   the name's effective counter: max(F, or floor when F is missing, base)
+ * bump(fkey)  a grant: cur + 1, stored with the retention as expiry on creation
+ * mine(v, l)  whether lock value v belongs to lease l (any attempt's tag)
+ * untag(v)    the lease part of a lock value
+ * The floor is written back once, at the end, if an operation raised it. */
+#define PRELUDE                                                                      \
+    "local M = redis.call('HMGET', KEYS[1], 'floor', 'base', 'q')\n"                 \
+    "if not M[1] then return redis.error_reply('REDLOCKD_UNMARKED this master lost "  \
+    "its record (wiped or restarted empty)') end\n"                                   \
+    "if M[3] then return redis.error_reply('REDLOCKD_QUARANTINED this master is "     \
+    "quarantined') end\n"                                                              \
+    "local floor, base, ret = tonumber(M[1]), tonumber(M[2]) or 0, ARGV[1]\n"         \
+    "local floor0 = floor\n"                                                           \
+    "local function cur(fkey)\n"                                                       \
+    "  local f = tonumber(redis.call('GET', fkey) or floor) or floor\n"                \
+    "  if f < base then return base end\n"                                             \
+    "  return f\n"                                                                     \
+    "end\n"                                                                            \
+    "local function bump(fkey)\n"                                                      \
+    "  local f = redis.call('INCR', fkey)\n"                                           \
+    "  if f == 1 or f <= base then\n"                                                  \
+    "    f = math.max(floor, base) + 1\n"                                              \
+    "    redis.call('SET', fkey, f, 'PX', ret)\n"                                      \
+    "  end\n"                                                                          \
+    "  if f > floor then floor = f end\n"                                              \
+    "  return f\n"                                                                     \
+    "end\n"                                                                            \
+    "local function mine(v, l)\n"                                                      \
+    "  return v ~= false and v ~= nil and (v == l or string.sub(v, 1, #l + 1) == l .. '.')\n" \
+    "end\n"                                                                            \
+    "local function untag(v)\n"                                                        \
+    "  local d = string.find(v, '.', 1, true)\n"                                       \
+    "  if d then return string.sub(v, 1, d - 1) end\n"                                 \
+    "  return v\n"                                                                     \
+    "end\n"
+
+#define POSTLUDE "if floor > floor0 then redis.call('HSET', KEYS[1], 'floor', floor) end\n"
+
 /* The single-name operations, each written once as a Lua function of (key 1, key 2,
- * arg 1, arg 2).  Each is both a script of its own (called as the ids below) and one
- * entry of SCRIPT_BATCH, which runs many of them in one call. */
+ * arg 1, arg 2, arg 3).  Each is both a script of its own (called as the ids below)
+ * and one entry of SCRIPT_BATCH, which runs many of them in one call. */
+
+/* value: "<lease>.<tag>".  A free key is set and the counter bumped; a key held by
+ * the same lease (an idempotent retry) is adopted: this attempt's tag replaces the
+ * other's, so the other attempt's clean-up no longer matches it. */
 #define FN_ACQUIRE                                                                   \
-    /* The common case first: one SET NX and one INCR. */                            \
-    "function(key, fkey, lease, ttl)\n"                                              \
-    "  if redis.call('SET', key, lease, 'NX', 'PX', ttl) then\n"                     \
-    "    return {1, redis.call('INCR', fkey)}\n"                                      \
+    "function(key, fkey, value, ttl)\n"                                              \
+    "  if redis.call('SET', key, value, 'NX', 'PX', ttl) then\n"                     \
+    "    return {1, bump(fkey)}\n"                                                    \
     "  end\n"                                                                         \
-    "  local f = tonumber(redis.call('GET', fkey) or '0')\n"                          \
-    "  if redis.call('GET', key) == lease then\n"                                     \
-    "    redis.call('PEXPIRE', key, ttl)\n"                                           \
-    "    return {2, f}\n"                                                             \
+    "  if mine(redis.call('GET', key), untag(value)) then\n"                          \
+    "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
+    "    return {2, cur(fkey)}\n"                                                     \
     "  end\n"                                                                         \
-    "  return {0, redis.call('PTTL', key), f}\n"                                      \
+    "  return {0, redis.call('PTTL', key), cur(fkey)}\n"                              \
     "end"
 
 #define FN_RAISE                                                                     \
     "function(fkey, _, token)\n"                                                     \
-    "  local f = tonumber(redis.call('GET', fkey) or '0')\n"                          \
-    "  local t = tonumber(token)\n"                                                   \
-    "  if f < t then redis.call('SET', fkey, token) return t end\n"                   \
+    "  local f, t = cur(fkey), tonumber(token)\n"                                     \
+    "  if f < t then\n"                                                               \
+    "    redis.call('SET', fkey, t, 'PX', ret)\n"                                     \
+    "    if t > floor then floor = t end\n"                                           \
+    "    return t\n"                                                                  \
+    "  end\n"                                                                         \
     "  return f\n"                                                                    \
     "end"
 
-/* chan: the channel waiters on other instances follow (see notify.h); publishing to
- * a channel nobody follows costs next to nothing.  origin: the releasing instance,
- * which woke its own waiters already and ignores its own message. */
+/* who: a lease (the client's release: any tag) or "<lease>.<tag>" (a failed
+ * attempt's clean-up: only the key that attempt wrote).  chan: the channel waiters on
+ * other instances follow (see notify.h); publishing to a channel nobody follows costs
+ * next to nothing.  origin: the releasing instance, which woke its own waiters already
+ * and ignores its own message. */
 #define FN_RELEASE                                                                   \
-    "function(key, _, lease, chan, origin)\n"                                        \
-    "  if redis.call('GET', key) == lease then\n"                                     \
+    "function(key, _, who, chan, origin)\n"                                          \
+    "  local v = redis.call('GET', key)\n"                                            \
+    "  if v == who or (not string.find(who, '.', 1, true) and mine(v, who)) then\n"   \
     "    redis.call('DEL', key)\n"                                                    \
     "    redis.call('PUBLISH', chan, origin)\n"                                       \
     "    return 1\n"                                                                  \
@@ -43,37 +100,44 @@
     "  return 0\n"                                                                    \
     "end"
 
+/* A hold may outlive the counter's retention: an extension renews it too. */
 #define FN_EXTEND                                                                    \
     "function(key, fkey, lease, ttl)\n"                                              \
-    "  local f = tonumber(redis.call('GET', fkey) or '0')\n"                          \
-    "  if redis.call('GET', key) == lease then\n"                                     \
+    "  if mine(redis.call('GET', key), lease) then\n"                                 \
     "    redis.call('PEXPIRE', key, ttl)\n"                                           \
-    "    return {1, f}\n"                                                             \
+    "    redis.call('PEXPIRE', fkey, ret)\n"                                          \
+    "    return {1, cur(fkey)}\n"                                                     \
     "  end\n"                                                                         \
-    "  return {0, f}\n"                                                               \
+    "  return {0, cur(fkey)}\n"                                                       \
     "end"
 
+/* The lease part of the value (never its tag); the counter as it stands (0 if none). */
 #define FN_INSPECT                                                                   \
     "function(key, fkey)\n"                                                          \
     "  local v = redis.call('GET', key)\n"                                            \
-    "  return {v, redis.call('PTTL', key), tonumber(redis.call('GET', fkey) or '0')}\n" \
+    "  local f = tonumber(redis.call('GET', fkey) or '0') or 0\n"                     \
+    "  if f > 0 and f < base then f = base end\n"                                     \
+    "  if v then v = untag(v) end\n"                                                  \
+    "  return {v, redis.call('PTTL', key), f}\n"                                      \
     "end"
 
 /* A release that hands the lock straight to the next waiter: where the old lease
- * holds the key, the new one replaces it ({3, F} after INCR); elsewhere it is the
- * acquire above for the new lease.  One operation instead of a release and then an
+ * holds the key, the new value replaces it ({3, F} after a bump); elsewhere it is the
+ * acquire above for the new value.  One operation instead of a release and then an
  * acquire, and the lock is never free in between for another to take. */
 #define FN_HANDOFF                                                                   \
-    "function(key, fkey, old, lease, ttl)\n"                                         \
-    "  if redis.call('GET', key) == old then\n"                                       \
-    "    redis.call('SET', key, lease, 'PX', ttl)\n"                                  \
-    "    return {3, redis.call('INCR', fkey)}\n"                                      \
+    "function(key, fkey, old, value, ttl)\n"                                         \
+    "  if mine(redis.call('GET', key), old) then\n"                                   \
+    "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
+    "    return {3, bump(fkey)}\n"                                                    \
     "  end\n"                                                                         \
     "  local acquire = " FN_ACQUIRE "\n"                                              \
-    "  return acquire(key, fkey, lease, ttl)\n"                                       \
+    "  return acquire(key, fkey, value, ttl)\n"                                       \
     "end"
 
-#define ALONE(fn) "local f = " fn "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n"
+#define ALONE(fn)                                                                    \
+    PRELUDE "local f = " fn "\n"                                                     \
+    "local r = f(KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4])\n" POSTLUDE "return r\n"
 
 static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_ACQUIRE] = ALONE(FN_ACQUIRE),
@@ -82,11 +146,13 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_EXTEND] = ALONE(FN_EXTEND),
     [SCRIPT_INSPECT] = ALONE(FN_INSPECT),
     [SCRIPT_HANDOFF] = ALONE(FN_HANDOFF),
-    /* ARGV: for each operation its code (scripts.h) then its arguments; KEYS: each
-     * operation's keys in the same order.  Every operation runs under pcall, so one
-     * that fails (a foreign key of the wrong type, say) answers with its own error
-     * and the others go on; the reply holds each operation's reply in turn. */
+    /* ARGV: the retention, then for each operation its code (scripts.h) and its
+     * arguments; KEYS: the master's record, then each operation's keys in the same
+     * order.  Every operation runs under pcall, so one that fails (a foreign key of the
+     * wrong type, say) answers with its own error and the others go on; the reply
+     * holds each operation's reply in turn. */
     [SCRIPT_BATCH] =
+        PRELUDE
         "local ops = {\n"
         "  a = {2, 2, " FN_ACQUIRE "},\n"
         "  f = {1, 1, " FN_RAISE "},\n"
@@ -95,7 +161,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  i = {2, 0, " FN_INSPECT "},\n"
         "  h = {2, 3, " FN_HANDOFF "},\n"
         "}\n"
-        "local r, k, i, n = {}, 1, 1, #ARGV\n"
+        "local r, k, i, n = {}, 2, 2, #ARGV\n"
         "while i <= n do\n"
         "  local op = ops[ARGV[i]]\n"
         "  if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
@@ -105,30 +171,67 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  k = k + op[1]\n"
         "  i = i + 1 + op[2]\n"
         "end\n"
+        POSTLUDE
         "return r\n",
+    /* The master's record and its quarantine, run at every (re)connect and whenever a
+     * verdict is needed.  KEYS: record, quarantine key.  ARGV: action (check | mark |
+     * quarantine | rejoin), the master's run id now, the delay in ms a restart or wipe
+     * costs, the marking instance, the floor a repair brings (rejoin).
+     * A record written under another run id means the process restarted since it
+     * was trusted and may have lost acknowledged writes: quarantined, the delay
+     * counted from the restart (the caller subtracts the uptime), and kept if another
+     * instance started it already.  rejoin ends a quarantine whose key has expired:
+     * base and floor rise to what a quorum of peers hold, the run id is recorded.
+     * -> {state (0 unmarked, 1 ready, 2 quarantined), quarantine pttl, floor} */
     [SCRIPT_MARKER] =
-        "local marked = redis.call('EXISTS', KEYS[1])\n"
-        "if marked == 0 and ARGV[1] ~= 'check' then\n"
-        "  redis.call('SET', KEYS[1], '1')\n"
-        "  if ARGV[1] == 'quarantine' then\n"
-        "    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])\n"
-        "  else\n"
-        "    redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])\n"
+        "local mk, qk, act, run, delay = KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
+        "if delay < 1 then delay = 1 end\n"
+        "local m = redis.call('HMGET', mk, 'run', 'floor', 'q', 'base')\n"
+        "if not m[2] then\n"
+        "  if act == 'mark' then\n"
+        "    redis.call('HSET', mk, 'cluster', ARGV[4], 'run', run, 'floor', 0, 'base', 0)\n"
+        "    return {1, -2, 0}\n"
+        "  elseif act == 'quarantine' then\n"
+        "    redis.call('HSET', mk, 'cluster', ARGV[4], 'run', run, 'floor', 0, 'base', 0, 'q', 1)\n"
+        "    redis.call('SET', qk, 1, 'PX', delay)\n"
+        "    return {2, redis.call('PTTL', qk), 0}\n"
         "  end\n"
-        "  marked = 1\n"
+        "  return {0, -2, 0}\n"
         "end\n"
-        "return {marked, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}\n",
+        "local floor = tonumber(m[2])\n"
+        "if m[1] ~= run then\n"
+        "  if redis.call('PTTL', qk) < delay then redis.call('SET', qk, 1, 'PX', delay) end\n"
+        "  redis.call('HSET', mk, 'q', 1, 'run', run)\n"
+        "  m[3] = '1'\n"
+        "end\n"
+        "if not m[3] then return {1, -2, floor} end\n"
+        "local q = redis.call('PTTL', qk)\n"
+        "if act == 'rejoin' and q < 0 then\n"
+        "  local f = tonumber(ARGV[5])\n"
+        "  local b = tonumber(m[4]) or 0\n"
+        "  if f > b then b = f end\n"
+        "  if f > floor then floor = f end\n"
+        "  redis.call('HSET', mk, 'base', b, 'floor', floor)\n"
+        "  redis.call('HDEL', mk, 'q')\n"
+        "  return {1, -2, floor}\n"
+        "end\n"
+        "if q == -2 then q = 0 end\n"
+        "return {2, q, floor}\n",
     /* Several names at once, all or nothing, in one call per master: callers asking for
-     * overlapping sets in different orders cannot deadlock.  The set of names is kept
-     * under "<prefix>#set:<lease>" so that the lease alone releases it. */
+     * overlapping sets in different orders cannot deadlock.  The set is kept under
+     * "<prefix>#set:<lease>" as "<tag>\n<name1>\n<name2>..." so that the lease alone
+     * releases it, and a failed attempt's clean-up only what it wrote. */
     [SCRIPT_MACQUIRE] =
-        "local n = tonumber(ARGV[3])\n"
+        PRELUDE
+        "local r = (function()\n"
+        "local n = tonumber(ARGV[4])\n"
+        "local value, lease = ARGV[2], untag(ARGV[2])\n"
         "local held, longest = false, -1\n"
         "for i = 1, n do\n"
-        "  local v = redis.call('GET', KEYS[i])\n"
-        "  if v and v ~= ARGV[1] then\n"
+        "  local v = redis.call('GET', KEYS[1 + i])\n"
+        "  if v and not mine(v, lease) then\n"
         "    held = true\n"
-        "    local p = redis.call('PTTL', KEYS[i])\n"
+        "    local p = redis.call('PTTL', KEYS[1 + i])\n"
         "    if p > longest then longest = p end\n"
         "  end\n"
         "end\n"
@@ -136,44 +239,68 @@ static const char *const sources[SCRIPT__COUNT] = {
         "if held then\n"
         "  r[1] = 0\n"
         "  r[2] = longest\n"
-        "  for i = 1, n do r[#r + 1] = tonumber(redis.call('GET', KEYS[n + i]) or '0') end\n"
+        "  for i = 1, n do r[#r + 1] = cur(KEYS[1 + n + i]) end\n"
         "  return r\n"
         "end\n"
         "r[1] = 1\n"
         "for i = 1, n do\n"
-        "  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-        "    r[#r + 1] = redis.call('INCR', KEYS[n + i])\n"
+        "  if redis.call('SET', KEYS[1 + i], value, 'NX', 'PX', ARGV[3]) then\n"
+        "    r[#r + 1] = bump(KEYS[1 + n + i])\n"
         "  else\n"
-        "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
-        "    r[#r + 1] = tonumber(redis.call('GET', KEYS[n + i]) or '0')\n"
+        "    redis.call('SET', KEYS[1 + i], value, 'PX', ARGV[3])\n"
+        "    r[#r + 1] = cur(KEYS[1 + n + i])\n"
         "  end\n"
         "end\n"
-        "redis.call('SET', KEYS[2 * n + 1], ARGV[4], 'PX', ARGV[2])\n"
+        "redis.call('SET', KEYS[2 * n + 2], string.sub(value, #lease + 2) .. '\\n' .. ARGV[5], 'PX', ARGV[3])\n"
+        "return r\n"
+        "end)()\n"
+        POSTLUDE
         "return r\n",
     [SCRIPT_MRAISE] =
+        PRELUDE
         "local r = {}\n"
-        "for i = 1, #KEYS do\n"
-        "  local f = tonumber(redis.call('GET', KEYS[i]) or '0')\n"
-        "  local t = tonumber(ARGV[i])\n"
-        "  if f < t then redis.call('SET', KEYS[i], ARGV[i]) f = t end\n"
-        "  r[i] = f\n"
+        "for i = 2, #KEYS do\n"
+        "  local f, t = cur(KEYS[i]), tonumber(ARGV[i])\n"
+        "  if f < t then\n"
+        "    redis.call('SET', KEYS[i], t, 'PX', ret)\n"
+        "    if t > floor then floor = t end\n"
+        "    f = t\n"
+        "  end\n"
+        "  r[i - 1] = f\n"
         "end\n"
+        POSTLUDE
         "return r\n",
+    /* ARGV: retention, who (a lease, or "<lease>.<tag>" for a failed attempt's
+     * clean-up), key prefix, origin, scope (a name prefix every name of the set must
+     * start with; "" for any).  A name outside the scope: nothing is released,
+     * {-1, names}. */
     [SCRIPT_MRELEASE] =
-        "local s = redis.call('GET', KEYS[1])\n"
+        PRELUDE
+        "local s = redis.call('GET', KEYS[2])\n"
         "if not s then return {0, ''} end\n"
+        "local who, prefix, scope = ARGV[2], ARGV[3], ARGV[5]\n"
+        "local nl = string.find(s, '\\n', 1, true) or #s\n"
+        "local tag, names = string.sub(s, 1, nl - 1), string.sub(s, nl + 1)\n"
+        "local lease, exact = untag(who), string.find(who, '.', 1, true)\n"
+        "if exact and string.sub(who, #lease + 2) ~= tag then return {0, names} end\n"
+        "if scope ~= '' then\n"
+        "  for name in string.gmatch(names, '[^\\n]+') do\n"
+        "    if string.sub(name, 1, #scope) ~= scope then return {-1, names} end\n"
+        "  end\n"
+        "end\n"
         "local n = 0\n"
-        "for name in string.gmatch(s, '[^\\n]+') do\n"
-        "  local k = ARGV[2] .. name\n"
-        "  if redis.call('GET', k) == ARGV[1] then\n"
+        "for name in string.gmatch(names, '[^\\n]+') do\n"
+        "  local k = prefix .. name\n"
+        "  local v = redis.call('GET', k)\n"
+        "  if (exact and v == who) or (not exact and mine(v, lease)) then\n"
         "    redis.call('DEL', k)\n"
-        "    redis.call('PUBLISH', ARGV[2] .. '#released:' .. name, ARGV[3])\n"
+        "    redis.call('PUBLISH', prefix .. '#released:' .. name, ARGV[4])\n"
         "    n = n + 1\n"
         "  end\n"
         "end\n"
-        "redis.call('DEL', KEYS[1])\n"
-        "if n > 0 then return {1, s} end\n"
-        "return {0, s}\n",
+        "redis.call('DEL', KEYS[2])\n"
+        "if n > 0 then return {1, names} end\n"
+        "return {0, names}\n",
 };
 
 const char *script_source(int id)

@@ -16,49 +16,49 @@
 
 /* ---- master hooks ---- */
 
-static void resolve_markers(worker *w)
+/* The verdict on a master found without its record (docs/DESIGN.md, "Master trust").
+ * It may join without quarantine only if the cluster has never granted anything:
+ * every other master answered a check sent after this one was found bare, and none
+ * shows a floor above 0 or a quarantine.  Any such sign means it lost its data:
+ * quarantine.  Until every master has answered, it stays out (a new cluster needs all
+ * of its masters up once). */
+static void judge_unmarked(worker *w)
 {
-    size_t unmarked = 0, marked = 0, fresh = 0, n = w->rounds.n;
+    size_t n = w->rounds.n;
     int64_t now = clock_now_us();
-    for (size_t i = 0; i < n; i++) {
-        int st = w->masters[i].state;
-        if (st == MASTER_UNMARKED)
-            unmarked++;
-        else if (st == MASTER_READY || st == MASTER_QUARANTINED) {
-            marked++;
-            fresh += w->masters[i].fresh_until_us > now;
-        }
-    }
-    if (!unmarked)
-        return;
     for (size_t i = 0; i < n; i++) {
         master_conn *m = &w->masters[i];
         if (m->state != MASTER_UNMARKED)
             continue;
-        int64_t seen = __atomic_load_n(&w->app->master_marked_at_us[i], __ATOMIC_RELAXED);
-        if (seen && seen < m->marker_sent_us) {
-            /* This process found it marked before this check found it bare: it lost
-             * its data, whatever the fresh window says. */
-            master_resolve_marker(m, 1);
-        } else if (seen) {
-            /* Marked by another worker after our check left: our view is stale.
-             * "mark" is a no-op on a marked master and answers its real state. */
-            master_resolve_marker(m, 0);
-        } else if (fresh) {
-            /* Another worker or instance marked a new cluster moments ago: this
-             * master is a member that answered late, not one that lost its data. */
-            master_resolve_marker(m, 0);
-        } else if (marked) {
-            /* Others carry the marker: this master lost its data.  Keep it out of
-             * quorums for quarantine_ms, recorded on the master for every instance. */
-            master_resolve_marker(m, 1);
-        } else if (unmarked == n) {
-            /* Every master is new and none was ever seen marked by this process: a
-             * fresh cluster, nothing can be held yet.  (Masters this process saw
-             * marked are judged above, one by one, by when they were seen.) */
-            master_resolve_marker(m, 0);
+        int granted = 0, all = 1;
+        for (size_t j = 0; j < n; j++) {
+            master_conn *p = &w->masters[j];
+            if (j == i)
+                continue;
+            int fresh = p->check_sent_us >= m->unmarked_at_us && p->check_recv_us >= p->check_sent_us &&
+                        !p->check_inflight && p->seen_state >= 0;
+            if (fresh && p->state >= MASTER_UNMARKED) {
+                granted |= p->seen_state == 2 || p->seen_floor > 0;
+            } else {
+                all = 0;
+                master_recheck(p); /* no-op while one is in flight or it is down */
+            }
         }
-        /* Otherwise wait until every master has been heard from. */
+        if (granted) {
+            master_resolve_marker(m, 1, w->app->origin);
+        } else if (all) {
+            master_resolve_marker(m, 0, w->app->origin);
+        } else if (w->id == 0 && now - m->waiting_logged_us > 10 * 1000 * 1000 &&
+                   now - m->unmarked_at_us > 1000 * 1000) {
+            m->waiting_logged_us = now;
+            char fields[512];
+            jw j;
+            jw_init(&j, fields, sizeof fields);
+            jw_key_str(&j, "master", m->cfg->address);
+            jw_key_str(&j, "reason", "no record, and not every master has answered: a new "
+                                     "cluster needs all of its masters up once");
+            log_event(&w->log, LOG_WARN, "master unjudged", fields);
+        }
     }
 }
 
@@ -66,16 +66,10 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
 {
     worker *w = m->owner;
     int st = m->state;
-    if (st == MASTER_READY || st == MASTER_QUARANTINED) {
-        int64_t at = m->marker_sent_us;
-        int64_t prev = __atomic_load_n(&w->app->master_marked_at_us[m->index], __ATOMIC_RELAXED);
-        if (!prev || at < prev)
-            __atomic_store_n(&w->app->master_marked_at_us[m->index], at, __ATOMIC_RELAXED);
-    }
     /* Connection churn is routine; log the transitions a person cares about. */
     if (!(old_state == MASTER_DOWN && st == MASTER_CONNECTING) &&
         !(old_state == MASTER_CONNECTING && st == MASTER_DOWN && m->errors > 1)) {
-        char fields[512];
+        char fields[640];
         jw j;
         jw_init(&j, fields, sizeof fields);
         jw_key_int(&j, "worker", w->id);
@@ -83,6 +77,8 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
         jw_key_str(&j, "from", master_state_name(old_state));
         jw_key_str(&j, "to", master_state_name(st));
         jw_key_str(&j, "reason", why);
+        if (st == MASTER_QUARANTINED)
+            jw_key_int(&j, "quarantine_ms", (m->quarantine_until_us - clock_now_us()) / 1000);
         int level = st == MASTER_READY ? LOG_INFO : LOG_WARN;
         /* "unmarked" is judged at once; shutting down is said once by main. */
         if (st == MASTER_UNMARKED || __atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED))
@@ -91,31 +87,30 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
             level = LOG_DEBUG; /* one line per master, not one per worker */
         log_event(&w->log, level, "master state", fields);
     }
-    if (st == MASTER_QUARANTINED && w->id == 0) {
-        /* Repair its fencing counters from the others before it may rejoin (one
-         * worker does it; the others wait on the shared quarantine key). */
-        if (!w->resyncs[m->index])
-            w->resyncs[m->index] = resync_new(w->masters, w->rounds.n, w->rounds.quorum, (size_t)m->index);
-        if (w->resyncs[m->index])
-            resync_start(w->resyncs[m->index]);
-    }
-    if (st == MASTER_UNMARKED || st == MASTER_READY || st == MASTER_QUARANTINED)
-        resolve_markers(w);
+    if (old_state == MASTER_READY && (st == MASTER_UNMARKED || st == MASTER_QUARANTINED))
+        __atomic_store_n(&w->app->master_alarm_us[m->index], clock_now_us(), __ATOMIC_RELAXED);
+    if (st == MASTER_UNMARKED || old_state == MASTER_UNMARKED)
+        judge_unmarked(w);
 }
 
-static int on_may_rejoin(master_conn *m)
+static void on_checked(master_conn *m)
 {
     worker *w = m->owner;
-    if (w->id != 0)
-        return 1;
-    resync *r = w->resyncs[m->index];
-    if (!r)
-        return 1;
-    if (!resync_done(r)) {
-        resync_start(r); /* no-op while it runs; restarts a failed one */
-        return 0;
-    }
-    return 1;
+    for (size_t i = 0; i < w->rounds.n; i++)
+        if (w->masters[i].state == MASTER_UNMARKED) {
+            judge_unmarked(w);
+            return;
+        }
+}
+
+/* m's quarantine delay is over: repair its counters from the peers, then rejoin. */
+static void on_repair(master_conn *m)
+{
+    worker *w = m->owner;
+    if (!w->resyncs[m->index])
+        w->resyncs[m->index] = resync_new(w->masters, w->rounds.n, w->rounds.quorum, (size_t)m->index);
+    if (w->resyncs[m->index])
+        resync_start(w->resyncs[m->index]);
 }
 
 static void on_master_flush(master_conn *m)
@@ -128,7 +123,8 @@ static const master_hooks hooks = {
     .reply = round_on_reply,
     .state_changed = on_master_state,
     .want_flush = on_master_flush,
-    .may_rejoin = on_may_rejoin,
+    .checked = on_checked,
+    .repair = on_repair,
 };
 
 /* ---- cross-worker wake-ups ---- */
@@ -288,8 +284,18 @@ static void on_tick(loop_timer *t)
     int64_t stall = w->app->cfg.node_timeout_ms * 4 * 1000;
     if (stall < 250000)
         stall = 250000;
-    for (size_t i = 0; i < w->rounds.n; i++)
-        master_check_stall(&w->masters[i], now, stall);
+    int unmarked = 0;
+    for (size_t i = 0; i < w->rounds.n; i++) {
+        master_conn *m = &w->masters[i];
+        master_check_stall(m, now, stall);
+        unmarked |= m->state == MASTER_UNMARKED;
+        /* Another worker found it wiped or quarantined: ask it now, before a round. */
+        if (m->state == MASTER_READY &&
+            __atomic_load_n(&w->app->master_alarm_us[i], __ATOMIC_RELAXED) > m->check_sent_us)
+            master_recheck(m);
+    }
+    if (unmarked)
+        judge_unmarked(w); /* its peers' checks come back without a state change */
     if (w->mhd && now >= w->next_sweep_us) {
         http_sweep(w, now);
         w->next_sweep_us = now + 100 * 1000;
@@ -307,7 +313,7 @@ static void on_tick(loop_timer *t)
 static void flush_masters(worker *w)
 {
     for (size_t i = 0; i < w->ndirty; i++)
-        master_flush(w->dirty[i], 1);
+        master_flush(w->dirty[i]);
     w->ndirty = 0;
 }
 

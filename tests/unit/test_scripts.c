@@ -47,21 +47,36 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
 
 Test(scripts, each_single_operation_is_the_batched_function)
 {
-    /* The standalone script is "local f = <function>" over the same text the batch
-     * table holds, so the two can never drift apart. */
+    /* The standalone script is "<prelude> local f = <function>" over the same text the
+     * batch table holds, so the two can never drift apart. */
     const char *batch = script_source(SCRIPT_BATCH);
     const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE,
                        SCRIPT_EXTEND,  SCRIPT_INSPECT, SCRIPT_HANDOFF};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
-        cr_assert_eq(strncmp(s, "local f = function(", 19), 0, "script %d", ids[i]);
-        const char *end = strstr(s, "\nreturn f(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n");
+        const char *start = strstr(s, "local f = function(");
+        cr_assert_not_null(start, "script %d", ids[i]);
+        const char *end = strstr(s, "\nlocal r = f(KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4])\n");
         cr_assert_not_null(end);
         char fn[2048];
-        size_t n = (size_t)(end - (s + 10));
+        size_t n = (size_t)(end - (start + 10));
         cr_assert_lt(n, sizeof fn);
-        memcpy(fn, s + 10, n);
+        memcpy(fn, start + 10, n);
         fn[n] = '\0';
         cr_assert_not_null(strstr(batch, fn), "script %d's function is in the batch", ids[i]);
+    }
+}
+
+Test(scripts, every_lock_script_checks_the_masters_record_first)
+{
+    /* A wiped or quarantined master must refuse before any write (docs/DESIGN.md). */
+    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE, SCRIPT_RELEASE, SCRIPT_EXTEND, SCRIPT_INSPECT,
+                       SCRIPT_HANDOFF, SCRIPT_BATCH, SCRIPT_MACQUIRE, SCRIPT_MRAISE, SCRIPT_MRELEASE};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const char *s = script_source(ids[i]);
+        const char *check = strstr(s, "redis.call('HMGET', KEYS[1], 'floor', 'base', 'q')");
+        cr_assert(check == s + strlen("local M = "), "script %d starts with the check", ids[i]);
+        cr_assert_not_null(strstr(s, SCRIPT_ERR_UNMARKED), "script %d", ids[i]);
+        cr_assert_not_null(strstr(s, SCRIPT_ERR_QUARANTINED), "script %d", ids[i]);
     }
 }
