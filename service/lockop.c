@@ -1,5 +1,5 @@
 /* lockop.c -- acquire / release / extend / inspect / readiness (see lockop.h and
- * shared/REDLOCK.md for the reasoning behind each step). */
+ * docs/DESIGN.md for the reasoning behind each step). */
 #include "stat.h"
 #include "lockop.h"
 

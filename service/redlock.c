@@ -1,4 +1,4 @@
-/* redlock.c -- pure Redlock decisions (see redlock.h and shared/REDLOCK.md). */
+/* redlock.c -- pure Redlock decisions (see redlock.h and docs/DESIGN.md). */
 #include "redlock.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * maths, quorum decisions over per-master results, fencing-token choice, the
  * retry-after estimate and the retry jitter.  No I/O, no clocks: unit-testable.
  *
- * The reasoning behind each rule is in shared/REDLOCK.md; keep the two in agreement. */
+ * The reasoning behind each rule is in docs/DESIGN.md; keep the two in agreement. */
 #ifndef RL_REDLOCK_H
 #define RL_REDLOCK_H
 

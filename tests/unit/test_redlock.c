@@ -1,7 +1,7 @@
 /* test_redlock.c -- the pure Redlock logic of redlock.h: drift and validity maths,
  * quorum decisions (tables for 5, 3 and 1 masters and an exhaustive check that an
  * early decision is final), fencing-token choice, raises, retry-after, inspection
- * and the retry delay.  See shared/REDLOCK.md for the rules checked here. */
+ * and the retry delay.  See docs/DESIGN.md for the rules checked here. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdint.h>
