@@ -144,3 +144,18 @@ int64_t redlock_retry_delay_ms(int lock_held, int64_t retry_after_ms, int64_t re
         d = remaining_ms;
     return d < 0 ? 0 : d;
 }
+
+int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n)
+{
+    int all = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!peers[i].fresh || peers[i].state < 0) {
+            all = 0;
+            continue;
+        }
+        /* A floor above 0 is a grant on record; a quarantine is a master that forgot. */
+        if (peers[i].state == 2 || peers[i].floor > 0)
+            return RL_VERDICT_QUARANTINE;
+    }
+    return all ? RL_VERDICT_MARK : RL_VERDICT_WAIT;
+}

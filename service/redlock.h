@@ -88,4 +88,21 @@ uint64_t redlock_max_fence(const redlock_reply *r, size_t n);
 int64_t redlock_retry_delay_ms(int lock_held, int64_t retry_after_ms, int64_t remaining_ms,
                                uint32_t rnd);
 
+/* The verdict on a master found without its record (docs/DESIGN.md, rule 3), from what
+ * the other masters answered.  state: -1 unknown, 0 unmarked, 1 ready, 2 quarantined;
+ * fresh: that answer is to a check sent after the master was found bare. */
+typedef struct redlock_peer_view {
+    int state;
+    int64_t floor;
+    int fresh;
+} redlock_peer_view;
+
+enum redlock_verdict {
+    RL_VERDICT_WAIT = 0,    /* not every other master has answered a fresh check */
+    RL_VERDICT_MARK,        /* the cluster never granted anything: join as a new member */
+    RL_VERDICT_QUARANTINE,  /* a grant is on record somewhere: it lost its data */
+};
+
+int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n);
+
 #endif

@@ -30,23 +30,24 @@ static void judge_unmarked(worker *w)
         master_conn *m = &w->masters[i];
         if (m->state != MASTER_UNMARKED)
             continue;
-        int granted = 0, all = 1;
+        redlock_peer_view views[CONFIG_MAX_MASTERS];
+        size_t k = 0;
         for (size_t j = 0; j < n; j++) {
             master_conn *p = &w->masters[j];
             if (j == i)
                 continue;
-            int fresh = p->check_sent_us >= m->unmarked_at_us && p->check_recv_us >= p->check_sent_us &&
-                        !p->check_inflight && p->seen_state >= 0;
-            if (fresh && p->state >= MASTER_UNMARKED) {
-                granted |= p->seen_state == 2 || p->seen_floor > 0;
-            } else {
-                all = 0;
+            views[k].state = p->state >= MASTER_UNMARKED ? p->seen_state : -1;
+            views[k].floor = p->seen_floor;
+            views[k].fresh = p->check_sent_us >= m->unmarked_at_us &&
+                             p->check_recv_us >= p->check_sent_us && !p->check_inflight;
+            if (!views[k].fresh || views[k].state < 0)
                 master_recheck(p); /* no-op while one is in flight or it is down */
-            }
+            k++;
         }
-        if (granted) {
+        int verdict = redlock_judge_unmarked(views, k);
+        if (verdict == RL_VERDICT_QUARANTINE) {
             master_resolve_marker(m, 1, w->app->origin);
-        } else if (all) {
+        } else if (verdict == RL_VERDICT_MARK) {
             master_resolve_marker(m, 0, w->app->origin);
         } else if (w->id == 0 && now - m->waiting_logged_us > 10 * 1000 * 1000 &&
                    now - m->unmarked_at_us > 1000 * 1000) {

@@ -20,7 +20,8 @@ $(BUILD)/tests/unit_tests: $(UNIT_OBJS) $(SERVICE_OBJS)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
 
-$(BUILD)/tests/integration_tests: $(INTEG_OBJS)
+# The live script checks (test_scripts_live.c) send service/scripts.c's sources by hand.
+$(BUILD)/tests/integration_tests: $(INTEG_OBJS) $(BUILD)/service/scripts.o
 	@mkdir -p $(dir $@)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CURL_LIBS) $(shell pkg-config --libs jansson hiredis) $(TEST_LIBS) -lm

@@ -9,6 +9,7 @@
 
 #include "unit.h"
 #include "redlock.h"
+#include "resync.h"
 
 TestSuite(redlock, .fini = unit_fini, .timeout = 60);
 
@@ -634,4 +635,44 @@ Test(redlock, retry_delay_handles_the_largest_pttl_redis_can_report)
     int64_t big = INT64_MAX - INT64_C(2000000000000);
     int64_t d = redlock_retry_delay_ms(1, big, 60000, 0xffffffffu);
     cr_assert_eq(d, 60000);
+}
+
+/* ---- the verdict on a master found without its record (docs/DESIGN.md, rule 3) ---- */
+
+Test(redlock, unmarked_master_joins_only_a_cluster_that_never_granted)
+{
+    redlock_peer_view v[4] = {{0, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 1}};
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK, "all answered, no grant anywhere");
+    v[2].floor = 1;
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a floor above 0 is a grant");
+    v[2].floor = 0;
+    v[3].state = 2;
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a quarantined peer forgot");
+}
+
+Test(redlock, unmarked_master_waits_for_every_fresh_answer)
+{
+    redlock_peer_view v[4] = {{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {-1, 0, 0}};
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_WAIT, "one master never answered");
+    v[3] = (redlock_peer_view){1, 0, 0};
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_WAIT,
+                 "an answer older than the observation may hide a grant and a wipe");
+    v[3].fresh = 1;
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK);
+    /* A stale view that shows no grant never marks; a fresh one that shows a grant
+     * quarantines at once, whatever the others. */
+    redlock_peer_view w[3] = {{1, 7, 1}, {-1, 0, 0}, {1, 0, 0}};
+    cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_QUARANTINE);
+    w[0].fresh = 0;
+    cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_WAIT, "a stale floor proves nothing");
+    cr_assert_eq(redlock_judge_unmarked(NULL, 0), RL_VERDICT_MARK, "a cluster of one");
+}
+
+Test(redlock, repair_base_is_the_largest_floor_or_that_plus_the_gap)
+{
+    cr_assert_eq(resync_floor(41, 3, 3, 1), 41, "a quorum of ready peers answered");
+    cr_assert_eq(resync_floor(41, 4, 3, 1), 41);
+    cr_assert_eq(resync_floor(41, 2, 3, 1), 41 + RESYNC_GAP, "a majority may have lost writes");
+    cr_assert_eq(resync_floor(0, 0, 3, 1), RESYNC_GAP);
+    cr_assert_eq(resync_floor(41, 2, 3, 0), 41, "no gap asked");
 }

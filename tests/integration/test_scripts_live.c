@@ -1,0 +1,322 @@
+/* test_scripts_live.c -- the Lua scripts of service/scripts.c run on a real redis-server,
+ * one call at a time, checked against the rules of docs/DESIGN.md: the master's record
+ * checked first, the effective counter (floor, base), the attempt tags, retention, the
+ * batch, and the marker script's verdicts.  No service: each call is made by hand. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "scripts.h"
+
+static pid_t redis_pid;
+static redisContext *R;
+
+static int pick_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        cr_assert_fail("no free port");
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void start(void)
+{
+    for (int attempt = 0; attempt < 5 && !R; attempt++) {
+        int port = pick_port();
+        char ps[16];
+        snprintf(ps, sizeof ps, "%d", port);
+        redis_pid = fork();
+        if (redis_pid == 0) {
+            int devnull = open("/dev/null", 1);
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+            execlp("redis-server", "redis-server", "--port", ps, "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", NULL);
+            _exit(127);
+        }
+        double end = h_now_ms() + 5000;
+        while (h_now_ms() < end) {
+            redisContext *c = redisConnect("127.0.0.1", port);
+            if (c && !c->err) {
+                redisReply *r = redisCommand(c, "PING");
+                int ok = r && r->type == REDIS_REPLY_STATUS;
+                if (r)
+                    freeReplyObject(r);
+                if (ok) {
+                    R = c;
+                    break;
+                }
+            }
+            if (c)
+                redisFree(c);
+            usleep(10000);
+        }
+        if (!R) {
+            kill(redis_pid, SIGKILL);
+            waitpid(redis_pid, NULL, 0);
+        }
+    }
+    cr_assert_not_null(R, "redis-server did not start");
+}
+
+static void stop(void)
+{
+    if (R)
+        redisFree(R);
+    R = NULL;
+    if (redis_pid > 0) {
+        kill(redis_pid, SIGKILL);
+        waitpid(redis_pid, NULL, 0);
+    }
+}
+
+TestSuite(scripts_live, .init = start, .fini = stop, .timeout = 60);
+
+#define MK "redlock:#master"
+
+/* EVAL a lock script as master.c sends it: the record key first, the retention first. */
+static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, const char **args,
+                               const char *retention)
+{
+    const char *argv[64];
+    char nk[8];
+    int a = 0;
+    snprintf(nk, sizeof nk, "%d", nkeys + 1);
+    argv[a++] = "EVAL";
+    argv[a++] = script_source(id);
+    argv[a++] = nk;
+    argv[a++] = MK;
+    for (int i = 0; i < nkeys; i++)
+        argv[a++] = keys[i];
+    argv[a++] = retention ? retention : "60000";
+    for (int i = 0; i < nargs; i++)
+        argv[a++] = args[i];
+    redisReply *r = redisCommandArgv(R, a, argv, NULL);
+    cr_assert_not_null(r);
+    return r;
+}
+
+static void cmd(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(R, fmt, ap);
+    va_end(ap);
+    cr_assert(r && r->type != REDIS_REPLY_ERROR, "%s: %s", fmt, r ? r->str : "no reply");
+    freeReplyObject(r);
+}
+
+static long long int_cmd(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(R, fmt, ap);
+    va_end(ap);
+    cr_assert_not_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer
+                  : r->type == REDIS_REPLY_STRING ? atoll(r->str) : -999;
+    freeReplyObject(r);
+    return v;
+}
+
+static void str_cmd(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(R, fmt, ap);
+    va_end(ap);
+    cr_assert_not_null(r);
+    snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+}
+
+/* acquire -> {kind, F} or {0, pttl, F}: returns kind, F in *f */
+static long long acquire(const char *name, const char *value, long long *f)
+{
+    char key[128], fkey[128];
+    snprintf(key, sizeof key, "redlock:%s", name);
+    snprintf(fkey, sizeof fkey, "redlock:#fence:%s", name);
+    const char *keys[] = {key, fkey};
+    const char *args[] = {value, "10000"};
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 2, args, NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    long long kind = r->element[0]->integer;
+    *f = r->element[r->elements - 1]->integer;
+    freeReplyObject(r);
+    return kind;
+}
+
+static long long release(const char *name, const char *who)
+{
+    char key[128];
+    snprintf(key, sizeof key, "redlock:%s", name);
+    const char *keys[] = {key};
+    const char *args[] = {who, "redlock:#released:x", "origin"};
+    redisReply *r = lock_script(SCRIPT_RELEASE, 1, keys, 3, args, NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static void mark(void) { cmd("HSET " MK " run r1 floor 0 base 0"); }
+
+Test(scripts_live, a_master_without_its_record_refuses_before_any_write)
+{
+    const char *keys[] = {"redlock:x", "redlock:#fence:x"};
+    const char *args[] = {"lease.0000000000000001", "10000"};
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 2, args, NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert(strncmp(r->str, SCRIPT_ERR_UNMARKED, strlen(SCRIPT_ERR_UNMARKED)) == 0, "%s", r->str);
+    freeReplyObject(r);
+    cr_assert_eq(int_cmd("DBSIZE"), 0, "nothing written");
+    mark();
+    cmd("HSET " MK " q 1");
+    r = lock_script(SCRIPT_ACQUIRE, 2, keys, 2, args, NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
+    cr_assert(strncmp(r->str, SCRIPT_ERR_QUARANTINED, strlen(SCRIPT_ERR_QUARANTINED)) == 0, "%s", r->str);
+    freeReplyObject(r);
+    cr_assert_eq(int_cmd("EXISTS redlock:x"), 0);
+}
+
+Test(scripts_live, grants_raise_the_floor_and_a_lost_counter_starts_above_it)
+{
+    mark();
+    long long f;
+    cr_assert_eq(acquire("a", "L1.0000000000000001", &f), 1);
+    cr_assert_eq(f, 1);
+    cr_assert_eq(release("a", "L1"), 1);
+    cr_assert_eq(acquire("a", "L2.0000000000000002", &f), 1);
+    cr_assert_eq(f, 2);
+    cr_assert_eq(int_cmd("HGET " MK " floor"), 2);
+    cr_assert_eq(acquire("b", "L3.0000000000000003", &f), 1);
+    cr_assert_eq(f, 3, "a new name starts above the floor");
+    cr_assert_eq(release("a", "L2"), 1);
+    cmd("DEL redlock:#fence:a");
+    cr_assert_eq(acquire("a", "L4.0000000000000004", &f), 1);
+    cr_assert_eq(f, 4, "a deleted counter restarts at floor + 1, not at 1");
+    long long pttl = int_cmd("PTTL redlock:#fence:a");
+    cr_assert(pttl > 0 && pttl <= 60000, "counters expire after the retention: %lld", pttl);
+}
+
+Test(scripts_live, base_lifts_a_stale_counter)
+{
+    mark();
+    cmd("SET redlock:#fence:s 3");
+    cmd("HSET " MK " base 10 floor 10");
+    long long f;
+    cr_assert_eq(acquire("s", "L1.0000000000000001", &f), 1);
+    cr_assert_eq(f, 11, "a counter below the base reads as the base");
+    const char *keys[] = {"redlock:#fence:s"};
+    const char *args[] = {"5"};
+    redisReply *r = lock_script(SCRIPT_RAISE, 1, keys, 1, args, NULL);
+    cr_assert_eq(r->integer, 11, "a raise never lowers");
+    freeReplyObject(r);
+    const char *args2[] = {"20"};
+    r = lock_script(SCRIPT_RAISE, 1, keys, 1, args2, NULL);
+    cr_assert_eq(r->integer, 20);
+    freeReplyObject(r);
+    cr_assert_eq(int_cmd("HGET " MK " floor"), 20, "a raise raises the floor too");
+}
+
+Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_it)
+{
+    mark();
+    long long f;
+    cr_assert_eq(acquire("r", "LEASE.aaaaaaaaaaaaaaaa", &f), 1);
+    cr_assert_eq(acquire("r", "LEASE.bbbbbbbbbbbbbbbb", &f), 2, "same lease: an idempotent retry");
+    char v[128];
+    str_cmd(v, sizeof v, "GET redlock:r");
+    cr_assert_str_eq(v, "LEASE.bbbbbbbbbbbbbbbb", "the retry's tag replaced the first attempt's");
+    cr_assert_eq(release("r", "LEASE.aaaaaaaaaaaaaaaa"), 0, "the first attempt's clean-up misses");
+    cr_assert_eq(int_cmd("EXISTS redlock:r"), 1);
+    cr_assert_eq(acquire("r", "OTHER.cccccccccccccccc", &f), 0, "another lease is refused");
+    cr_assert_eq(release("r", "LEASE"), 1, "the client's release matches any tag");
+    cr_assert_eq(int_cmd("EXISTS redlock:r"), 0);
+    cr_assert_eq(acquire("r", "LEASEX.dddddddddddddddd", &f), 1);
+    cr_assert_eq(release("r", "LEASE"), 0, "a lease that is a prefix of another is not it");
+}
+
+Test(scripts_live, a_batch_checks_the_record_once_and_writes_the_floor_once)
+{
+    mark();
+    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "5", MK, "redlock:p", "redlock:#fence:p",
+                          "redlock:q", "redlock:#fence:q", "60000", "a", "P.0000000000000001", "10000",
+                          "a", "Q.0000000000000002", "10000"};
+    redisReply *r = redisCommandArgv(R, 15, argv, NULL);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
+              r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_eq(r->element[0]->element[1]->integer, 1);
+    cr_assert_eq(r->element[1]->element[1]->integer, 2);
+    freeReplyObject(r);
+    cr_assert_eq(int_cmd("HGET " MK " floor"), 2);
+    cmd("FLUSHALL");
+    r = redisCommandArgv(R, 15, argv, NULL);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, SCRIPT_ERR_UNMARKED));
+    freeReplyObject(r);
+    cr_assert_eq(int_cmd("DBSIZE"), 0, "a wiped master refuses the whole batch, before any write");
+}
+
+static void marker(const char *act, const char *run, const char *delay, const char *floor, long long out[3])
+{
+    const char *argv[] = {"EVAL", script_source(SCRIPT_MARKER), "2", MK, "redlock:#quarantine",
+                          act, run, delay, "inst", floor};
+    redisReply *r = redisCommandArgv(R, 10, argv, NULL);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3, "%s",
+              r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    for (int i = 0; i < 3; i++)
+        out[i] = r->element[i]->integer;
+    freeReplyObject(r);
+}
+
+Test(scripts_live, the_marker_quarantines_every_restart_and_rejoins_with_the_repaired_base)
+{
+    long long o[3];
+    marker("check", "run1", "5000", "0", o);
+    cr_assert_eq(o[0], 0, "no record: unmarked");
+    marker("mark", "run1", "5000", "0", o);
+    cr_assert_eq(o[0], 1);
+    marker("check", "run1", "5000", "0", o);
+    cr_assert_eq(o[0], 1, "same run id: ready");
+    cmd("HSET " MK " floor 7");
+    /* The process restarted (another run id): quarantined, the delay from the restart. */
+    marker("check", "run2", "3000", "0", o);
+    cr_assert_eq(o[0], 2);
+    cr_assert(o[1] > 2000 && o[1] <= 3000, "pttl %lld", o[1]);
+    cr_assert_eq(o[2], 7);
+    /* Another instance connecting later does not extend it, nor end it. */
+    marker("check", "run2", "100", "0", o);
+    cr_assert_eq(o[0], 2);
+    cr_assert(o[1] > 2000, "kept: %lld", o[1]);
+    marker("rejoin", "run2", "100", "50", o);
+    cr_assert_eq(o[0], 2, "no rejoin before the delay is over");
+    cmd("DEL redlock:#quarantine");
+    marker("rejoin", "run2", "0", "50", o);
+    cr_assert_eq(o[0], 1, "rejoined");
+    cr_assert_eq(o[2], 50);
+    cr_assert_eq(int_cmd("HGET " MK " base"), 50);
+    cr_assert_eq(int_cmd("HEXISTS " MK " q"), 0);
+    marker("check", "run2", "3000", "0", o);
+    cr_assert_eq(o[0], 1, "trusted under the new run id");
+    /* A wipe, judged as a loss: the record comes back quarantined for the full delay. */
+    cmd("FLUSHALL");
+    marker("quarantine", "run2", "4000", "0", o);
+    cr_assert_eq(o[0], 2);
+    cr_assert(o[1] > 3000 && o[1] <= 4000);
+    marker("mark", "run2", "4000", "0", o);
+    cr_assert_eq(o[0], 2, "mark on a marked master only reports its state");
+}
