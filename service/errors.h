@@ -22,7 +22,10 @@
     X(RL_E_METHOD_NOT_ALLOWED, 405, "method_not_allowed",                            \
       "method not allowed on this route")                                            \
     X(RL_E_LOCK_HELD, 409, "lock_held", "the lock is held by another lease")         \
+    X(RL_E_LOCK_CONTENDED, 409, "lock_contended",                                    \
+      "no lease holds the lock, but concurrent attempts kept splitting the votes")    \
     X(RL_E_BODY_TOO_LARGE, 413, "body_too_large", "request bodies are limited to 64 KiB") \
+    X(RL_E_CLIENT_CLOSED, 499, "client_closed", "the client closed the connection")  \
     X(RL_E_INTERNAL, 500, "internal", "internal error")                              \
     X(RL_E_QUORUM_UNAVAILABLE, 503, "quorum_unavailable",                            \
       "fewer than a quorum of masters answered")                                     \

@@ -70,6 +70,8 @@ struct http_req {
     size_t name_len;
     lock_params params;
     lockop op;
+    loop_io gone_io;         /* a waiting acquire: its connection, watched for a hang-up */
+    int gone_watched;
     http_req *next_free;
 };
 
@@ -143,6 +145,53 @@ static rl_err query_params(http_req *r)
     return RL_OK;
 }
 
+static void reply_held(http_req *r, const lockop *op);
+
+/* ---- clients that hang up while they wait ---- */
+
+static void gone_unwatch(http_req *r)
+{
+    if (!r->gone_watched)
+        return;
+    r->gone_watched = 0;
+    loop_io_set(&r->w->loop, &r->gone_io, 0);
+}
+
+/* The peer closed (or reset) a connection whose request waits for a lock: nobody will
+ * read the answer, so the wait ends and a lock granted meanwhile is let go. */
+static void on_gone(loop_io *io, uint32_t events)
+{
+    http_req *r = container_of(io, http_req, gone_io);
+    (void)events;
+    if (!r->gone_watched)
+        return;
+    gone_unwatch(r);
+    worker_op_gone(r->w, &r->op);
+}
+
+/* While it is suspended libmicrohttpd does not look at the socket: watch it here. */
+static void gone_watch(http_req *r)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    r->gone_io.fd = ci->connect_fd;
+    r->gone_io.cb = on_gone;
+    r->gone_io.events = 0;
+    if (loop_io_set(&r->w->loop, &r->gone_io, EPOLLRDHUP) == 0)
+        r->gone_watched = 1;
+}
+
+static void start_waiting_op(http_req *r)
+{
+    lockop *op = &r->op;
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    if (op->wait_deadline_us)
+        gone_watch(r);
+    worker_start_op(r->w, op);
+}
+
 static int start_op(http_req *r, int kind)
 {
     lockop_init(&r->op, &r->w->ops, kind, r->name, r->name_len, op_done, r);
@@ -191,9 +240,19 @@ static int h_acquire(http_req *r)
     }
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    worker_start_op(w, op);
+    int64_t ra;
+    if (!op->wait_deadline_us &&
+        lockop_known_held(w->app->known, op->name, op->name_len, op->lease, op->lease_len,
+                          clock_now_us(), &ra)) {
+        /* Known held, by another lease, moments ago: 409 here and now. */
+        op->err = RL_E_LOCK_HELD;
+        op->retry_after_ms = ra;
+        stat_inc(&w->ops.counters[CNT_HELD_LOCAL]);
+        stat_inc(&w->ops.counters[CNT_ACQ_HELD]);
+        reply_held(r, op);
+        return REPLIED;
+    }
+    start_waiting_op(r);
     return SUSPENDED;
 }
 
@@ -222,7 +281,7 @@ static int h_extend(http_req *r)
     r->op.ttl_ms = r->params.has_ttl ? r->params.ttl_ms : r->w->app->cfg.default_ttl_ms;
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
-    lockop_start(&r->op);
+    worker_start_op(r->w, &r->op);
     return SUSPENDED;
 }
 
@@ -269,9 +328,7 @@ static int h_macquire(http_req *r)
     free(mp);
     if (bad)
         return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    worker_start_op(w, op);
+    start_waiting_op(r);
     return SUSPENDED;
 }
 
@@ -406,9 +463,27 @@ static const struct route routes[] = {
 
 /* ---- completion of a suspended request ---- */
 
+/* 409 lock_held / lock_contended with retry_after_ms and Retry-After. */
+static void reply_held(http_req *r, const lockop *op)
+{
+    char buf[256], extra[64], secs[24];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    int64_t ra = op->retry_after_ms < 0 ? 0 : op->retry_after_ms;
+    snprintf(extra, sizeof extra, "\"retry_after_ms\":%lld", (long long)ra);
+    snprintf(secs, sizeof secs, "%lld", (long long)(ra < 1000 ? 1 : (ra + 999) / 1000));
+    jw_obj_open(&j);
+    jw_key_str(&j, "error", rl_err_code(op->err));
+    jw_key_str(&j, "message", rl_err_message(op->err));
+    jw_raw_fields(&j, extra);
+    jw_obj_close(&j);
+    queue_json(r, 409, buf, jw_len(&j), MHD_HTTP_HEADER_RETRY_AFTER, secs);
+}
+
 static void op_done(lockop *op)
 {
     http_req *r = op->owner;
+    gone_unwatch(r);
     char buf[1024], extra[128];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -471,17 +546,8 @@ static void op_done(lockop *op)
         }
         jw_obj_close(&j);
         queue_json(r, status, buf, jw_len(&j), NULL, NULL);
-    } else if (op->err == RL_E_LOCK_HELD) {
-        int64_t ra = op->retry_after_ms < 0 ? 0 : op->retry_after_ms;
-        snprintf(extra, sizeof extra, "\"retry_after_ms\":%lld", (long long)ra);
-        char secs[24];
-        snprintf(secs, sizeof secs, "%lld", (long long)(ra < 1000 ? 1 : (ra + 999) / 1000));
-        jw_obj_open(&j);
-        jw_key_str(&j, "error", rl_err_code(op->err));
-        jw_key_str(&j, "message", rl_err_message(op->err));
-        jw_raw_fields(&j, extra);
-        jw_obj_close(&j);
-        queue_json(r, 409, buf, jw_len(&j), MHD_HTTP_HEADER_RETRY_AFTER, secs);
+    } else if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED) {
+        reply_held(r, op);
     } else if (op->err == RL_E_QUORUM_UNAVAILABLE || op->err == RL_E_VALIDITY_EXHAUSTED) {
         quorum_fields(r, extra, sizeof extra);
         reply_error(r, op->err, NULL, extra);
@@ -584,7 +650,7 @@ static http_req *req_new(worker *w)
     r->w = w;
     r->route = NULL;
     r->fn = NULL;
-    r->started = r->suspended = r->too_large = 0;
+    r->started = r->suspended = r->too_large = r->gone_watched = 0;
     r->body_len = 0;
     r->body_cap = sizeof r->body_inline;
     r->body = r->body_inline;

@@ -12,14 +12,36 @@
 #include "reply.h"
 #include "scripts.h"
 
+/* A name's queue on the worker that keeps the name: the waiters parked in arrival
+ * order (the head alone retries), the no-wait acquires following the one attempt in
+ * flight, and what the last round taught (held by whom, until when).  A multi-name
+ * waiter has a private queue of its own (multi), woken by a release of any of its
+ * names, so that it never blocks waiters of one name. */
 struct waitq {
-    waitq *next;          /* hash chain */
+    waitq *next;          /* hash chain, or env->mqueues */
     lockop *head, *tail;  /* FIFO of parked waiters; head alone retries */
+    lockop *fhead, *ftail; /* no-wait acquires waiting for the attempt in flight */
+    lockop *inflight;     /* the attempt on this name in flight here (one at a time) */
     loop_timer retry;     /* when the head retries */
+    loop_timer gc;        /* when what is known runs out: free the queue if idle */
+    int retry_due;        /* the head's turn came while another attempt was in flight */
+    int watched;          /* following the name's release messages (notify.h) */
+    int multi;            /* the private queue of one multi-name waiter */
+    int64_t known_until_us; /* until then the name is known held by known_lease */
+    int64_t known_free_us;  /* when that lock should expire */
+    size_t known_len;
+    char known_lease[LEASE_MAX_LEN + 1];
     lockop_env *env;
     size_t name_len;
     char name[NAME_MAX_LEN + 1];
 };
+
+/* What a round taught is trusted this long at most: a release through another
+ * instance is announced (notify.h), but an announcement can be missed. */
+#define KNOWN_MAX_MS 100
+/* A name that saw contention counts as contended this long (worker.c routes all of
+ * its operations to the worker that keeps it). */
+#define HEAT_MS 2000
 
 static uint32_t rnd_next(lockop_env *env)
 {
@@ -114,8 +136,22 @@ static void make_keys(const lockop *op, keybuf *kb)
 /* Completion: always from the loop, through the wait timer set to "now". */
 static void on_wait_timer(loop_timer *t);
 
+/* op's part in its name's queue is over: the queue is let go, if nothing else needs
+ * it, after this loop pass (never under a caller still using it). */
+static void detach(lockop *op)
+{
+    waitq *q = op->nq;
+    if (!q)
+        return;
+    op->nq = NULL;
+    if (q->inflight == op)
+        q->inflight = NULL;
+    loop_timer_start(q->env->rounds->loop, &q->gc, 0);
+}
+
 static void finish(lockop *op)
 {
+    detach(op);
     op->wait_deadline_us = 0; /* the timer now means "complete" */
     loop_timer_start(op->env->rounds->loop, &op->wait_timer, 0);
 }
@@ -176,15 +212,251 @@ static void waitq_arm(waitq *q, int64_t delay_ms)
     loop_timer_start(q->env->rounds->loop, &q->retry, clock_now_us() + delay_ms * 1000);
 }
 
-static void on_retry(loop_timer *t)
+int lockop_hot(const int64_t *heat, const char *name, size_t len, int64_t now_us)
 {
-    waitq *q = container_of(t, waitq, retry);
-    if (q->head && !q->head->in_flight) {
-        stat_inc(&q->head->env->counters[CNT_RETRIES]);
-        attempt(q->head);
+    if (!heat)
+        return 0;
+    return __atomic_load_n(&heat[lockop_name_hash(name, len) & (LOCKOP_EPOCHS - 1)], __ATOMIC_RELAXED) > now_us;
+}
+
+/* name saw contention: route its operations to this worker for a while. */
+static void heat_up(lockop *op)
+{
+    if (!op->env->heat || op->multi)
+        return;
+    int64_t *slot = &op->env->heat[lockop_name_hash(op->name, op->name_len) & (LOCKOP_EPOCHS - 1)];
+    __atomic_store_n(slot, clock_now_us() + (int64_t)HEAT_MS * 1000, __ATOMIC_RELAXED);
+}
+
+static int op_has_name(const lockop *op, const char *name, size_t len)
+{
+    if (!op->multi)
+        return op->name_len == len && memcmp(op->name, name, len) == 0;
+    for (size_t j = 0; j < op->multi->n; j++)
+        if (op->multi->lens[j] == len && memcmp(op->multi->names[j], name, len) == 0)
+            return 1;
+    return 0;
+}
+
+static void q_watch(waitq *q, int on)
+{
+    lockop_env *env = q->env;
+    if (!env->watch || q->watched == on)
+        return;
+    q->watched = on;
+    if (!q->multi) {
+        env->watch(env, q->name, q->name_len, on);
+        return;
+    }
+    lockop *op = q->head; /* a private queue is watched only while its waiter is in it */
+    for (size_t j = 0; op && j < op->multi->n; j++)
+        env->watch(env, op->multi->names[j], op->multi->lens[j], on);
+}
+
+static void q_free(waitq *q)
+{
+    lockop_env *env = q->env;
+    loop_timer_stop(env->rounds->loop, &q->retry);
+    loop_timer_stop(env->rounds->loop, &q->gc);
+    q_watch(q, 0);
+    waitq **pp = q->multi ? &env->mqueues : bucket_of(env, q->name, q->name_len);
+    while (*pp != q)
+        pp = &(*pp)->next;
+    *pp = q->next;
+    free(q);
+}
+
+/* Free q once nothing needs it; while only what is known keeps it, when that ends. */
+static void q_settle(waitq *q)
+{
+    if (q->head || q->fhead || q->inflight)
+        return;
+    if (q->multi) {
+        q_free(q);
+        return;
+    }
+    if (q->known_until_us > clock_now_us()) {
+        loop_timer_start(q->env->rounds->loop, &q->gc, q->known_until_us);
+        return;
+    }
+    q_free(q);
+}
+
+static void on_gc(loop_timer *t)
+{
+    q_settle(container_of(t, waitq, gc));
+}
+
+static void on_retry(loop_timer *t);
+
+static waitq *q_new(lockop_env *env, const char *name, size_t len)
+{
+    waitq *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->env = env;
+    q->retry.cb = on_retry;
+    q->gc.cb = on_gc;
+    memcpy(q->name, name, len);
+    q->name[len] = '\0';
+    q->name_len = len;
+    return q;
+}
+
+/* The queue of op's name (created if need be), or NULL on allocation failure. */
+static waitq *q_get(lockop_env *env, const char *name, size_t len)
+{
+    waitq *q = waitq_find(env, name, len);
+    if (q || !(q = q_new(env, name, len)))
+        return q;
+    waitq **b = bucket_of(env, name, len);
+    q->next = *b;
+    *b = q;
+    return q;
+}
+
+/* Whether q knows its name held by a lease other than op's. */
+static int known_held(const waitq *q, const lockop *op, int64_t now)
+{
+    return q->known_until_us > now &&
+           !(q->known_len == op->lease_len && memcmp(q->known_lease, op->lease, op->lease_len) == 0);
+}
+
+static void publish_slot(lockop_known *k, uint64_t nh, uint64_t lease_hash, int64_t until_us,
+                         int64_t free_us)
+{
+    if (!until_us && __atomic_load_n(&k->name_hash, __ATOMIC_RELAXED) != nh)
+        return; /* nothing to take back: the slot is another name's */
+    uint32_t s = __atomic_load_n(&k->seq, __ATOMIC_RELAXED);
+    while ((s & 1) || !__atomic_compare_exchange_n(&k->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE,
+                                                   __ATOMIC_RELAXED))
+        s = __atomic_load_n(&k->seq, __ATOMIC_RELAXED) & ~1u;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&k->name_hash, nh, __ATOMIC_RELAXED);
+    __atomic_store_n(&k->lease_hash, lease_hash, __ATOMIC_RELAXED);
+    __atomic_store_n(&k->until_us, until_us, __ATOMIC_RELAXED);
+    __atomic_store_n(&k->free_us, free_us, __ATOMIC_RELAXED);
+    __atomic_store_n(&k->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* Publish what q knows (until_us 0: nothing) in the shared slots. */
+static void publish(waitq *q)
+{
+    if (!q->env->known)
+        return;
+    uint64_t nh = lockop_name_hash(q->name, q->name_len);
+    publish_slot(q->env->known + (nh & (LOCKOP_EPOCHS - 1)), nh,
+                 lockop_name_hash(q->known_lease, q->known_len), q->known_until_us, q->known_free_us);
+}
+
+int lockop_known_held(const lockop_known *known, const char *name, size_t len, const char *lease,
+                      size_t lease_len, int64_t now_us, int64_t *retry_after_ms)
+{
+    if (!known)
+        return 0;
+    uint64_t nh = lockop_name_hash(name, len);
+    const lockop_known *k = known + (nh & (LOCKOP_EPOCHS - 1));
+    uint32_t s1 = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1)
+        return 0;
+    uint64_t h = __atomic_load_n(&k->name_hash, __ATOMIC_RELAXED);
+    uint64_t lh = __atomic_load_n(&k->lease_hash, __ATOMIC_RELAXED);
+    int64_t until = __atomic_load_n(&k->until_us, __ATOMIC_RELAXED);
+    int64_t free_us = __atomic_load_n(&k->free_us, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&k->seq, __ATOMIC_RELAXED) != s1)
+        return 0;
+    if (h != nh || until <= now_us || (lease && lh == lockop_name_hash(lease, lease_len)))
+        return 0;
+    *retry_after_ms = (free_us - now_us + 999) / 1000;
+    return 1;
+}
+
+static void know(waitq *q, const char *lease, size_t len, int64_t free_in_ms)
+{
+    int64_t now = clock_now_us();
+    lockop_env *env = q->env;
+    if (env->nkeepers > 1 && lockop_name_hash(q->name, q->name_len) % env->nkeepers != env->keeper_id)
+        return; /* not this worker's name: its releases may never be heard here */
+    if (len > LEASE_MAX_LEN || free_in_ms <= 0) {
+        q->known_until_us = 0;
+        publish(q);
+        return;
+    }
+    memcpy(q->known_lease, lease, len);
+    q->known_len = len;
+    q->known_free_us = now + free_in_ms * 1000;
+    q->known_until_us = now + (free_in_ms < KNOWN_MAX_MS ? free_in_ms : KNOWN_MAX_MS) * 1000;
+    publish(q);
+}
+
+/* The name was released: what was known is over. */
+static void forget(waitq *q)
+{
+    if (!q->known_until_us)
+        return;
+    q->known_until_us = 0;
+    publish(q);
+}
+
+/* Answer op 409 from what its queue knows, without a round. */
+static void held_locally(lockop *op, waitq *q, int64_t now)
+{
+    op->err = RL_E_LOCK_HELD;
+    op->retry_after_ms = (q->known_free_us - now + 999) / 1000;
+    stat_inc(&op->env->counters[CNT_HELD_LOCAL]);
+    stat_inc(&op->env->counters[CNT_ACQ_HELD]);
+    finish(op);
+}
+
+/* The attempt in flight on q ended: the next follower attempts, or learns it is held;
+ * a head waiter whose turn came meanwhile goes first. */
+static void serve_followers(waitq *q)
+{
+    int64_t now = clock_now_us();
+    if (!q->inflight && q->retry_due && q->head && !q->head->in_flight) {
+        q->retry_due = 0;
+        if (known_held(q, q->head, now)) {
+            waitq_arm(q, (q->known_free_us - now) / 1000 + 1);
+        } else {
+            loop_timer_stop(q->env->rounds->loop, &q->retry);
+            stat_inc(&q->env->counters[CNT_RETRIES]);
+            attempt(q->head);
+        }
+    }
+    while (q->fhead && !q->inflight) {
+        lockop *f = q->fhead;
+        q->fhead = f->f_next;
+        if (!q->fhead)
+            q->ftail = NULL;
+        f->f_next = NULL;
+        f->following = 0;
+        if (__atomic_load_n(&f->gone, __ATOMIC_RELAXED)) {
+            f->err = RL_E_CLIENT_CLOSED;
+            stat_inc(&f->env->counters[CNT_GONE]);
+            finish(f);
+        } else if (known_held(q, f, now)) {
+            held_locally(f, q, now);
+        } else {
+            attempt(f);
+        }
     }
 }
 
+static void on_retry(loop_timer *t)
+{
+    waitq *q = container_of(t, waitq, retry);
+    if (!q->head || q->head->in_flight)
+        return;
+    if (q->inflight) {
+        q->retry_due = 1; /* one attempt per name at a time: after that one */
+        return;
+    }
+    stat_inc(&q->head->env->counters[CNT_RETRIES]);
+    attempt(q->head);
+}
+
+/* Take op out of its queue (the caller settles the queue). */
 static void unpark(lockop *op)
 {
     waitq *q = op->q;
@@ -205,13 +477,9 @@ static void unpark(lockop *op)
     loop_timer_stop(op->env->rounds->loop, &op->wait_timer);
     if (!q->head) {
         loop_timer_stop(q->env->rounds->loop, &q->retry);
-        if (q->env->watch)
-            q->env->watch(q->env, q->name, q->name_len, 0);
-        waitq **pp = bucket_of(q->env, q->name, q->name_len);
-        while (*pp != q)
-            pp = &(*pp)->next;
-        *pp = q->next;
-        free(q);
+        q->retry_due = 0;
+        if (q->multi)
+            q_watch(q, 0);
     }
 }
 
@@ -227,23 +495,18 @@ static int park(lockop *op, int64_t delay_ms)
             op->err = RL_E_TOO_MANY_WAITERS;
             return -1;
         }
-        q = waitq_find(env, op->name, op->name_len);
-        if (!q) {
-            q = calloc(1, sizeof *q);
-            if (!q) {
+        if (op->multi && !op->nq) {
+            /* A private queue: woken by a release of any of its names. */
+            if (!(q = q_new(env, op->name, op->name_len))) {
                 __atomic_fetch_sub(env->waiters_total, 1, __ATOMIC_RELAXED);
                 return -1;
             }
-            q->env = env;
-            q->retry.cb = on_retry;
-            memcpy(q->name, op->name, op->name_len + 1);
-            q->name_len = op->name_len;
-            waitq **b = bucket_of(env, op->name, op->name_len);
-            q->next = *b;
-            *b = q;
-            if (env->watch)
-                env->watch(env, q->name, q->name_len, 1);
+            q->multi = 1;
+            q->next = env->mqueues;
+            env->mqueues = q;
+            op->nq = q;
         }
+        q = op->nq;
         op->q = q;
         op->q_prev = q->tail;
         op->q_next = NULL;
@@ -252,6 +515,7 @@ static int park(lockop *op, int64_t delay_ms)
         else
             q->head = op;
         q->tail = op;
+        q_watch(q, 1);
         __atomic_add_fetch(&env->parked, 1, __ATOMIC_RELAXED);
         loop_timer_start(env->rounds->loop, &op->wait_timer, op->wait_deadline_us);
     }
@@ -260,15 +524,31 @@ static int park(lockop *op, int64_t delay_ms)
     return 0;
 }
 
+static void wake_queue(waitq *q)
+{
+    if (!q->head)
+        return;
+    stat_inc(&q->env->counters[CNT_WAKEUPS]);
+    if (!q->head->in_flight) /* one in flight sees the epoch move when it is refused */
+        waitq_arm(q, 0);
+}
+
 void lockop_wake(lockop_env *env, const char *name, size_t len)
 {
     (*epoch_slot(env, name, len))++;
     waitq *q = waitq_find(env, name, len);
-    if (!q || !q->head)
-        return;
-    stat_inc(&env->counters[CNT_WAKEUPS]);
-    if (!q->head->in_flight) /* one in flight sees the epoch move when it is refused */
-        waitq_arm(q, 0);
+    if (q) {
+        forget(q); /* released: what was known is over */
+        wake_queue(q);
+    } else if (env->known) {
+        /* Released here while another worker keeps the name: take back at once what
+         * that worker published (it forgets its own when the wake reaches it). */
+        uint64_t nh = lockop_name_hash(name, len);
+        publish_slot(env->known + (nh & (LOCKOP_EPOCHS - 1)), nh, 0, 0, 0);
+    }
+    for (waitq *m = env->mqueues; m; m = m->next)
+        if (m->head && op_has_name(m->head, name, len))
+            wake_queue(m);
 }
 
 void lockop_wake_all(lockop_env *env)
@@ -276,28 +556,101 @@ void lockop_wake_all(lockop_env *env)
     for (size_t i = 0; i < LOCKOP_EPOCHS; i++)
         env->epochs[i]++;
     for (size_t b = 0; b < env->nbuckets; b++)
-        for (waitq *q = env->buckets[b]; q; q = q->next)
-            lockop_wake(env, q->name, q->name_len);
+        for (waitq *q = env->buckets[b]; q; q = q->next) {
+            forget(q);
+            wake_queue(q);
+        }
+    for (waitq *m = env->mqueues; m; m = m->next)
+        wake_queue(m);
+}
+
+/* Drop q's parked waiters and followers whose client left. */
+static void drop_gone(waitq *q)
+{
+    lockop *op = q->head;
+    while (op) {
+        lockop *next = op->q_next;
+        if (!op->in_flight && __atomic_load_n(&op->gone, __ATOMIC_RELAXED)) {
+            int was_head = q->head == op;
+            unpark(op);
+            op->err = RL_E_CLIENT_CLOSED;
+            stat_inc(&op->env->counters[CNT_GONE]);
+            finish(op);
+            if (was_head && q->head && !q->head->in_flight)
+                waitq_arm(q, 0); /* the next one's turn may have come meanwhile */
+        }
+        op = next;
+    }
+    lockop **pp = &q->fhead, *prev = NULL;
+    while (*pp) {
+        lockop *f = *pp;
+        if (__atomic_load_n(&f->gone, __ATOMIC_RELAXED)) {
+            *pp = f->f_next;
+            f->f_next = NULL;
+            f->following = 0;
+            f->nq = NULL;
+            f->err = RL_E_CLIENT_CLOSED;
+            stat_inc(&f->env->counters[CNT_GONE]);
+            finish(f);
+        } else {
+            prev = f;
+            pp = &f->f_next;
+        }
+    }
+    q->ftail = prev;
+}
+
+void lockop_check_gone(lockop_env *env, const char *name, size_t len)
+{
+    waitq *q = waitq_find(env, name, len);
+    if (q)
+        drop_gone(q);
+    for (waitq *m = env->mqueues; m; m = m->next)
+        if (m->head && op_has_name(m->head, name, len))
+            drop_gone(m);
+}
+
+/* Answer every waiter and follower of q now (shutdown); q may be freed. */
+static void flush_queue(waitq *q)
+{
+    forget(q);
+    while (q->fhead) {
+        lockop *f = q->fhead;
+        q->fhead = f->f_next;
+        f->f_next = NULL;
+        f->following = 0;
+        if (f->err == RL_E_INTERNAL)
+            f->err = RL_E_SHUTTING_DOWN;
+        finish(f);
+    }
+    q->ftail = NULL;
+    while (q->head) {
+        lockop *op = q->head;
+        if (op->in_flight) {
+            /* Its round will finish it; just stop it from waiting further. */
+            op->wait_deadline_us = 1;
+            unpark(op);
+            continue;
+        }
+        unpark(op);
+        if (op->err == RL_E_INTERNAL)
+            op->err = RL_E_SHUTTING_DOWN;
+        finish(op);
+    }
 }
 
 void lockop_env_flush_waiters(lockop_env *env)
 {
     for (size_t b = 0; b < env->nbuckets; b++) {
-        while (env->buckets[b]) {
-            waitq *q = env->buckets[b];
-            lockop *op = q->head;
-            if (op->in_flight) {
-                /* Its round will finish it; just stop it from waiting further. */
-                op->wait_deadline_us = 1;
-                unpark(op);
-                continue;
-            }
-            unpark(op);
-            if (op->err == RL_E_INTERNAL)
-                op->err = RL_E_SHUTTING_DOWN;
-            finish(op);
+        waitq *q = env->buckets[b];
+        while (q) {
+            waitq *next = q->next;
+            flush_queue(q);
+            q = next;
         }
     }
+    for (waitq *m = env->mqueues; m; m = m->next)
+        flush_queue(m);
 }
 
 /* op no longer counts in its worker's env->waiting (see worker_start_op). */
@@ -324,6 +677,7 @@ static void on_wait_timer(loop_timer *t)
         if (op->in_flight)
             return; /* the round in flight will answer */
     }
+    detach(op);
     stop_waiting(op);
     op->done(op);
 }
@@ -377,6 +731,8 @@ static void attempt(lockop *op)
         return;
     }
     attempt_begin(op, rd);
+    if (op->nq)
+        op->nq->inflight = op; /* one attempt per name at a time on this worker */
     keybuf kb;
     make_keys(op, &kb);
     char ttl[24];
@@ -386,7 +742,75 @@ static void attempt(lockop *op)
     round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
 }
 
+/* A single-name acquire arrives on the worker that keeps its name.  One attempt per
+ * name is in flight at a time: a no-wait acquire that comes meanwhile follows it and
+ * learns its outcome; one that comes while the name is known held is answered 409 at
+ * once, without a round; a waiting one queues behind the waiters already there. */
+static void acquire_start(lockop *op)
+{
+    waitq *q = q_get(op->env, op->name, op->name_len);
+    if (!q) {
+        op->err = RL_E_INTERNAL;
+        finish(op);
+        return;
+    }
+    op->nq = q;
+    int64_t now = clock_now_us();
+    int can_wait = op->wait_deadline_us > now + 1000;
+    if (known_held(q, op, now)) {
+        heat_up(op);
+        if (!can_wait) {
+            held_locally(op, q, now);
+            return;
+        }
+        op->err = RL_E_LOCK_HELD;
+        op->retry_after_ms = (q->known_free_us - now + 999) / 1000;
+        if (park(op, op->retry_after_ms + 1 + (int64_t)(rnd_next(op->env) % 10)) != 0)
+            finish(op);
+        return;
+    }
+    if (q->inflight || (can_wait && q->head)) {
+        heat_up(op);
+        if (!can_wait) {
+            op->following = 1;
+            op->f_next = NULL;
+            if (q->ftail)
+                q->ftail->f_next = op;
+            else
+                q->fhead = op;
+            q->ftail = op;
+            return;
+        }
+        int first = !q->head;
+        /* Until its own attempt says otherwise: blocked by the others. */
+        op->err = RL_E_LOCK_HELD;
+        op->retry_after_ms = q->known_free_us > now ? (q->known_free_us - now + 999) / 1000 : 0;
+        if (park(op, (op->wait_deadline_us - now) / 1000) != 0) {
+            finish(op);
+            return;
+        }
+        if (first && q->inflight)
+            q->retry_due = 1; /* its turn comes when the attempt in flight ends */
+        else if (first)
+            waitq_arm(q, 0);
+        return;
+    }
+    attempt(op);
+}
+
 static void release_resume(lockop *r);
+
+/* The attempt in flight for op's name ended (op's own): followers and a waiter whose
+ * turn came go on.  Returns op's name queue, still held by op (op->nq). */
+static void attempt_ended(lockop *op)
+{
+    waitq *q = op->nq;
+    if (!q || op->multi)
+        return;
+    if (q->inflight == op)
+        q->inflight = NULL;
+    serve_followers(q);
+}
 
 static void acquire_failed(lockop *op, rl_err err)
 {
@@ -407,31 +831,51 @@ static void acquire_failed(lockop *op, rl_err err)
             lockop_wake(env, op->name, op->name_len);
     }
     int64_t now = clock_now_us();
+    if (err == RL_E_LOCK_CONTENDED) {
+        /* Votes split between attempts: nobody holds the lock.  Even without a wait,
+         * try again after a random delay, within a small budget (Redlock's retry). */
+        stat_inc(&env->counters[CNT_SPLITS]);
+        heat_up(op);
+        if (!op->split_deadline_us)
+            op->split_deadline_us = op->start_us + env->conf->node_timeout_ms * 1000 * 6;
+        if (op->split_deadline_us > op->wait_deadline_us)
+            op->wait_deadline_us = op->split_deadline_us;
+        op->retry_after_ms = 1 + (int64_t)(rnd_next(env) % (uint32_t)(env->conf->node_timeout_ms + 1));
+    }
+    if (__atomic_load_n(&op->gone, __ATOMIC_RELAXED)) {
+        op->wait_deadline_us = 0; /* nobody to answer: stop here */
+        op->err = RL_E_CLIENT_CLOSED;
+        stat_inc(&env->counters[CNT_GONE]);
+    }
     if (op->wait_deadline_us > now + 1000) {
         int64_t remaining_ms = (op->wait_deadline_us - now) / 1000;
-        int64_t delay = redlock_retry_delay_ms(err == RL_E_LOCK_HELD, op->retry_after_ms,
-                                               remaining_ms, rnd_next(env));
+        int64_t delay = err == RL_E_LOCK_CONTENDED
+                            ? (op->retry_after_ms < remaining_ms ? op->retry_after_ms : remaining_ms)
+                            : redlock_retry_delay_ms(err == RL_E_LOCK_HELD, op->retry_after_ms,
+                                                     remaining_ms, rnd_next(env));
         if (op_epoch(op) != op->epoch)
             delay = 0; /* released while this attempt was in flight */
         /* Park even when the lock outlives the wait: a release through this
          * instance wakes the waiter, and its deadline answers otherwise. */
         if (park(op, delay) == 0) {
+            attempt_ended(op);
             release_resume(waiting_release); /* parked again: hand it over now */
             return;
         }
     }
     /* Out of time (or cannot wait): answer with this attempt's result. */
-    if (err == RL_E_LOCK_HELD)
+    if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED)
         stat_inc(&env->counters[CNT_ACQ_HELD]);
-    else if (err == RL_E_VALIDITY_EXHAUSTED)
+    else if (op->err == RL_E_VALIDITY_EXHAUSTED)
         stat_inc(&env->counters[CNT_ACQ_VALIDITY]);
-    else
+    else if (op->err != RL_E_CLIENT_CLOSED)
         stat_inc(&env->counters[CNT_ACQ_UNAVAILABLE]);
     waitq *q = op->q;
     lockop *next = op->q_next;
     unpark(op);
     if (q && next)
         waitq_arm(q, 0);
+    attempt_ended(op);
     finish(op);
     release_resume(waiting_release);
 }
@@ -447,11 +891,34 @@ static void acquire_succeeded(lockop *op)
     waitq *q = op->q;
     lockop *next = op->q_next;
     unpark(op);
+    if (__atomic_load_n(&op->gone, __ATOMIC_RELAXED)) {
+        /* Granted to a client that left: free it at once, for the next waiter. */
+        op->err = RL_E_CLIENT_CLOSED;
+        stat_inc(&env->counters[CNT_GONE]);
+        release_everywhere(op);
+        lockop_wake(env, op->name, op->name_len);
+        if (env->released && !op->multi)
+            env->released(env, op->name, op->name_len);
+        if (op->multi)
+            for (size_t j = 0; j < op->multi->n; j++) {
+                lockop_wake(env, op->multi->names[j], op->multi->lens[j]);
+                if (env->released)
+                    env->released(env, op->multi->names[j], op->multi->lens[j]);
+            }
+        attempt_ended(op);
+        finish(op);
+        release_resume(waiting_release);
+        return;
+    }
+    if (op->nq && !op->multi &&
+        (next || op->nq->fhead || lockop_hot(env->heat, op->name, op->name_len, clock_now_us())))
+        know(op->nq, op->lease, op->lease_len, op->validity_ms); /* contended: remember */
     if (q && next) {
         /* The lock is ours now: the next waiter tries when it should expire, or at
          * once when it is released through this instance. */
         waitq_arm(q, op->validity_ms + 1 + (int64_t)(rnd_next(env) % 10));
     }
+    attempt_ended(op);
     finish(op);
     release_resume(waiting_release); /* the releaser's lock had gone: it answers as it will */
 }
@@ -464,16 +931,29 @@ static void drop_round(lockop *op)
     }
 }
 
-/* The acquire round did not reach a quorum: held by another, or masters missing. */
+/* The acquire round did not reach a quorum: held by another lease, votes split
+ * between attempts (nobody holds it), or masters missing. */
 static void acquire_refused(lockop *op, round *rd)
 {
     round_env *re = op->env->rounds;
-    int held = rd->decision == RL_DECIDE_NO_QUORUM;
-    if (held)
+    rl_err err = RL_E_QUORUM_UNAVAILABLE;
+    if (rd->decision == RL_DECIDE_NO_QUORUM) {
         op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
                                                     op->env->conf->default_ttl_ms);
+        err = RL_E_LOCK_HELD;
+        if (!op->multi && !redlock_held_by_quorum(rd->replies, re->n, re->quorum))
+            err = RL_E_LOCK_CONTENDED;
+        if (err == RL_E_LOCK_HELD && !op->multi && op->nq) {
+            heat_up(op);
+            for (size_t i = 0; i < re->n; i++)
+                if (rd->replies[i].state == RL_SLOT_REFUSED && rd->replies[i].has_value) {
+                    know(op->nq, rd->replies[i].value, rd->replies[i].value_len, op->retry_after_ms);
+                    break;
+                }
+        }
+    }
     drop_round(op);
-    acquire_failed(op, held ? RL_E_LOCK_HELD : RL_E_QUORUM_UNAVAILABLE);
+    acquire_failed(op, err);
 }
 
 /* After a raise round: issue the token only if `fenced` granting masters (at least a
@@ -896,15 +1376,20 @@ static int try_handoff(lockop *r)
 {
     lockop_env *env = r->env;
     waitq *q = waitq_find(env, r->name, r->name_len);
-    lockop *h = q ? q->head : NULL;
+    if (!q)
+        return 0;
+    drop_gone(q); /* never hand a lock to a client that left */
+    lockop *h = q->head;
     if (!h || h->multi || h->handoff_from || h->wait_deadline_us <= clock_now_us() + 1000)
         return 0;
-    if (h->in_flight) {
-        /* Its attempt will be refused (the lock is still the releaser's): hand over
-         * as soon as it is (acquire_failed), rather than let it retry after us. */
-        if (h->handoff_wait)
+    lockop *busy = q->inflight ? q->inflight : h->in_flight ? h : NULL;
+    if (busy) {
+        /* An attempt on the name is in flight and will be refused (the lock is still
+         * the releaser's): hand over as soon as it is (acquire_failed), rather than
+         * let the waiter retry after us. */
+        if (busy->handoff_wait)
             return 0;
-        h->handoff_wait = r;
+        busy->handoff_wait = r;
         return 1;
     }
     round *rd = round_new(env->rounds, handoff_done, h);
@@ -919,6 +1404,7 @@ static int try_handoff(lockop *r)
     const char *argv[] = {kb.key, kb.fkey, r->lease, h->value, ttl};
     size_t lens[] = {kb.key_len, kb.fkey_len, r->lease_len, h->value_len, (size_t)tl};
     h->handoff_from = r;
+    q->inflight = h;
     stat_inc(&env->counters[CNT_HANDOFFS]);
     round_send(rd, SCRIPT_HANDOFF, 2, 3, argv, lens, round_all(env->rounds));
     return 1;
@@ -1098,7 +1584,10 @@ void lockop_start(lockop *op)
             op->waiting = 1;
             __atomic_fetch_add(&env->waiting, 1, __ATOMIC_RELAXED);
         }
-        attempt(op);
+        if (op->multi)
+            attempt(op);
+        else
+            acquire_start(op);
         return;
     case LOCKOP_MRELEASE:
         rd = round_new(env->rounds, mrelease_done, op);

@@ -19,6 +19,18 @@
 #include "validate.h"
 
 typedef struct lockop lockop;
+
+/* What the worker that keeps a name knows of it, published for every worker (one slot
+ * per name hash, LOCKOP_EPOCHS of them, a seqlock each): a no-wait acquire of a name
+ * known held is answered on the worker the request came to, without a round and
+ * without a hop to the keeper. */
+typedef struct lockop_known {
+    uint32_t seq;          /* odd while written */
+    uint64_t name_hash;
+    uint64_t lease_hash;   /* the holder's lease */
+    int64_t until_us;      /* known until then */
+    int64_t free_us;       /* when the holder's lock should expire */
+} lockop_known;
 typedef struct lockop_env lockop_env;
 typedef struct waitq waitq;
 
@@ -34,6 +46,9 @@ enum lockop_counter {
     CNT_REL_OK, CNT_REL_NOT_FOUND, CNT_REL_UNAVAILABLE,
     CNT_EXT_OK, CNT_EXT_NOT_FOUND, CNT_EXT_UNAVAILABLE,
     CNT_RAISE_ROUNDS, CNT_WAKEUPS, CNT_RETRIES, CNT_HANDOFFS,
+    CNT_SPLITS,         /* acquire rounds refused with no lease holding a quorum */
+    CNT_HELD_LOCAL,     /* 409s answered from what the instance knew, without a round */
+    CNT_GONE,           /* waiters dropped because their client closed the connection */
     CNT__COUNT
 };
 
@@ -46,7 +61,15 @@ struct lockop_env {
     /* A queue of waiters for name was created / is gone (follow its releases). */
     void (*watch)(lockop_env *env, const char *name, size_t len, int on);
     long *waiters_total;                       /* process-wide count (atomic) */
-    waitq **buckets;                           /* name -> queue of parked waiters */
+    waitq **buckets;                           /* name -> its queue (waiters, followers,
+                                                * the attempt in flight, what is known) */
+    waitq *mqueues;                            /* private queues of multi-name waiters */
+    lockop_known *known;                       /* LOCKOP_EPOCHS slots, shared (or NULL) */
+    size_t keeper_id, nkeepers;                /* names with hash % nkeepers == keeper_id
+                                                * are this worker's to know */
+    int64_t *heat;                             /* LOCKOP_EPOCHS slots, shared by the
+                                                * workers (atomic): a name's slot holds
+                                                * until when it counts as contended */
     size_t nbuckets;
     size_t parked;                             /* waiters parked on this worker */
     long waiting;                              /* acquires with a wait, not yet answered */
@@ -81,7 +104,14 @@ struct lockop {
     int attempts;
     round *rd;                  /* the round in flight or the last one, if kept */
     /* waiting */
-    waitq *q;
+    waitq *nq;                  /* its name's queue while it uses it (single-name), or its
+                                 * private queue (multi-name, while parked) */
+    waitq *q;                   /* the queue it is parked in, NULL when not parked */
+    lockop *f_next;             /* following the attempt in flight (no-wait acquires) */
+    int following;
+    int gone;                   /* its client closed the connection (atomic: set by the
+                                 * request's worker) */
+    int64_t split_deadline_us;  /* a no-wait acquire retries split rounds until then */
     lockop *q_next, *q_prev;
     loop_timer wait_timer;
     int in_flight;              /* a round for this op is under way */
@@ -145,6 +175,19 @@ void lockop_fini_rounds(lockop *op);
 
 /* Wake the waiters on name (a release went through this instance). */
 void lockop_wake(lockop_env *env, const char *name, size_t len);
+
+/* Drop the waiters of name (or of multi-name sets with it) whose client closed the
+ * connection; an attempt in flight for one is released when it ends. */
+void lockop_check_gone(lockop_env *env, const char *name, size_t len);
+
+/* Whether name counts as contended now (its operations run on the worker that keeps
+ * it).  heat may be NULL. */
+int lockop_hot(const int64_t *heat, const char *name, size_t len, int64_t now_us);
+
+/* Whether name is known held, by a lease other than lease, now; *retry_after_ms then
+ * says for how long.  Safe from any thread. */
+int lockop_known_held(const lockop_known *known, const char *name, size_t len, const char *lease,
+                      size_t lease_len, int64_t now_us, int64_t *retry_after_ms);
 
 /* Wake the head waiter of every name (a lost wake-up message). */
 void lockop_wake_all(lockop_env *env);

@@ -254,7 +254,9 @@ int main(int argc, char **argv)
 
     a.nworkers = (size_t)a.cfg.threads;
     a.workers = calloc(a.nworkers, sizeof *a.workers);
-    if (!a.workers)
+    a.heat = calloc(LOCKOP_EPOCHS, sizeof *a.heat);
+    a.known = calloc(LOCKOP_EPOCHS, sizeof *a.known);
+    if (!a.workers || !a.heat || !a.known)
         return 1;
     for (size_t i = 0; i < a.nworkers; i++) {
         a.workers[i] = worker_new(&a, (int)i);
@@ -304,6 +306,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < a.nworkers; i++)
         worker_free(a.workers[i]);
     free(a.workers);
+    free(a.heat);
+    free(a.known);
     if (a.listen_fd >= 0)
         close(a.listen_fd);
     auth_free(&a.auth);

@@ -115,6 +115,15 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_handoffs_total Releases that handed the lock straight to a parked waiter.\n"
                   "# TYPE redlockd_handoffs_total counter\nredlockd_handoffs_total %llu\n",
               (unsigned long long)sum_counter(a, CNT_HANDOFFS));
+    sb_printf(&b, "# HELP redlockd_split_rounds_total Acquire rounds refused while no lease held a quorum (votes split between attempts); retried.\n"
+                  "# TYPE redlockd_split_rounds_total counter\nredlockd_split_rounds_total %llu\n",
+              (unsigned long long)sum_counter(a, CNT_SPLITS));
+    sb_printf(&b, "# HELP redlockd_held_local_total 409s answered from what the instance knew, without asking the masters.\n"
+                  "# TYPE redlockd_held_local_total counter\nredlockd_held_local_total %llu\n",
+              (unsigned long long)sum_counter(a, CNT_HELD_LOCAL));
+    sb_printf(&b, "# HELP redlockd_waiters_gone_total Waiting acquires dropped because their client closed the connection.\n"
+                  "# TYPE redlockd_waiters_gone_total counter\nredlockd_waiters_gone_total %llu\n",
+              (unsigned long long)sum_counter(a, CNT_GONE));
     uint64_t cut = 0, refused = 0;
     for (size_t i = 0; i < a->nworkers; i++) {
         cut += ld(&a->workers[i]->conns_cut);

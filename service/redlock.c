@@ -159,3 +159,24 @@ int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n)
     }
     return all ? RL_VERDICT_MARK : RL_VERDICT_WAIT;
 }
+
+int redlock_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum)
+{
+    size_t failed = 0, best = 0;
+    for (size_t i = 0; i < n; i++)
+        failed += r[i].state == RL_SLOT_FAILED || r[i].state == RL_SLOT_PENDING;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].state != RL_SLOT_REFUSED)
+            continue;
+        if (!r[i].has_value)
+            return 1; /* a refusal that does not say who holds: assume one lease does */
+        size_t same = 0;
+        for (size_t j = 0; j < n; j++)
+            same += r[j].state == RL_SLOT_REFUSED && r[j].has_value &&
+                    r[j].value_len == r[i].value_len &&
+                    memcmp(r[j].value, r[i].value, r[i].value_len) == 0;
+        if (same > best)
+            best = same;
+    }
+    return best + failed >= quorum && best > 0;
+}

@@ -79,6 +79,11 @@ int64_t redlock_retry_after_ms(const redlock_reply *r, size_t n, size_t quorum,
  * quorum-th largest pttl among the holders (how long a quorum still holds it). */
 int redlock_inspect_holder(const redlock_reply *r, size_t n, size_t quorum, int64_t *valid_ms);
 
+/* A refused acquire round: whether one lease holds a quorum of the masters, or might
+ * (it holds some and the masters that did not answer would make a quorum).  No: the
+ * votes were split between attempts, and nobody holds the lock on a quorum. */
+int redlock_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum);
+
 /* Highest fencing counter any master reported. */
 uint64_t redlock_max_fence(const redlock_reply *r, size_t n);
 

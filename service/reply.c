@@ -37,10 +37,21 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
             out->released = a == 3;
             return;
         }
-        if (a == 0 && r->elements == 3 && int_at(r, 1, &b) && int_at(r, 2, &c) && c >= 0) {
+        if (a == 0 && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
+                                            r->element[3]->type == REDIS_REPLY_STRING)) &&
+            int_at(r, 1, &b) && int_at(r, 2, &c) && c >= 0) {
             out->state = RL_SLOT_REFUSED;
             out->pttl = b;
             out->fence = (uint64_t)c;
+            if (r->elements == 4) {
+                /* the holding lease: which attempt holds this master */
+                size_t len = r->element[3]->len;
+                if (len > REDLOCK_VALUE_MAX)
+                    len = REDLOCK_VALUE_MAX;
+                memcpy(out->value, r->element[3]->str, len);
+                out->value_len = (uint8_t)len;
+                out->has_value = 1;
+            }
             return;
         }
         break;

@@ -60,17 +60,19 @@
 
 /* value: "<lease>.<tag>".  A free key is set and the counter bumped; a key held by
  * the same lease (an idempotent retry) is adopted: this attempt's tag replaces the
- * other's, so the other attempt's clean-up no longer matches it. */
+ * other's, so the other attempt's clean-up no longer matches it.  A refusal names the
+ * holding lease, so that a round can tell "held" from votes split between attempts. */
 #define FN_ACQUIRE                                                                   \
     "function(key, fkey, value, ttl)\n"                                              \
     "  if redis.call('SET', key, value, 'NX', 'PX', ttl) then\n"                     \
     "    return {1, bump(fkey)}\n"                                                    \
     "  end\n"                                                                         \
-    "  if mine(redis.call('GET', key), untag(value)) then\n"                          \
+    "  local v = redis.call('GET', key)\n"                                            \
+    "  if mine(v, untag(value)) then\n"                                               \
     "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
     "    return {2, cur(fkey)}\n"                                                     \
     "  end\n"                                                                         \
-    "  return {0, redis.call('PTTL', key), cur(fkey)}\n"                              \
+    "  return {0, redis.call('PTTL', key), cur(fkey), v and untag(v) or ''}\n"        \
     "end"
 
 #define FN_RAISE                                                                     \
@@ -100,12 +102,19 @@
     "  return 0\n"                                                                    \
     "end"
 
-/* A hold may outlive the counter's retention: an extension renews it too. */
+/* A hold may outlive the counter's retention: an extension renews it too.  A name of a
+ * multi-name set ("<prefix>#set:<lease>", the prefix being what the lock key has
+ * before the name) keeps the set alive as long as the name, so that the set's release
+ * still finds it. */
 #define FN_EXTEND                                                                    \
     "function(key, fkey, lease, ttl)\n"                                              \
     "  if mine(redis.call('GET', key), lease) then\n"                                 \
     "    redis.call('PEXPIRE', key, ttl)\n"                                           \
     "    redis.call('PEXPIRE', fkey, ret)\n"                                          \
+    "    local set = string.match(fkey, '^(.*)#fence:[^#]*$') .. '#set:' .. lease\n"   \
+    "    if redis.call('PTTL', set) > 0 and redis.call('PTTL', set) < tonumber(ttl) then\n" \
+    "      redis.call('PEXPIRE', set, ttl)\n"                                         \
+    "    end\n"                                                                       \
     "    return {1, cur(fkey)}\n"                                                     \
     "  end\n"                                                                         \
     "  return {0, cur(fkey)}\n"                                                       \

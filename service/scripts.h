@@ -10,7 +10,7 @@ enum script_id {
     /* Every lock script: KEYS[1] the master's record, ARGV[1] the counters' retention
      * (master.c adds both); the shapes below are what follows them. */
     SCRIPT_ACQUIRE = 0, /* KEYS lock, fence; ARGV value (lease.tag), ttl -> {1,F} new | {2,F} same
-                         * lease (adopted) | {0,pttl,F} */
+                         * lease (adopted) | {0,pttl,F,holder lease} */
     SCRIPT_RAISE,       /* KEYS fence; ARGV token -> F after max(F, token) */
     SCRIPT_RELEASE,     /* KEYS lock; ARGV lease (any tag) or value (exact), channel, origin ->
                          * 1 deleted (origin published on channel) | 0 not ours */

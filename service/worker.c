@@ -130,12 +130,21 @@ static const master_hooks hooks = {
 
 /* ---- cross-worker wake-ups ---- */
 
+static worker *keeper_of(const app *a, const char *name, size_t len)
+{
+    return a->workers[lockop_name_hash(name, len) % a->nworkers];
+}
+
 static void on_released(lockop_env *env, const char *name, size_t len)
 {
     worker *w = env->owner;
+    worker *keeper = keeper_of(w->app, name, len);
+    int hot = lockop_hot(w->app->heat, name, len, clock_now_us());
     for (size_t i = 0; i < w->app->nworkers; i++) {
         worker *o = w->app->workers[i];
-        if (o != w && __atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED))
+        /* Workers with waiters; and the keeper of a contended name, which may know it
+         * held and must forget that now. */
+        if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) || (o == keeper && hot)))
             worker_post_wake(o, name, len);
     }
 }
@@ -157,12 +166,19 @@ static void on_announced(void *owner, const char *name, size_t len)
     lockop_wake(&w->ops, name, len);
 }
 
-void worker_post_wake(worker *w, const char *name, size_t len)
+/* Mailbox names: a release to wake waiters for, or (MB_GONE first) a name whose
+ * waiters may include one whose client left. */
+#define MB_GONE '\001'
+
+static void post_name(worker *w, char kind, const char *name, size_t len)
 {
     pthread_mutex_lock(&w->mb_lock);
-    if (w->mb_len < WORKER_MAILBOX && len < sizeof w->mb_names[0]) {
-        memcpy(w->mb_names[w->mb_len], name, len);
-        w->mb_names[w->mb_len][len] = '\0';
+    if (w->mb_len < WORKER_MAILBOX && len + 1 < sizeof w->mb_names[0]) {
+        char *p = w->mb_names[w->mb_len];
+        if (kind)
+            *p++ = kind;
+        memcpy(p, name, len);
+        p[len] = '\0';
         w->mb_len++;
     } else {
         w->mb_overflow = 1;
@@ -171,6 +187,23 @@ void worker_post_wake(worker *w, const char *name, size_t len)
     uint64_t one = 1;
     if (write(w->evfd, &one, sizeof one) < 0 && errno != EAGAIN)
         w->mb_overflow = 1; /* cannot happen with an eventfd; the poll retries anyway */
+}
+
+void worker_post_wake(worker *w, const char *name, size_t len)
+{
+    post_name(w, 0, name, len);
+}
+
+void worker_op_gone(worker *w, lockop *op)
+{
+    __atomic_store_n(&op->gone, 1, __ATOMIC_RELAXED);
+    if (!op->home) {
+        lockop_check_gone(&w->ops, op->name, op->name_len); /* it runs here */
+        return;
+    }
+    /* It runs on the worker that keeps its name: that worker looks through its queues
+     * (never at op itself, which may be on its way back already). */
+    post_name(keeper_of(w->app, op->name, op->name_len), MB_GONE, op->name, op->name_len);
 }
 
 /* Append op to a mailbox list and poke the worker. */
@@ -206,14 +239,31 @@ void worker_start_op(worker *w, lockop *op)
 {
     app *a = w->app;
     if (a->nworkers > 1) {
-        worker *keeper = a->workers[lockop_name_hash(op->name, op->name_len) % a->nworkers];
-        /* Waiting acquires go to the keeper; so do releases while it has waiters (of
-         * any name), so that a release and the waiter it wakes reach every master in
-         * that order, on the same connections: no split votes between them. */
-        int route = (op->kind == LOCKOP_ACQUIRE || op->kind == LOCKOP_MACQUIRE)
-                        ? op->wait_deadline_us != 0
-                        : op->kind == LOCKOP_RELEASE &&
-                              __atomic_load_n(&keeper->ops.waiting, __ATOMIC_RELAXED) > 0;
+        worker *keeper = keeper_of(a, op->name, op->name_len);
+        /* Waiting acquires go to the keeper, and so do every acquire, release and
+         * extension of a name that is contended: one attempt per name at a time, and
+         * what one attempt learns serves the others.  Releases also go there while it
+         * has waiters (of any name), so that a release and the waiter it wakes reach
+         * every master in that order, on the same connections. */
+        int hot = op->kind != LOCKOP_MACQUIRE &&
+                  lockop_hot(a->heat, op->name, op->name_len, clock_now_us());
+        int route;
+        switch (op->kind) {
+        case LOCKOP_ACQUIRE:
+            route = op->wait_deadline_us != 0 || hot;
+            break;
+        case LOCKOP_MACQUIRE:
+            route = op->wait_deadline_us != 0;
+            break;
+        case LOCKOP_RELEASE:
+            route = hot || __atomic_load_n(&keeper->ops.waiting, __ATOMIC_RELAXED) > 0;
+            break;
+        case LOCKOP_EXTEND:
+            route = hot;
+            break;
+        default:
+            route = 0;
+        }
         if (route && keeper != w) {
             op->env = &keeper->ops;
             op->home = w;
@@ -255,8 +305,12 @@ static void on_mailbox(loop_io *io, uint32_t events)
     w->mb_len = 0;
     w->mb_overflow = 0;
     pthread_mutex_unlock(&w->mb_lock);
-    for (size_t i = 0; copy && i < n; i++)
-        lockop_wake(&w->ops, copy[i], strlen(copy[i]));
+    for (size_t i = 0; copy && i < n; i++) {
+        if (copy[i][0] == MB_GONE)
+            lockop_check_gone(&w->ops, copy[i] + 1, strlen(copy[i] + 1));
+        else
+            lockop_wake(&w->ops, copy[i], strlen(copy[i]));
+    }
     free(copy);
     if (overflow)
         lockop_wake_all(&w->ops);
@@ -409,6 +463,10 @@ worker *worker_new(app *a, int id)
     if (lockop_env_init(&w->ops, &w->rounds, &a->cfg, w, &a->waiters_total, seed) != 0)
         goto err;
     w->ops.released = on_released;
+    w->ops.heat = a->heat;
+    w->ops.known = a->known;
+    w->ops.keeper_id = (size_t)id;
+    w->ops.nkeepers = a->nworkers;
     w->ops.watch = on_watch;
     w->ops.origin = a->origin;
     w->ops.origin_len = strlen(a->origin);

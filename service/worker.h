@@ -86,4 +86,9 @@ void worker_post_wake(worker *w, const char *name, size_t len);
  * done() is then called back on w.  Anything else runs here. */
 void worker_start_op(worker *w, lockop *op);
 
+/* The client of op (a request of this worker's) closed its connection: drop op if it
+ * waits, release what it gets if its attempt is in flight (on whichever worker runs
+ * it).  Call from w's thread only. */
+void worker_op_gone(worker *w, lockop *op);
+
 #endif

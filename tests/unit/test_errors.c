@@ -33,7 +33,9 @@ ParameterizedTestParameters(errors, status_and_code_per_error)
         {RL_E_LEASE_NOT_FOUND, 404, "lease_not_found"},
         {RL_E_METHOD_NOT_ALLOWED, 405, "method_not_allowed"},
         {RL_E_LOCK_HELD, 409, "lock_held"},
+        {RL_E_LOCK_CONTENDED, 409, "lock_contended"},
         {RL_E_BODY_TOO_LARGE, 413, "body_too_large"},
+        {RL_E_CLIENT_CLOSED, 499, "client_closed"},
         {RL_E_INTERNAL, 500, "internal"},
         {RL_E_QUORUM_UNAVAILABLE, 503, "quorum_unavailable"},
         {RL_E_VALIDITY_EXHAUSTED, 503, "validity_exhausted"},
@@ -55,7 +57,7 @@ ParameterizedTest(struct err_case *c, errors, status_and_code_per_error)
 Test(errors, the_table_above_covers_every_code)
 {
     /* If a code is added, the table test above must learn its status. */
-    cr_assert_eq(RL_ERR__COUNT, 18);
+    cr_assert_eq(RL_ERR__COUNT, 20);
 }
 
 Test(errors, codes_are_distinct_snake_case)

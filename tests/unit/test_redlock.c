@@ -676,3 +676,37 @@ Test(redlock, repair_base_is_the_largest_floor_or_that_plus_the_gap)
     cr_assert_eq(resync_floor(0, 0, 3, 1), RESYNC_GAP);
     cr_assert_eq(resync_floor(41, 2, 3, 0), 41, "no gap asked");
 }
+
+/* ---- "held" versus votes split between attempts ---- */
+
+static redlock_reply held_by(const char *lease)
+{
+    redlock_reply r;
+    memset(&r, 0, sizeof r);
+    r.state = RL_SLOT_REFUSED;
+    r.has_value = 1;
+    r.value_len = (uint8_t)strlen(lease);
+    memcpy(r.value, lease, r.value_len);
+    return r;
+}
+
+Test(redlock, a_refused_round_is_held_only_if_one_lease_can_hold_a_quorum)
+{
+    redlock_reply ok;
+    memset(&ok, 0, sizeof ok);
+    ok.state = RL_SLOT_OK;
+    redlock_reply failed;
+    memset(&failed, 0, sizeof failed);
+    failed.state = RL_SLOT_FAILED;
+    redlock_reply held[5] = {held_by("A"), held_by("A"), held_by("A"), ok, ok};
+    cr_assert(redlock_held_by_quorum(held, 5, 3), "A holds three of five");
+    redlock_reply split[5] = {held_by("A"), held_by("A"), held_by("B"), held_by("B"), ok};
+    cr_assert_not(redlock_held_by_quorum(split, 5, 3), "two, two and one: nobody holds it");
+    redlock_reply maybe[5] = {held_by("A"), held_by("A"), failed, ok, ok};
+    cr_assert(redlock_held_by_quorum(maybe, 5, 3), "A may hold the one that did not answer");
+    redlock_reply anon[5] = {held_by("A"), ok, ok, ok, ok};
+    anon[0].has_value = 0;
+    cr_assert(redlock_held_by_quorum(anon, 5, 3), "a refusal that names nobody counts as held");
+    redlock_reply none[3] = {ok, ok, failed};
+    cr_assert_not(redlock_held_by_quorum(none, 3, 2), "no refusal at all: not held");
+}

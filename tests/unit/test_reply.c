@@ -75,6 +75,8 @@ ParameterizedTestParameters(reply, script_reply_table)
         RF(SCRIPT_ACQUIRE, "*2\r\n:1\r\n:0\r\n", OK, 0),
         RF(SCRIPT_ACQUIRE, "*2\r\n:1\r\n:9223372036854775807\r\n", OK, 9223372036854775807ULL),
         RP(SCRIPT_ACQUIRE, "*3\r\n:0\r\n:1234\r\n:7\r\n", NO, 7, 1234),
+        /* taken, naming the holding lease (split votes are told from "held" by it) */
+        RP(SCRIPT_ACQUIRE, "*4\r\n:0\r\n:1234\r\n:7\r\n$5\r\nLEASE\r\n", NO, 7, 1234),
         RP(SCRIPT_ACQUIRE, "*3\r\n:0\r\n:-1\r\n:3\r\n", NO, 3, -1),
         RP(SCRIPT_ACQUIRE, "*3\r\n:0\r\n:-2\r\n:0\r\n", NO, 0, -2),
         R(SCRIPT_ACQUIRE, "*2\r\n:1\r\n:-1\r\n", FAIL),        /* negative fence */
@@ -168,8 +170,14 @@ ParameterizedTest(struct reply_case *c, reply, script_reply_table)
                      (unsigned long long)out.fence);
     if (c->check_pttl)
         cr_assert_eq(out.pttl, c->pttl, "script %d: pttl %lld", c->script, (long long)out.pttl);
-    if (c->script != SCRIPT_INSPECT || c->state == RL_SLOT_FAILED)
+    if (c->script == SCRIPT_ACQUIRE && c->len > 3 && memcmp(c->resp, "*4\r\n", 4) == 0 &&
+        c->state == RL_SLOT_REFUSED) {
+        cr_assert_eq(out.has_value, 1, "a refusal names its holder");
+        cr_assert_eq(out.value_len, 5);
+        cr_assert_eq(memcmp(out.value, "LEASE", 5), 0);
+    } else if (c->script != SCRIPT_INSPECT || c->state == RL_SLOT_FAILED) {
         cr_assert_eq(out.has_value, 0, "has_value left set");
+    }
 }
 
 Test(reply, null_reply_fails_for_every_script)
