@@ -53,6 +53,11 @@ void cli_sched_failed(cli_sched *s, int64_t now)
 
 int cli_sched_expired(const cli_sched *s, int64_t now) { return now >= s->deadline; }
 
+int cli_sched_confirm_first(const cli_sched *s, int64_t now)
+{
+    return now >= s->next_extend || cli_sched_expired(s, now);
+}
+
 int64_t cli_sched_sleep(const cli_sched *s, int64_t now, int extending, int64_t cap_ms)
 {
     int64_t t = cap_ms;

@@ -28,6 +28,13 @@ typedef struct cli_sched {
  * is due a third of the ttl later (earlier if the validity is unusually short). */
 void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl_ms);
 
+/* 1 when a grant scheduled by cli_sched_granted() and received at now must be confirmed
+ * by an extension before the command starts: its first extension is already due (or its
+ * validity, counted from the send time, is over).  That is the case after a long --wait:
+ * the send time is the only anchor known to be safe, and a waited POST's is too old to be
+ * of use, so the anchor is renewed by an extension, whose own send time is recent. */
+int cli_sched_confirm_first(const cli_sched *s, int64_t now);
+
 /* An extension attempt failed at now without losing the lease outright (a 503, a
  * timeout, no connection): retry after a short delay, min(max(ttl/10, 50), 1000) ms. */
 void cli_sched_failed(cli_sched *s, int64_t now);

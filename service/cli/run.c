@@ -33,6 +33,10 @@ typedef struct run_ctx {
     sigset_t old_mask;              /* restored in the child */
     struct sigaction old_pipe;      /* SIGPIPE disposition, restored in the child */
     char lease[CLI_LEASE_MAX + 1];
+    int held;                       /* the service granted lease: release it on every exit */
+    int gone;                       /* the service said lease_not_found: nothing to release */
+    int64_t answered_at;            /* when the last grant or extension was received */
+    int64_t confirm_until;          /* a late grant: confirm it by then or give up */
     long long fence;
     cli_sched sched;
     pid_t pid;                      /* the command, 0 before fork */
@@ -43,6 +47,7 @@ typedef struct run_ctx {
     int killed;                     /* SIGKILL sent */
     cli_req *ext;                   /* extension in flight */
     int64_t ext_sent;
+    int64_t ext_until;              /* extensions are retried until then */
     int ext_failing;                /* extensions have been failing since the last success */
 } run_ctx;
 
@@ -97,7 +102,9 @@ static int signal_next(run_ctx *c, struct signalfd_siginfo *si)
     return -1;
 }
 
-/* Pick lease, fencing token, validity and ttl out of a 201.  Returns 0 or -1. */
+/* Pick lease, fencing token, validity and ttl out of a 201.  The lease is taken first:
+ * once c->held is set, the lock is released on the way out whatever happens next.
+ * Returns 0, or -1 if the answer is unusable (c->held tells whether it had a lease). */
 static int parse_grant(run_ctx *c, const cli_req *r, long *validity_ms, long *ttl_ms)
 {
     json_t *j = cli_req_json(r);
@@ -106,10 +113,12 @@ static int parse_grant(run_ctx *c, const cli_req *r, long *validity_ms, long *tt
     json_t *validity = json_object_get(j, "validity_ms");
     json_t *ttl = json_object_get(j, "ttl_ms");
 
-    if (lease == NULL || lease[0] == '\0' || strlen(lease) > CLI_LEASE_MAX ||
-        !json_is_integer(fence) || !json_is_integer(validity))
+    if (lease == NULL || lease[0] == '\0' || strlen(lease) > CLI_LEASE_MAX)
         return -1;
     snprintf(c->lease, sizeof(c->lease), "%s", lease);
+    c->held = 1;
+    if (!json_is_integer(fence) || !json_is_integer(validity))
+        return -1;
     c->fence = (long long)json_integer_value(fence);
     *validity_ms = (long)json_integer_value(validity);
     if (json_is_integer(ttl) && json_integer_value(ttl) > 0)
@@ -121,15 +130,61 @@ static int parse_grant(run_ctx *c, const cli_req *r, long *validity_ms, long *tt
     return 0;
 }
 
-/* POST /locks/NAME, watching the signals meanwhile.  Returns -1 when the lock is ours,
- * else the exit code. */
+/* A 201 (or 200) to a POST sent at sent, received at received.
+ *
+ * Which moment the validity is counted from.  The service computes validity = ttl -
+ * elapsed - drift at its decision D, elapsed counted from its round's start; every key
+ * was set at or after that start with expiry ttl, so the lock is safe until D + validity
+ * (docs/DESIGN.md counts it, more cautiously, from the start).  The client knows only
+ * sent <= round start <= D <= received, so sent is safe under either reading.  An anchor
+ * later than sent needs a bound on received - D: the answer's way back plus however long
+ * this process took to read it (descheduled, stopped, swapping), and nothing bounds that.
+ * received - (ttl - validity) = received - elapsed - drift, for one, assumes that way
+ * back is shorter than the round plus the drift allowance (17 ms at ttl 1500 with the
+ * default --drift-factor), which one slow scheduling of this process breaks; so does
+ * received minus any round-trip estimate.  The send time is the only safe anchor.
+ *
+ * A POST with --wait may have been parked for seconds, which makes its send time useless
+ * as an anchor.  So when the grant comes after its first extension was due
+ * (cli_sched_confirm_first), the grant is confirmed by an extension before the command
+ * starts: a PATCH is answered in one round, and its send time is a safe anchor that is
+ * recent (the same rule every extension already follows).  Returns -1 to go on, -2 to
+ * confirm first. */
+static int granted(run_ctx *c, int64_t sent, int64_t received, long validity_ms, long ttl_ms)
+{
+    cli_sched_granted(&c->sched, sent, validity_ms, ttl_ms);
+    if (!cli_sched_confirm_first(&c->sched, received))
+        return -1;
+    /* Retry the confirmation for as long as the grant's validity counted from its arrival,
+     * a bound on what is left of it (D <= received): past that the keys are expiring
+     * anyway.  This bounds only the retrying, not the holding: the command has not
+     * started. */
+    c->confirm_until = received + validity_ms;
+    return -2;
+}
+
+/* Release the grant inside a 201 that came in although we stopped (a signal): the
+ * transfer may end in the same poll as the signal arrives. */
+static void take_late_grant(run_ctx *c, const cli_req *r)
+{
+    long validity_ms = 0, ttl_ms = 0;
+
+    if (cli_req_done(r) && (cli_req_status(r) == 201 || cli_req_status(r) == 200)) {
+        c->answered_at = now_ms();
+        (void)parse_grant(c, r, &validity_ms, &ttl_ms); /* sets c->held with the lease */
+    }
+}
+
+/* POST /locks/NAME, watching the signals meanwhile.  Returns -1 when the lock is ours and
+ * the command may start, -2 when it is ours but must be confirmed first (see granted()),
+ * else the exit code (c->held then says whether a lease is to be released). */
 static int acquire(run_ctx *c)
 {
     const cli_opts *o = c->o;
     json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease);
     cli_req *r = NULL;
     char msg[768];
-    int64_t sent;
+    int64_t sent, received;
     long validity_ms = 0, ttl_ms = 0;
     int rc = CLI_EXIT_FAILURE;
 
@@ -155,14 +210,18 @@ static int acquire(run_ctx *c)
         while (ready && (sig = signal_next(c, &si)) > 0) {
             if (sig == SIGCHLD)
                 continue;
-            /* The service may grant the lock after we stop listening: it then expires
-             * after its ttl, as for any client that dies. */
+            /* A grant already received is released on the way out.  The service may
+             * still grant the lock after we stop listening, with a lease we never see:
+             * it then expires after its ttl, as for any client that dies. */
+            take_late_grant(c, r);
             fprintf(stderr, "redlock: interrupted by signal %d while acquiring %s\n", sig,
                     o->name);
             rc = 128 + sig;
             goto out;
         }
     }
+    received = now_ms();
+    c->answered_at = received;
     if (cli_req_status(r) != 201 && cli_req_status(r) != 200) {
         cli_ops_describe(msg, sizeof(msg), "acquire", o->name, cli_http_url(c->h), r);
         fprintf(stderr, "redlock: %s\n", msg);
@@ -173,11 +232,10 @@ static int acquire(run_ctx *c)
     }
     if (parse_grant(c, r, &validity_ms, &ttl_ms) != 0) {
         fprintf(stderr, "redlock: acquire %s: the answer lacks lease, fencing_token or "
-                "validity_ms\n", o->name);
+                "validity_ms%s\n", o->name, c->held ? "; releasing the lease it holds" : "");
         goto out;
     }
-    cli_sched_granted(&c->sched, sent, validity_ms, ttl_ms);
-    rc = -1;
+    rc = granted(c, sent, received, validity_ms, ttl_ms);
 out:
     cli_req_free(r);
     json_decref(body);
@@ -220,16 +278,19 @@ static void lose(run_ctx *c, const char *why)
         fprintf(stderr, "redlock: kill(%ld, SIGTERM): %s\n", (long)c->pid, strerror(errno));
 }
 
-static void extend_start(run_ctx *c, int64_t now)
+/* Send an extension at now, to be retried (after failures) until `until`, which also
+ * bounds this request. */
+static void extend_start(run_ctx *c, int64_t now, int64_t until)
 {
     json_t *body = json_pack("{s:s,s:I}", "lease", c->lease, "ttl_ms",
                              (json_int_t)c->sched.ttl_ms);
     char err[256];
-    long timeout = (long)(c->sched.deadline - now);
+    long timeout = (long)(until - now);
 
     if (timeout < 1)
         timeout = 1;
     c->ext_sent = now;
+    c->ext_until = until;
     c->ext = body != NULL ? cli_http_start(c->h, "PATCH", c->o->name, body, timeout, err,
                                            sizeof(err))
                           : NULL;
@@ -242,33 +303,95 @@ static void extend_start(run_ctx *c, int64_t now)
     }
 }
 
-static void extend_done(run_ctx *c)
+typedef enum { EXT_OK, EXT_GONE, EXT_RETRY } ext_outcome;
+
+/* The extension in flight has ended: EXT_OK (the lease clock restarts from its send
+ * time), EXT_GONE (404 lease_not_found: c->gone is set) or EXT_RETRY (scheduled). */
+static ext_outcome extend_done(run_ctx *c)
 {
     cli_req *r = c->ext;
     long status = cli_req_status(r);
     json_t *validity = json_object_get(cli_req_json(r), "validity_ms");
     char msg[768];
+    ext_outcome out;
 
     c->ext = NULL;
     if (status == 200 && json_is_integer(validity) && json_integer_value(validity) > 0) {
         cli_sched_granted(&c->sched, c->ext_sent, (long)json_integer_value(validity),
                           c->sched.ttl_ms);
+        c->answered_at = now_ms();
         if (c->ext_failing)
             fprintf(stderr, "redlock: extend %s: succeeded again\n", c->o->name);
         c->ext_failing = 0;
+        out = EXT_OK;
     } else if (status == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
-        lose(c, "the service no longer holds the lease (HTTP 404 lease_not_found)");
+        c->gone = 1;
+        out = EXT_GONE;
     } else {
         if (!c->ext_failing) {
-            int64_t left = c->sched.deadline - now_ms();
+            int64_t left = c->ext_until - now_ms();
             cli_ops_describe(msg, sizeof(msg), "extend", c->o->name, cli_http_url(c->h), r);
             fprintf(stderr, "redlock: %s; retrying for the %lld ms of validity left\n", msg,
                     (long long)(left > 0 ? left : 0));
         }
         c->ext_failing = 1;
         cli_sched_failed(&c->sched, now_ms());
+        out = EXT_RETRY;
     }
     cli_req_free(r);
+    return out;
+}
+
+/* The grant came late (see granted()): extend it before the command starts, retrying
+ * failures until c->confirm_until, watching the signals.  Returns -1 when the lock is
+ * confirmed, else the exit code. */
+static int confirm_grant(run_ctx *c)
+{
+    int64_t give_up = c->confirm_until;
+
+    for (;;) {
+        struct signalfd_siginfo si;
+        int64_t now = now_ms(), sleep_ms = LOOP_CAP_MS;
+        int ready = 0, sig;
+
+        if (c->ext == NULL && now >= give_up) {
+            fprintf(stderr, "redlock: the grant of %s came too late to count on and no "
+                    "extension could confirm it; not running %s\n", c->o->name,
+                    c->o->argv[0]);
+            return CLI_EXIT_TEMPFAIL;
+        }
+        if (c->ext == NULL && now >= c->sched.next_extend)
+            extend_start(c, now, give_up);
+        if (c->ext == NULL) {
+            sleep_ms = cli_sched_sleep(&c->sched, now, 1, LOOP_CAP_MS);
+            if (give_up - now < sleep_ms)
+                sleep_ms = give_up - now;
+        }
+        if (cli_http_poll(c->h, c->sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
+            fprintf(stderr, "redlock: extend %s: curl multi error\n", c->o->name);
+            return CLI_EXIT_FAILURE;
+        }
+        if (c->ext != NULL && cli_req_done(c->ext)) {
+            switch (extend_done(c)) {
+            case EXT_OK:
+                return -1;
+            case EXT_GONE:
+                fprintf(stderr, "redlock: the grant of %s came too late to count on and "
+                        "had expired before an extension could confirm it (HTTP 404 "
+                        "lease_not_found); not running %s\n", c->o->name, c->o->argv[0]);
+                return CLI_EXIT_TEMPFAIL;
+            case EXT_RETRY:
+                break;
+            }
+        }
+        while (ready && (sig = signal_next(c, &si)) > 0) {
+            if (sig == SIGCHLD)
+                continue;
+            fprintf(stderr, "redlock: interrupted by signal %d before running %s\n", sig,
+                    c->o->argv[0]);
+            return 128 + sig;
+        }
+    }
 }
 
 static void on_signals(run_ctx *c)
@@ -320,7 +443,7 @@ static int supervise(run_ctx *c)
         if (!c->lost && cli_sched_expired(&c->sched, now))
             lose(c, "its validity ran out with no successful extension");
         if (!c->lost && c->ext == NULL && now >= c->sched.next_extend)
-            extend_start(c, now);
+            extend_start(c, now, c->sched.deadline);
         if (c->lost && !c->killed && now >= c->kill_at) {
             fprintf(stderr, "redlock: %s (pid %ld) still running after %ld ms: SIGKILL\n",
                     c->o->argv[0], (long)c->pid, c->o->grace_ms);
@@ -344,8 +467,8 @@ static int supervise(run_ctx *c)
                 reap(c);
             return -1;
         }
-        if (c->ext != NULL && cli_req_done(c->ext))
-            extend_done(c);
+        if (c->ext != NULL && cli_req_done(c->ext) && extend_done(c) == EXT_GONE)
+            lose(c, "the service no longer holds the lease (HTTP 404 lease_not_found)");
         if (ready)
             on_signals(c);
         reap(c);
@@ -353,13 +476,22 @@ static int supervise(run_ctx *c)
     return 0;
 }
 
+/* DELETE the lease.  Called on every way out once the service granted it (c->held), unless
+ * it said the lease is gone (c->gone): after the command ended, after the lock was lost
+ * (the validity ran out, but the keys may still be on the masters: a lease left there
+ * would keep everyone out until its ttl with no one holding it), after a failure of ours
+ * or a signal.  A DELETE only removes keys holding this lease, so it never harms a later
+ * holder. */
 static void release(run_ctx *c)
 {
     json_t *body = json_pack("{s:s}", "lease", c->lease);
     cli_req *r = NULL;
     char msg[768];
-    long left = (long)(c->sched.deadline - now_ms());
+    /* The quorum's keys were last set before answered_at, to live about ttl from then (a
+     * failed extension may have renewed some of them: an estimate, not a bound). */
+    long left = (long)(c->answered_at + c->sched.ttl_ms - now_ms());
 
+    c->held = 0;
     if (body == NULL) {
         fprintf(stderr, "redlock: release %s: out of memory\n", c->o->name);
         return;
@@ -371,12 +503,16 @@ static void release(run_ctx *c)
         return;
     }
     if (cli_req_status(r) == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
-        fprintf(stderr, "redlock: release %s: the lease was no longer held when %s ended "
-                "(expired or taken away)\n", c->o->name, c->o->argv[0]);
+        fprintf(stderr, "redlock: release %s: the lease was no longer held (expired or "
+                "taken away)\n", c->o->name);
     } else if (cli_req_status(r) < 200 || cli_req_status(r) >= 300) {
         cli_ops_describe(msg, sizeof(msg), "release", c->o->name, cli_http_url(c->h), r);
-        fprintf(stderr, "redlock: %s; the lock expires on its own within %ld ms\n", msg,
-                left > 0 ? left : 0);
+        if (left > 0)
+            fprintf(stderr, "redlock: %s; the lock expires on its own in about %ld ms\n", msg,
+                    left);
+        else
+            fprintf(stderr, "redlock: %s; the lock expires on its own at the end of its "
+                    "ttl\n", msg);
     }
     cli_req_free(r);
 }
@@ -397,6 +533,8 @@ int cli_run(const cli_opts *o, cli_http *h)
     if (signals_setup(&c) != 0)
         goto out;
     rc = acquire(&c);
+    if (rc == -2)
+        rc = confirm_grant(&c);
     if (rc >= 0)
         goto out;
 
@@ -406,7 +544,6 @@ int cli_run(const cli_opts *o, cli_http *h)
     c.pid = fork();
     if (c.pid < 0) {
         fprintf(stderr, "redlock: fork: %s\n", strerror(errno));
-        release(&c);
         rc = CLI_EXIT_FAILURE;
         goto out;
     }
@@ -414,22 +551,22 @@ int cli_run(const cli_opts *o, cli_http *h)
         exec_command(&c);
 
     if (supervise(&c) != 0) {
-        release(&c);
         rc = CLI_EXIT_FAILURE;
         goto out;
     }
-    cli_req_free(c.ext);
-    c.ext = NULL;
     if (c.lost) {
         fprintf(stderr, "redlock: %s ended after the lock on %s was lost; exit status 75\n",
                 o->argv[0], o->name);
         rc = CLI_EXIT_TEMPFAIL;
         goto out;
     }
-    release(&c);
     rc = cli_exit_for_wait(c.wstatus);
 out:
+    /* Every way out after a grant, the command having ended if it was started. */
     cli_req_free(c.ext);
+    c.ext = NULL;
+    if (c.held && !c.gone)
+        release(&c);
     memset(c.lease, 0, sizeof(c.lease));
     if (c.sfd >= 0)
         close(c.sfd);

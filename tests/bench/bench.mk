@@ -10,6 +10,14 @@
 #                       service's RSS and idle CPU while they wait
 #   make bench-soak     BENCH_SOAK_SECONDS=600 of c=64 cycles: the service's RSS every
 #                       10 s, flat within 5 % of the median after the first minute
+#   make bench-compare  two service builds side by side, same points (cycles at
+#                       c=1,64,256, contention, handoff): the baseline, built from
+#                       BENCH_BASELINE_REF=HEAD~1 into build/bench/baseline-src (or
+#                       BENCH_BASELINE=<redlockd binary>), against bin/redlockd;
+#                       runs alternate build by build, every target run on fresh
+#                       redis-servers; medians and new/base of cycles/s, grants/s,
+#                       409/s, acquire p50/p99, Redis CPU per cycle and per 409
+#                       (also: BENCH_BASELINE=<binary> make bench)
 #   make bench-plot     PNG of cycles/s and acquire p99 against concurrency, from
 #                       the latest results (bench and bench-peers also plot)
 #   make bench-publish  copy the latest results (tables, raw JSON, plot) into
@@ -26,6 +34,9 @@
 #   BENCH_REDIS_N=50000 BENCH_REDIS_PIPELINE=32 BENCH_REDIS_CLIENTS=32 (ceiling)
 #   BENCH_SERVICE_ARGS="..."    extra redlockd flags     BENCH_LOADGEN_THREADS=1
 #   BENCH_OUT=build/bench/results   (each run in <what>-<stamp>/, latest-<what> links)
+#   bench-compare: BENCH_BASELINE_REF=HEAD~1 or BENCH_BASELINE=<binary>; BENCH_CONNS
+#   defaults to "1 64 256" there; BENCH_COMPARE_CEILING=1 also runs the raw-Redis
+#   ceiling with each build's own scripts (BENCH_COMPARE_REDIS_N=10000 operations)
 # Every load goes to 127.0.0.1 only and every run is bounded in time.
 
 BENCH_DIR     := build/bench
@@ -40,7 +51,9 @@ BENCH_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Werror -W
                  -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
 BENCH_LDLIBS  := -pthread -lm
 
-.PHONY: bench bench-peers bench-waiters bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
+BENCH_BASELINE_REF ?= HEAD~1
+
+.PHONY: bench bench-compare bench-peers bench-waiters bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
 
 bench-loadgen: $(BENCH_TOOLS)
 
@@ -57,6 +70,11 @@ bench-selftest: $(BENCH_LOADGEN)
 
 bench: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh service
+
+# the baseline is built by bench.sh (git archive + its own make), not by this make
+bench-compare: $(BINDIR)/redlockd $(BENCH_LOADGEN) $(BENCH_SCRIPTS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd BENCH_BASELINE_REF='$(BENCH_BASELINE_REF)' \
+		tests/bench/bench.sh compare
 
 bench-peers: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh peers

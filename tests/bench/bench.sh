@@ -11,6 +11,11 @@
 #                      and etcd's lock API, side by side with the ratios
 #   bench.sh waiters   BENCH_WAITERS (10000) requests parked on one held name:
 #                      the service's RSS and idle CPU, then the handoff chain
+#   bench.sh compare   two service builds side by side: the baseline
+#                      (BENCH_BASELINE=<binary>, or BENCH_BASELINE_REF built
+#                      from git, default HEAD~1) and $REDLOCKD, run by run
+#                      alternately, each target run on fresh redis-servers;
+#                      medians and the new/base ratio of every figure
 #   bench.sh plot      PNG of cycles/s and acquire p99 against concurrency
 #   bench.sh publish   copy the latest results into tests/bench/results/
 #
@@ -142,8 +147,10 @@ if [[ $WHAT == publish ]]; then
     publish
     exit 0
 fi
-[[ $WHAT == service || $WHAT == peers || $WHAT == waiters || $WHAT == soak ]] ||
-    die "usage: bench.sh service|peers|waiters|soak|plot|publish"
+# BENCH_BASELINE=<binary> make bench: the side-by-side comparison instead
+if [[ $WHAT == service && -n ${BENCH_BASELINE:-} ]]; then WHAT=compare; fi
+[[ $WHAT == service || $WHAT == peers || $WHAT == waiters || $WHAT == soak || $WHAT == compare ]] ||
+    die "usage: bench.sh service|peers|waiters|soak|compare|plot|publish"
 
 need jq jq
 need redis-server redis-server
@@ -279,16 +286,39 @@ wait_redis() {
 
 SVC_PORT=
 SVC_PID=
+SVC_LOG=
+# start_service [BINARY [LOG]]: redlockd (default $REDLOCKD) on the current masters
 start_service() {
+    local bin=${1:-$REDLOCKD}
+    SVC_LOG=${2:-$TMP/redlockd.log}
     SVC_PORT=$(free_port)
     # shellcheck disable=SC2086
-    "$REDLOCKD" --masters "$MASTERS" --listen "127.0.0.1:$SVC_PORT" $SVC_ARGS >"$TMP/redlockd.log" 2>&1 &
+    "$bin" --masters "$MASTERS" --listen "127.0.0.1:$SVC_PORT" $SVC_ARGS >"$SVC_LOG" 2>&1 &
     SVC_PID=$!
     PIDS+=("$SVC_PID")
     if ! wait_http "$SVC_PORT" /readyz 15; then
-        tail -20 "$TMP/redlockd.log" >&2
-        die "redlockd did not become ready on 127.0.0.1:$SVC_PORT"
+        tail -20 "$SVC_LOG" >&2
+        die "$bin did not become ready on 127.0.0.1:$SVC_PORT"
     fi
+}
+
+# stop_pids PID...: stop these processes (ours, by PID) and forget them
+stop_pids() {
+    local p q keep=()
+    for p in "$@"; do kill "$p" 2>/dev/null || true; done
+    for p in "$@"; do wait "$p" 2>/dev/null || true; done
+    for q in "${PIDS[@]}"; do
+        for p in "$@"; do [[ $q == "$p" ]] && continue 2; done
+        keep+=("$q")
+    done
+    PIDS=("${keep[@]}")
+}
+
+# stop_masters: the redis-servers start_masters started (their data goes with them)
+stop_masters() {
+    stop_pids "${REDIS_PIDS[@]}"
+    REDIS_PIDS=()
+    REDIS_PORTS=()
 }
 
 check_alive() { # NAME PID LOG
@@ -314,9 +344,23 @@ add_target() {
 # POINTS: "target|point|conns|loadgen args"
 POINTS=()
 
+# redis_cmdstats PORT...: INFO commandstats summed over these masters, as JSON
+# {"command": [calls, usec], ...}.  Commands a script runs (redis.call) are counted
+# under their own names as well as inside the EVALSHA's time.
+redis_cmdstats() {
+    local p
+    for p in "$@"; do redis-cli -p "$p" info commandstats 2>/dev/null; done | tr -d '\r' |
+        awk -F'[:,=]' '
+            /^cmdstat_/ {
+                n = substr($1, 9)
+                for (i = 2; i < NF; i += 2) { if ($i == "calls") c[n] += $(i + 1); if ($i == "usec") u[n] += $(i + 1) }
+            }
+            END { printf "{"; for (n in c) printf "%s\"%s\":[%d,%d]", (k++ ? "," : ""), n, c[n], u[n]; print "}" }'
+}
+
 # run_point RUN "target|point|conns|args": one loadgen run, raw JSON kept
 run_point() {
-    local run=$1 spec=$2 target point conns args port f c0 c1 rc0 rc1 rss load
+    local run=$1 spec=$2 target point conns args port f c0 c1 rc0 rc1 rss load rs0 rs1
     IFS='|' read -r target point conns args <<<"$spec"
     port=${TARGET_PORT[$target]}
     f="$OUT/raw/$target-$point-c$conns-run$run.json"
@@ -325,6 +369,7 @@ run_point() {
     set -- ${TARGET_PIDS[$target]}
     c0=$(cpu_ticks "$@")
     rc0=$(cpu_ticks "${REDIS_PIDS[@]}")
+    rs0=$(redis_cmdstats "${REDIS_PORTS[@]}")
     # shellcheck disable=SC2086
     if ! "$LOADGEN" -p "$port" -c "$conns" -t "$LOADGEN_THREADS" -d "$SECS" -w "$WARM" --json \
         --label "$target" ${TARGET_ARGS[$target]} $args >"$f.tmp" 2>"$OUT/raw/loadgen.err"; then
@@ -334,6 +379,7 @@ run_point() {
     fi
     c1=$(cpu_ticks "$@")
     rc1=$(cpu_ticks "${REDIS_PIDS[@]}")
+    rs1=$(redis_cmdstats "${REDIS_PORTS[@]}")
     rss=0
     for p in "$@"; do rss=$((rss + $(rss_kib "$p"))); done
     load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -341,7 +387,19 @@ run_point() {
     jq -c --argjson svc "$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v s="$SECS" -v w="$WARM" 'BEGIN { printf "%.3f", (b - a) / hz / (s + w) }')" \
         --argjson redis "$(awk -v a="$rc0" -v b="$rc1" -v hz="$HZ" -v s="$SECS" -v w="$WARM" 'BEGIN { printf "%.3f", (b - a) / hz / (s + w) }')" \
         --argjson rss "$rss" --arg load "$load" --arg point "$point" --arg run "$run" \
-        '. + {target_cpu_cores: $svc, redis_cpu_cores: $redis, target_rss_kib: $rss, loadavg: $load, point: $point, run: ($run|tonumber)}' \
+        --argjson rs0 "$rs0" --argjson rs1 "$rs1" \
+        '. + {target_cpu_cores: $svc, redis_cpu_cores: $redis, target_rss_kib: $rss, loadavg: $load, point: $point, run: ($run|tonumber)}
+         | if ($rs1 | length) > 0 then
+             # the commands the masters ran during the run (warm-up included): [calls, usec]
+             ($rs1 | with_entries(.value = [.value[0] - ($rs0[.key][0] // 0), .value[1] - ($rs0[.key][1] // 0)])
+                   | with_entries(select(.value[0] > 0))) as $d
+             | . + {redis_commands: $d,
+                    redis_cmdstats: {
+                      script_usec: ([$d | to_entries[] | select(.key | startswith("eval")) | .value[1]] | add // 0),
+                      script_calls: ([$d | to_entries[] | select(.key | startswith("eval")) | .value[0]] | add // 0),
+                      # what scripts ran: everything but the scripts themselves and housekeeping
+                      inner_calls: ([$d | to_entries[] | select(.key | test("^(eval|info|script|ping|hello|select|auth|client|subscribe|psubscribe|unsubscribe|punsubscribe|dbsize|flushdb|flushall|config|command|time)($|[|])") | not) | .value[0]] | add // 0)}}
+           else . end' \
         "$f.tmp" >"$f"
     rm -f "$f.tmp"
     jq -r '"  run \(.run) \(.label) \(.point) c=\(.conns): cycles/s \(.cycles_per_s) grants/s \(.grants_per_s) 409/s \(.conflicts_per_s)  acq p50/p99/p999 \(.acquire.p50_ms)/\(.acquire.p99_ms)/\(.acquire.p999_ms) ms  errors \(.errors.total) \(.errors.codes)  cpu target \(.target_cpu_cores) redis \(.redis_cpu_cores)  load \(.loadavg)"' "$f"
@@ -421,6 +479,7 @@ scripts_source() {
     [[ -x $PRINTSCRIPT ]] && BATCH_SRC=$("$PRINTSCRIPT" batch 2>/dev/null)
     if [[ -x $PRINTSCRIPT ]] && ACQ_SRC=$("$PRINTSCRIPT" acquire) && REL_SRC=$("$PRINTSCRIPT" release); then
         SCRIPTS_FROM="service/scripts.c (exact)"
+        scripts_shape
         return
     fi
     SCRIPTS_FROM="approximation (service/scripts.c not built)"
@@ -435,17 +494,45 @@ return {0, redis.call('PTTL', KEYS[1]), f}"
   return 1
 end
 return 0"
+    scripts_shape
+}
+
+# scripts_shape: since the master-trust change (c9cf42e) every lock script takes
+# the master's record as KEYS[1] and the counters' retention as ARGV[1] ahead of
+# its own arguments, and refuses unless the record exists: CEIL_REC / CEIL_RET
+# hold those leading arguments (empty for the scripts before), ceiling_record
+# writes the record
+CEIL_REC=()
+CEIL_RET=()
+scripts_shape() {
+    CEIL_REC=()
+    CEIL_RET=()
+    if [[ $ACQ_SRC == *REDLOCKD_UNMARKED* ]]; then
+        CEIL_REC=("ceil:#master")
+        CEIL_RET=(86400000)
+    fi
+}
+ceiling_record() {
+    local p
+    ((${#CEIL_REC[@]})) || return 0
+    for p in "${REDIS_PORTS[@]}"; do
+        redis-cli -p "$p" -n 1 hset "${CEIL_REC[0]}" floor 0 base 0 >/dev/null
+    done
 }
 
 # The ceiling's arguments follow service/scripts.h: acquire KEYS lock, fence;
-# ARGV lease, ttl.  release KEYS lock; ARGV lease, channel.  check_scripts
+# ARGV lease, ttl.  release KEYS lock; ARGV lease, channel (each after the
+# record and retention of scripts_shape when there are).  check_scripts
 # runs each once and stops the bench when the replies do not match, so a
 # change of signature cannot go unnoticed.
 CEIL_LEASE=LEASEleaseLEASEleaseLEASElease12
 check_scripts() {
-    local p=${REDIS_PORTS[0]} a r
-    a=$(redis-cli -p "$p" -n 1 eval "$ACQ_SRC" 2 ceil:check "ceil:#fence:check" "$CEIL_LEASE" 30000 | head -1)
-    r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" 1 ceil:check "$CEIL_LEASE" "ceil:#chan:check" bench)
+    local p=${REDIS_PORTS[0]} a r nr=${#CEIL_REC[@]}
+    ceiling_record
+    a=$(redis-cli -p "$p" -n 1 eval "$ACQ_SRC" $((2 + nr)) "${CEIL_REC[@]}" ceil:check "ceil:#fence:check" \
+        "${CEIL_RET[@]}" "$CEIL_LEASE" 30000 | head -1)
+    r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" $((1 + nr)) "${CEIL_REC[@]}" ceil:check \
+        "${CEIL_RET[@]}" "$CEIL_LEASE" "ceil:#chan:check" bench)
     redis-cli -p "$p" -n 1 flushdb >/dev/null
     if [[ $a != 1 || $r != 1 ]]; then
         die "the ceiling's script arguments no longer fit $SCRIPTS_FROM (acquire replied '$a', release '$r'): update check_scripts/ceiling_phase in $0"
@@ -477,20 +564,22 @@ expires_db1() { # PORT...: keys with an expiry in db 1 (the lock keys)
 # are reported next to the figure.
 PHASE_SECS=
 ceiling_phase() {
-    local n=$1 pipe=$2 kind=$3 p t0 t1 e0 e1 pids=() i=0 shas=() src
+    local n=$1 pipe=$2 kind=$3 p t0 t1 e0 e1 pids=() i=0 shas=() src nr=${#CEIL_REC[@]}
     src=$ACQ_SRC
     [[ $kind == release ]] && src=$REL_SRC
     for p in "${REDIS_PORTS[@]}"; do shas+=("$(redis-cli -p "$p" script load "$src")"); done
+    ceiling_record
     e0=$(errors_total "${REDIS_PORTS[@]}")
     t0=$(date +%s%N)
     for p in "${REDIS_PORTS[@]}"; do
         if [[ $kind == acquire ]]; then
             timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P "$pipe" -n "$n" -r "$n" --csv \
-                evalsha "${shas[$i]}" 2 "ceil:__rand_int__" "ceil:#fence:__rand_int__" \
-                "$CEIL_LEASE" 30000 >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
+                evalsha "${shas[$i]}" $((2 + nr)) "${CEIL_REC[@]}" "ceil:__rand_int__" "ceil:#fence:__rand_int__" \
+                "${CEIL_RET[@]}" "$CEIL_LEASE" 30000 >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
         else
             timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P "$pipe" -n "$n" -r "$n" --csv \
-                evalsha "${shas[$i]}" 1 "ceil:__rand_int__" "$CEIL_LEASE" "ceil:#chan:__rand_int__" bench \
+                evalsha "${shas[$i]}" $((1 + nr)) "${CEIL_REC[@]}" "ceil:__rand_int__" \
+                "${CEIL_RET[@]}" "$CEIL_LEASE" "ceil:#chan:__rand_int__" bench \
                 >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
         fi
         pids+=($!)
@@ -511,6 +600,8 @@ BATCH_OPS=8
 batched_phase() {
     local n=$1 kind=$2 p t0 t1 pids=() i=0 shas=() args=() k
     for p in "${REDIS_PORTS[@]}"; do shas+=("$(redis-cli -p "$p" script load "$BATCH_SRC")"); done
+    ceiling_record
+    args=("${CEIL_REC[@]}")
     for ((k = 0; k < BATCH_OPS; k++)); do
         if [[ $kind == acquire ]]; then
             args+=("ceil:__rand_int__" "ceil:#fence:__rand_int__")
@@ -518,11 +609,13 @@ batched_phase() {
             args+=("ceil:__rand_int__")
         fi
     done
+    args+=("${CEIL_RET[@]}")
     for ((k = 0; k < BATCH_OPS; k++)); do
         if [[ $kind == acquire ]]; then args+=(a "$CEIL_LEASE" 30000); else args+=(r "$CEIL_LEASE" "ceil:#chan:x" bench); fi
     done
-    local nk=$BATCH_OPS
-    [[ $kind == acquire ]] && nk=$((2 * BATCH_OPS))
+    local nk=$((BATCH_OPS + ${#CEIL_REC[@]})) e0 e1
+    [[ $kind == acquire ]] && nk=$((2 * BATCH_OPS + ${#CEIL_REC[@]}))
+    e0=$(errors_total "${REDIS_PORTS[@]}")
     t0=$(date +%s%N)
     for p in "${REDIS_PORTS[@]}"; do
         timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P 4 -n "$((n / BATCH_OPS))" -r "$n" --csv \
@@ -532,6 +625,10 @@ batched_phase() {
     done
     for p in "${pids[@]}"; do wait "$p" || die "redis-benchmark (batched) failed: $(cat "$TMP"/rbb-"$kind"-*.csv)"; done
     t1=$(date +%s%N)
+    e1=$(errors_total "${REDIS_PORTS[@]}")
+    if ((e1 > e0)); then
+        die "the masters answered $((e1 - e0)) errors to the batched $kind script during the ceiling"
+    fi
     PHASE_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
 }
 
@@ -591,6 +688,9 @@ ceiling_run() {
     local u1 u2
     ceiling "$REDIS_N" "$REDIS_PIPE"
     read -r c1 a1 r1 ok hit u1 <<<"$CEIL_OUT"
+    # counted from the keys with an expiry: the counters have one too since the
+    # record/retention scripts, so these no longer tell lock keys apart
+    if ((${#CEIL_REC[@]})); then ok=-; hit=-; fi
     ceiling "$((REDIS_N / 5))" 1
     read -r c2 _ _ _ _ u2 <<<"$CEIL_OUT"
     local c3=0 u3=0
@@ -969,8 +1069,372 @@ bench_soak() {
     } | tee "$OUT/report.txt"
 }
 
+# ---------------------------------------------------------------- compare
+# Two builds of the service side by side: "base" (the baseline) and "new"
+# ($REDLOCKD).  Each target run starts 5 fresh redis-servers (the builds keep
+# different keys on the masters), starts that build, runs every point on it,
+# and stops both; the targets alternate run by run (base new, new base, base
+# new, ...) so that a slow spell of the machine lands on both and the order
+# favours neither.  Reported: the median of the runs, figure by figure, and
+# new/base of the medians; the Redis CPU per cycle also as new/base run by run
+# (the two target runs of one run are seconds apart).
+BASE_SRC=$BIN/baseline-src
+
+# build_baseline: sets BASE_BIN and BASE_DESC.  BENCH_BASELINE=<binary> as is;
+# otherwise BENCH_BASELINE_REF (default HEAD~1) extracted with git archive into
+# $BASE_SRC and built there (kept, and reused while the ref names the same commit)
+build_baseline() {
+    if [[ -n ${BENCH_BASELINE:-} ]]; then
+        [[ -x $BENCH_BASELINE && -f $BENCH_BASELINE ]] || die "BENCH_BASELINE=$BENCH_BASELINE is not an executable file"
+        BASE_BIN=$BENCH_BASELINE
+        BASE_DESC="$BENCH_BASELINE (BENCH_BASELINE)"
+        return
+    fi
+    local ref=${BENCH_BASELINE_REF:-HEAD~1} sha log=$BIN/baseline-build.log
+    need git git
+    sha=$(git rev-parse --verify -q "$ref^{commit}") || die "BENCH_BASELINE_REF=$ref: no such commit in $(pwd)"
+    if [[ -x $BASE_SRC/bin/redlockd && $(cat "$BASE_SRC/.bench-ref" 2>/dev/null) == "$sha" ]]; then
+        note "baseline $ref (${sha:0:7}) already built: $BASE_SRC/bin/redlockd"
+    else
+        note "building the baseline $ref (${sha:0:7}) in $BASE_SRC (log: $log)"
+        rm -rf "$BASE_SRC"
+        mkdir -p "$BASE_SRC"
+        git archive --format=tar "$sha" | tar -x -C "$BASE_SRC" || die "git archive $sha failed"
+        # its own make, not this one's flags or job server
+        if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+            make -C "$BASE_SRC" -j"$(nproc)" bin/redlockd >"$log" 2>&1; then
+            tail -20 "$log" >&2
+            die "the baseline $ref (${sha:0:7}) did not build (log: $log)"
+        fi
+        echo "$sha" >"$BASE_SRC/.bench-ref"
+    fi
+    BASE_BIN=$BASE_SRC/bin/redlockd
+    BASE_DESC="$BASE_SRC/bin/redlockd, built from $(git log -1 --format='%h %s' "$sha" | cut -c1-60)"
+    if [[ $sha != "$ref"* ]]; then BASE_DESC+=" ($ref)"; fi
+}
+
+# new_desc: what $REDLOCKD was built from, as far as git knows
+new_desc() {
+    local d
+    d="$REDLOCKD, tree at $(git log -1 --format='%h %s' HEAD 2>/dev/null | cut -c1-60)"
+    if [[ -n $(git status --porcelain -- service 2>/dev/null) ]]; then d+=" + uncommitted changes in service/"; fi
+    echo "$d"
+}
+
+declare -A COMPARE_BIN COMPARE_SCRIPTS
+COMPARE_CEIL=${BENCH_COMPARE_CEILING:-1}
+COMPARE_CEIL_N=${BENCH_COMPARE_REDIS_N:-10000}
+COMPARE_HOT=
+# compare_target_run RUN TARGET: fresh masters, that build, every point, all stopped
+compare_target_run() {
+    local run=$1 t=$2 spec e k p
+    start_masters
+    start_service "${COMPARE_BIN[$t]}" "$TMP/redlockd-$t-run$run.log"
+    TARGET_PORT[$t]=$SVC_PORT
+    TARGET_PIDS[$t]=$SVC_PID
+    TARGET_LOG[$t]=$SVC_LOG
+    TARGET_ARGS[$t]=
+    echo "bench: run $run of $RUNS, $t ($(cut -d' ' -f1-3 /proc/loadavg) load)"
+    for spec in "${POINTS[@]}"; do
+        [[ $spec == "$t|"* ]] || continue
+        run_point "$run" "${spec//$COMPARE_HOT/$COMPARE_HOT$run}"
+    done
+    check_alive "$t" "$SVC_PID" "$SVC_LOG"
+    # what the masters saw: error replies (a refused script, say) and the keys left
+    e=$(errors_total "${REDIS_PORTS[@]}")
+    k=0
+    for p in "${REDIS_PORTS[@]}"; do k=$((k + $(redis-cli -p "$p" dbsize))); done
+    printf '%s\t%s\t%s\t%s\t%s\n' "$run" "$t" "$e" "$k" "$(expires_db0 "${REDIS_PORTS[@]}")" >>"$OUT/masters.tsv"
+    if ((e > 0)); then
+        note "$t run $run: the masters answered $e error replies: $(redis-cli -p "${REDIS_PORTS[0]}" info errorstats | tr -d '\r' | grep '^errorstat' | paste -sd' ' -)"
+    fi
+    stop_pids "$SVC_PID"
+    if [[ $COMPARE_CEIL == 1 && -n ${COMPARE_SCRIPTS[$t]:-} ]]; then compare_ceiling "$run" "$t"; fi
+    stop_masters
+}
+
+# compare_ceiling RUN TARGET: the raw-Redis ceiling (pipelined, and batched as the
+# service sends) with that build's own scripts, on the masters its run used (the
+# service stopped): what the scripts alone cost Redis, without the service
+compare_ceiling() {
+    local run=$1 t=$2 ps=${COMPARE_SCRIPTS[$2]} c1 u1 c3=0 u3=0
+    if ! ACQ_SRC=$("$ps" acquire) || ! REL_SRC=$("$ps" release); then
+        note "$ps failed: no ceiling for $t"
+        return 0
+    fi
+    BATCH_SRC=$("$ps" batch 2>/dev/null) || BATCH_SRC=
+    SCRIPTS_FROM="$t"
+    scripts_shape
+    check_scripts
+    ceiling "$COMPARE_CEIL_N" "$REDIS_PIPE"
+    read -r c1 _ _ _ _ u1 <<<"$CEIL_OUT"
+    if [[ -n $BATCH_SRC ]]; then
+        ceiling_batched "$COMPARE_CEIL_N"
+        read -r c3 u3 <<<"$CEIL_OUT"
+    fi
+    echo "  run $run $t ceiling (its own scripts, redis-benchmark on all masters): pipelined $c1 cycles/s, $u1 us/cycle; batched $BATCH_OPS per call $c3 cycles/s, $u3 us/cycle  load $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$t" "$c1" "$u1" "$c3" "$u3" >>"$OUT/ceiling-compare.tsv"
+}
+
+# printscript_for_base: the baseline's scripts printed by its own printscript.c
+# (or this one's) built against its service/scripts.c; empty when there is no source
+printscript_for_base() {
+    local src=$BASE_SRC/tests/bench/printscript.c out=$BIN/printscript-base
+    [[ -z ${BENCH_BASELINE:-} && -f $BASE_SRC/service/scripts.c ]] || return 0
+    [[ -f $src ]] || src=tests/bench/printscript.c
+    if [[ ! -x $out || $out -ot $BASE_SRC/.bench-ref ]]; then
+        "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -I"$BASE_SRC/service" -o "$out" "$src" "$BASE_SRC/service/scripts.c" 2>"$out.err" ||
+            { note "the baseline's printscript did not build ($out.err): no ceilings"; return 0; }
+    fi
+    echo "$out"
+}
+
+expires_db0() { # PORT...: keys with an expiry in db 0
+    local p t=0 v
+    for p in "$@"; do
+        v=$(redis-cli -p "$p" info keyspace | tr -d '\r' | sed -n 's/^db0:keys=[0-9]*,expires=\([0-9]*\).*/\1/p')
+        t=$((t + ${v:-0}))
+    done
+    echo "$t"
+}
+
+bench_compare() {
+    local run t c order
+    [[ -n ${BENCH_CONNS:-} ]] || CONNS="1 64 256"
+    build_baseline
+    COMPARE_BIN[base]=$BASE_BIN
+    COMPARE_BIN[new]=$REDLOCKD
+    if [[ $COMPARE_CEIL == 1 ]]; then
+        COMPARE_SCRIPTS[base]=$(printscript_for_base)
+        if [[ -x $PRINTSCRIPT ]]; then COMPARE_SCRIPTS[new]=$PRINTSCRIPT; fi
+        if [[ -z ${COMPARE_SCRIPTS[base]} || -z ${COMPARE_SCRIPTS[new]:-} ]]; then
+            note "no scripts of both builds (baseline source, $PRINTSCRIPT): no raw-Redis ceilings"
+            COMPARE_CEIL=0
+        fi
+    fi
+    [[ -x $BASE_BIN ]] || die "$BASE_BIN missing"
+    cmp -s "$BASE_BIN" "$REDLOCKD" && note "the baseline and $REDLOCKD are the same binary: an A/A run (the noise floor)"
+    NEW_DESC=$(new_desc)
+    printf 'base\t%s\nnew\t%s\n' "$BASE_DESC" "$NEW_DESC" >"$OUT/builds.tsv"
+    printf 'run\ttarget\tmaster_error_replies\tkeys_left\tkeys_with_expiry\n' >"$OUT/masters.tsv"
+    if [[ $COMPARE_CEIL == 1 ]]; then
+        printf 'run\ttarget\tpipelined_cycles_per_s\tpipelined_redis_us_per_cycle\tbatched_cycles_per_s\tbatched_redis_us_per_cycle\n' >"$OUT/ceiling-compare.tsv"
+    fi
+    header "compare: base = $BASE_DESC
+compare: new  = $NEW_DESC
+compare: every target run on $NMASTERS fresh redis-servers; order per run alternates (base new, new base, ...)"
+    LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+    COMPARE_HOT="hot$$x$RANDOM"
+    for t in base new; do
+        TARGET_ORDER+=("$t")
+        for c in $CONNS; do POINTS+=("$t|cycle|$c|"); done
+        POINTS+=("$t|contention|$HOT_CONNS|-m contention --name ${COMPARE_HOT}c --ttl-ms 10000")
+        POINTS+=("$t|handoff|$HOT_CONNS|-m handoff --name ${COMPARE_HOT}h --ttl-ms 10000 --wait-ms 5000")
+    done
+    for ((run = 1; run <= RUNS; run++)); do
+        order=(base new)
+        if ((run % 2 == 0)); then order=(new base); fi
+        for t in "${order[@]}"; do compare_target_run "$run" "$t"; done
+    done
+    load_line
+    summarize
+    compare_summary
+    report_compare | tee "$OUT/report.txt"
+}
+
+# the figures compared, as jq expressions over one run's JSON (null: not meaningful)
+COMPARE_METRICS='
+  {cycles_per_s: .cycles_per_s,
+   grants_per_s: .grants_per_s,
+   conflicts_per_s: .conflicts_per_s,
+   acq_p50_ms: .acquire.p50_ms,
+   acq_p99_ms: .acquire.p99_ms,
+   rel_p99_ms: (if .release.count > 0 then .release.p99_ms else null end),
+   conflict_p99_ms: (if .conflict.count > 0 then .conflict.p99_ms else null end),
+   gap_p50_ms: (if .mode == "handoff" then .gap.p50_ms else null end),
+   gap_p99_ms: (if .mode == "handoff" then .gap.p99_ms else null end),
+   redis_cpu_cores: .redis_cpu_cores,
+   svc_cpu_cores: .target_cpu_cores,
+   redis_us_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 then .redis_cpu_cores * 1e6 / .cycles_per_s else null end),
+   redis_us_per_409: (if .mode == "contention" and .conflicts_per_s > 0 then .redis_cpu_cores * 1e6 / .conflicts_per_s else null end),
+   svc_us_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 then .target_cpu_cores * 1e6 / .cycles_per_s else null end),
+   svc_us_per_409: (if .mode == "contention" and .conflicts_per_s > 0 then .target_cpu_cores * 1e6 / .conflicts_per_s else null end),
+   redis_script_us_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 and .redis_cmdstats then .redis_cmdstats.script_usec / (.duration_s + .warmup_s) / .cycles_per_s else null end),
+   redis_script_us_per_409: (if .mode == "contention" and .conflicts_per_s > 0 and .redis_cmdstats then .redis_cmdstats.script_usec / (.duration_s + .warmup_s) / .conflicts_per_s else null end),
+   script_calls_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 and .redis_cmdstats then .redis_cmdstats.script_calls / (.duration_s + .warmup_s) / .cycles_per_s else null end),
+   redis_calls_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 and .redis_cmdstats then .redis_cmdstats.inner_calls / (.duration_s + .warmup_s) / .cycles_per_s else null end),
+   redis_calls_per_409: (if .mode == "contention" and .conflicts_per_s > 0 and .redis_cmdstats then .redis_cmdstats.inner_calls / (.duration_s + .warmup_s) / .conflicts_per_s else null end),
+   errors: .errors.total}'
+
+# compare.tsv: point conns metric base new new/base (medians; errors summed over
+# runs) and the ratio run by run
+compare_summary() {
+    local spec point conns fa fb
+    printf 'point\tconns\tmetric\tbase\tnew\tnew_over_base\truns_base\truns_new\tper_run_new_over_base\n' >"$OUT/compare.tsv"
+    for spec in "${POINTS[@]}"; do
+        IFS='|' read -r t point conns _ <<<"$spec"
+        [[ $t == base ]] || continue
+        fa=("$OUT/raw/base-$point-c$conns"-run*.json)
+        fb=("$OUT/raw/new-$point-c$conns"-run*.json)
+        [[ -e ${fa[0]} && -e ${fb[0]} ]] || {
+            note "no results for $point c=$conns of both builds"
+            continue
+        }
+        jq -n -r --arg p "$point" --arg c "$conns" \
+            --slurpfile A <(cat "${fa[@]}") --slurpfile B <(cat "${fb[@]}") "
+            def med: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                     else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+            def r: if . == null then \"-\" elif (. | fabs) >= 100 then (. | round) elif (. | fabs) >= 10 then (. * 10 | round / 10)
+                   else (. * 1000 | round / 1000) end;
+            def q(a; b): if a == null or b == null or a == 0 then null else b / a end;
+            def r2: if . == null then \"-\" else (. * 100 | round / 100) end;
+            def m: $COMPARE_METRICS;
+            (\$A | map({run, v: m})) as \$a | (\$B | map({run, v: m})) as \$b |
+            (\$a[0].v | keys_unsorted)[] as \$k |
+            (\$a | map(.v[\$k]) | map(select(. != null))) as \$xa |
+            (\$b | map(.v[\$k]) | map(select(. != null))) as \$xb |
+            select((\$xa | length) > 0 or (\$xb | length) > 0) |
+            (if \$k == \"errors\" then (\$xa | add) else (\$xa | med) end) as \$va |
+            (if \$k == \"errors\" then (\$xb | add) else (\$xb | med) end) as \$vb |
+            [\$p, \$c, \$k, (\$va | r), (\$vb | r), (if \$k == \"errors\" then \"-\" else (q(\$va; \$vb) | r2) end),
+             (\$xa | map(r | tostring) | join(\",\")), (\$xb | map(r | tostring) | join(\",\")),
+             ([\$a[] as \$x | \$b[] | select(.run == \$x.run) | q(\$x.v[\$k]; .v[\$k]) | r2 | tostring] | join(\",\"))]
+            | @tsv" >>"$OUT/compare.tsv"
+    done
+}
+
+# cmd_breakdown TARGET POINT CONNS: the commands the masters ran per operation
+# (cycle; 409 under contention), median of the runs, most frequent first
+cmd_breakdown() {
+    local files=("$OUT/raw/$1-$2-c$3"-run*.json)
+    [[ -e ${files[0]} ]] || { echo -; return; }
+    jq -s -r '
+        def med: sort | if length == 0 then 0 elif length % 2 == 1 then .[length / 2 | floor]
+                 else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+        map(select(.redis_commands)
+            | ((if .mode == "contention" then .conflicts_per_s else .cycles_per_s end) * (.duration_s + .warmup_s)) as $ops
+            | select($ops > 0)
+            | .redis_commands | with_entries(select(.key | test("^(info|dbsize|ping)$") | not) | .value = .value[0] / $ops))
+        | (map(keys[]) | unique) as $ks
+        | [$ks[] as $k | {k: $k, v: ([.[] | .[$k] // 0] | med)}] | sort_by(-.v)
+        | map("\(.k) \(.v * 10 | round / 10)") | join(", ")' "${files[@]}"
+}
+
+# cmp_val POINT CONNS METRIC COLUMN(base|new|ratio|runs): one value of compare.tsv
+cmp_val() {
+    awk -F'\t' -v p="$1" -v c="$2" -v m="$3" -v w="$4" '
+        NR > 1 && $1 == p && $2 == c && $3 == m {
+            if (w == "ratio" && $6 != "-") printf "%.2f\n", $6
+            else print (w == "base" ? $4 : w == "new" ? $5 : w == "ratio" ? $6 : $9)
+            f = 1; exit }
+        END { if (!f) print "-" }' "$OUT/compare.tsv"
+}
+
+report_compare() {
+    local spec point conns w c fmt line
+    fmt='%-11s %5s %-8s %9s %9s %9s %8s %8s %11s %10s %9s %7s\n'
+    echo
+    echo "== base vs new, median of $RUNS interleaved run(s) of ${SECS}s (+${WARM}s warm-up) each, fresh masters per target run; $(cat "$OUT/load.txt")"
+    echo "   base: $BASE_DESC"
+    echo "   new:  $NEW_DESC"
+    echo "   Redis CPU: all $NMASTERS masters together, per cycle (handoff: per cycle = per grant) and per 409 (contention)"
+    # shellcheck disable=SC2059
+    printf "$fmt" point conns build "cycles/s" "grants/s" "409/s" "acq_p50" "acq_p99" "redis_us/cyc" "redis_us/409" "svc_us/op" errors
+    for spec in "${POINTS[@]}"; do
+        IFS='|' read -r t point conns _ <<<"$spec"
+        [[ $t == base ]] || continue
+        for w in base new ratio; do
+            local svc
+            svc=$(cmp_val "$point" "$conns" svc_us_per_cycle "$w")
+            [[ $point == contention ]] && svc=$(cmp_val "$point" "$conns" svc_us_per_409 "$w")
+            # shellcheck disable=SC2059
+            printf "$fmt" "$( [[ $w == base ]] && echo "$point" )" "$( [[ $w == base ]] && echo "$conns" )" \
+                "$( [[ $w == ratio ]] && echo new/base || echo "$w")" \
+                "$(cmp_val "$point" "$conns" cycles_per_s "$w")" "$(cmp_val "$point" "$conns" grants_per_s "$w")" \
+                "$(cmp_val "$point" "$conns" conflicts_per_s "$w")" \
+                "$(cmp_val "$point" "$conns" acq_p50_ms "$w")" "$(cmp_val "$point" "$conns" acq_p99_ms "$w")" \
+                "$(cmp_val "$point" "$conns" redis_us_per_cycle "$w")" "$(cmp_val "$point" "$conns" redis_us_per_409 "$w")" \
+                "$svc" "$(if [[ $w != ratio ]]; then cmp_val "$point" "$conns" errors "$w"; fi)"
+        done
+    done
+    echo
+    c=$HOT_CONNS
+    echo "handoff c=$c: release->next grant p50 $(cmp_val handoff "$c" gap_p50_ms base) / $(cmp_val handoff "$c" gap_p50_ms new) ms, p99 $(cmp_val handoff "$c" gap_p99_ms base) / $(cmp_val handoff "$c" gap_p99_ms new) ms (base / new)"
+    echo "contention c=$c: 409 p99 $(cmp_val contention "$c" conflict_p99_ms base) / $(cmp_val contention "$c" conflict_p99_ms new) ms (base / new)"
+    echo
+    echo "Inside Redis (INFO commandstats, all masters; base / new (new/base)): time in scripts, script calls and the commands they ran, per operation"
+    for spec in "${POINTS[@]}"; do
+        IFS='|' read -r t point conns _ <<<"$spec"
+        [[ $t == base ]] || continue
+        local u=cycle sfx=cycle
+        if [[ $point == contention ]]; then u=409; sfx=409; fi
+        printf '  %-10s c=%-4s per %-5s script us %s / %s (%s), script calls %s / %s, commands %s / %s (%s)\n' "$point" "$conns" "$u" \
+            "$(cmp_val "$point" "$conns" "redis_script_us_per_$sfx" base)" "$(cmp_val "$point" "$conns" "redis_script_us_per_$sfx" new)" \
+            "$(cmp_val "$point" "$conns" "redis_script_us_per_$sfx" ratio)" \
+            "$(cmp_val "$point" "$conns" script_calls_per_cycle base)" "$(cmp_val "$point" "$conns" script_calls_per_cycle new)" \
+            "$(cmp_val "$point" "$conns" "redis_calls_per_$sfx" base)" "$(cmp_val "$point" "$conns" "redis_calls_per_$sfx" new)" \
+            "$(cmp_val "$point" "$conns" "redis_calls_per_$sfx" ratio)"
+    done
+    echo "  per command (calls per operation, all masters; median of the runs):"
+    for spec in "${POINTS[@]}"; do
+        IFS='|' read -r t point conns _ <<<"$spec"
+        [[ $t == base && ($point != cycle || $conns == "$HOT_CONNS") ]] || continue
+        for t in base new; do
+            printf '    %-10s c=%-4s %-4s %s\n' "$point" "$conns" "$t" "$(cmd_breakdown "$t" "$point" "$conns")"
+        done
+    done
+    echo
+    echo "Redis CPU new/base run by run (each pair seconds apart):"
+    for spec in "${POINTS[@]}"; do
+        IFS='|' read -r t point conns _ <<<"$spec"
+        [[ $t == base ]] || continue
+        if [[ $point == contention ]]; then
+            echo "  $point c=$conns per 409: $(cmp_val "$point" "$conns" redis_us_per_409 runs)"
+        else
+            echo "  $point c=$conns per cycle: $(cmp_val "$point" "$conns" redis_us_per_cycle runs)"
+        fi
+    done
+    line=$(awk -F'\t' 'NR > 1 && (($1 == "cycle" || $1 == "handoff") && $3 == "redis_us_per_cycle" || $1 == "contention" && $3 == "redis_us_per_409") && $6 != "-" {
+            printf "%s%s c=%s %s", (n++ ? ", " : ""), $1, $2, $6; if ($6 + 0 > max) { max = $6 + 0; at = $1 " c=" $2 } }
+            END { if (n) printf "; highest %.2f (%s): %s", max, at, (max <= 1.10 ? "within +10 %" : "MORE than +10 %") }' "$OUT/compare.tsv")
+    echo "Redis CPU per operation, new/base of the medians: $line"
+    if [[ -f $OUT/ceiling-compare.tsv ]]; then
+        echo
+        echo "raw-Redis ceiling, each build's own scripts without the service (redis-benchmark, $COMPARE_CEIL_N operations of each kind per master, after each target run on its masters):"
+        awk -F'\t' '
+            function med(a, n,   i, j, x) {
+                for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+                return n == 0 ? 0 : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2)
+            }
+            NR > 1 { k = $2; n[k]++; pc[k, n[k]] = $3; pu[k, n[k]] = $4; bc[k, n[k]] = $5; bu[k, n[k]] = $6; u[$1, k] = $4; v[$1, k] = $6; runs[$1] = 1 }
+            END {
+                for (t = 0; t < 2; t++) {
+                    k = t ? "new" : "base"
+                    for (i = 1; i <= n[k]; i++) { a1[i] = pc[k, i]; a2[i] = pu[k, i]; a3[i] = bc[k, i]; a4[i] = bu[k, i] }
+                    m1[k] = med(a1, n[k]); m2[k] = med(a2, n[k]); m3[k] = med(a3, n[k]); m4[k] = med(a4, n[k])
+                }
+                printf "  pipelined (-P 32): base %.0f cycles/s %.1f us/cycle, new %.0f cycles/s %.1f us/cycle: Redis CPU per cycle new/base %.2f\n", m1["base"], m2["base"], m1["new"], m2["new"], (m2["base"] > 0 ? m2["new"] / m2["base"] : 0)
+                printf "  batched (8 per call): base %.0f cycles/s %.1f us/cycle, new %.0f cycles/s %.1f us/cycle: Redis CPU per cycle new/base %.2f\n", m3["base"], m4["base"], m3["new"], m4["new"], (m4["base"] > 0 ? m4["new"] / m4["base"] : 0)
+                s1 = ""; s2 = ""
+                for (r = 1; r in runs; r++) if (u[r, "base"] > 0 && v[r, "base"] > 0) {
+                    s1 = s1 sprintf("%s%.2f", (s1 == "" ? "" : ","), u[r, "new"] / u[r, "base"])
+                    s2 = s2 sprintf("%s%.2f", (s2 == "" ? "" : ","), v[r, "new"] / v[r, "base"])
+                }
+                printf "  run by run new/base: pipelined %s; batched %s\n", s1, s2
+            }' "$OUT/ceiling-compare.tsv"
+    fi
+    local det
+    det=$(awk -F'\t' 'NR > 1 && $NF != "" { printf "  %s %s c=%s: %s\n", $1, $2, $3, $NF }' "$OUT/summary.tsv")
+    if [[ -n $det ]]; then printf 'errors by kind (all runs):\n%s\n' "$det"; fi
+    det=$(awk -F'\t' 'NR > 1 && $3 > 0 { printf "  run %s %s: %s\n", $1, $2, $3 }' "$OUT/masters.tsv")
+    if [[ -n $det ]]; then printf 'error replies from the masters:\n%s\n' "$det"; fi
+    echo "safety (one name, all runs): base contention $(col safety base contention "$c"), handoff $(col safety base handoff "$c"); new contention $(col safety new contention "$c"), handoff $(col safety new handoff "$c")"
+    echo "results: $OUT/compare.tsv (every figure, run by run), summary.tsv, raw/"
+}
+
 case $WHAT in
 service) bench_service ;;
+compare) bench_compare ;;
 peers) bench_peers ;;
 waiters)
     bench_waiters

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """stub_server.py -- an in-memory stand-in for redlockd's HTTP contract, for developing
 and testing bin/redlock without Redis (`test_cli.py --stub`).  Not Redlock: one process,
-one dict.  Extra route for tests: DELETE /admin/locks/NAME drops a lock (a lost lease).
+one dict.  Extra routes for tests: DELETE /admin/locks/NAME drops a lock (a lost lease);
+POST /admin/faults {...} replaces the faults injected into later answers:
+  "patch_status": S        every PATCH answers HTTP S (503: quorum_unavailable), the lock
+                           left as it is (an extension round that failed)
+  "grant_validity_ms": V   a 201 reports validity V (slow rounds), the lock still lives ttl
+  "grant_omit": [KEY...]   a 201 lacks these members (a malformed grant; the lock is held)
 
     python3 tests/cli/stub_server.py --listen 127.0.0.1:0 [--token T]
 prints "listening on HOST:PORT" on stderr once it accepts connections."""
@@ -77,6 +82,14 @@ class Handler(BaseHTTPRequestHandler):
             self.error(401, "unauthorized", "a valid bearer token is required")
             return None
         path = urllib.parse.unquote(u.path)
+        if path == "/admin/faults" and self.command == "POST":
+            b = self.body()
+            if b is None:
+                self.error(400, "invalid_json", "the body must be a JSON object")
+            else:
+                self.server.faults = b
+                self.reply(200, {"faults": b})
+            return None
         if path in ("/healthz", "/readyz") and self.command == "GET":
             self.reply(200, {"ready": True, "quorum": 1, "masters": []})
             return None
@@ -139,8 +152,12 @@ class Handler(BaseHTTPRequestHandler):
                 st.cond.wait(min(left, 0.02))
             st.fence[name] = st.fence.get(name, 0) + 1
             st.locks[name] = (lease, time.monotonic() + ttl / 1000.0)
-            self.reply(201, {"name": name, "lease": lease, "fencing_token": st.fence[name],
-                             "validity_ms": ttl - 2, "ttl_ms": ttl})
+            f = self.server.faults
+            grant = {"name": name, "lease": lease, "fencing_token": st.fence[name],
+                     "validity_ms": f.get("grant_validity_ms", ttl - 2), "ttl_ms": ttl}
+            for k in f.get("grant_omit", []):
+                grant.pop(k, None)
+            self.reply(201, grant)
 
     def do_PATCH(self):
         r = self.route()
@@ -155,6 +172,10 @@ class Handler(BaseHTTPRequestHandler):
         ttl = int(b.get("ttl_ms", st.default_ttl))
         if not isinstance(lease, str) or not LEASE_RE.match(lease):
             return self.error(400, "invalid_lease", "bad lease")
+        status = self.server.faults.get("patch_status")
+        if status:
+            return self.error(status, "quorum_unavailable" if status == 503 else "injected",
+                              "injected fault", nodes_ok=1, quorum=2)
         with st.cond:
             held = st._live(name)
             if not held or held[0] != lease:
@@ -197,7 +218,7 @@ def main():
     host, port = a.listen.rsplit(":", 1)
     srv = ThreadingHTTPServer((host, int(port)), Handler)
     srv.daemon_threads = True
-    srv.store, srv.token, srv.verbose = Store(), a.token, a.verbose
+    srv.store, srv.token, srv.verbose, srv.faults = Store(), a.token, a.verbose, {}
     sys.stderr.write("listening on %s:%d\n" % srv.server_address[:2])
     sys.stderr.flush()
     try:

@@ -134,14 +134,16 @@ class Env:
                            capture_output=True, text=True, timeout=10)
         return r.stdout.strip()
 
-    def start_service(self):
-        """Start a service; returns (Popen, url).  The first one is self.url."""
+    def start_service(self, stub=None):
+        """Start a service (stub_server.py if stub, else as --stub says); returns
+        (Popen, url).  The first one is self.url."""
+        stub = self.args.stub if stub is None else stub
         for attempt in range(5):
             port = free_port()
             url = "http://127.0.0.1:%d" % port
             log = os.path.join(self.tmp, "service-%d.log" % port)
             with open(log, "w") as logf:
-                if self.args.stub:
+                if stub:
                     cmd = [sys.executable, os.path.join(HERE, "stub_server.py"),
                            "--listen", "127.0.0.1:%d" % port]
                 else:
@@ -206,6 +208,21 @@ class Env:
         p.out_path, p.err_path = out, err
         self.procs.append(p)
         return p
+
+    def stub_with_faults(self, **faults):
+        """A fresh stub_server.py (whatever --stub says) injecting faults into its
+        answers (see stub_server.py); returns its url."""
+        _, url = self.start_service(stub=True)
+        req = urllib.request.Request(url + "/admin/faults", data=json.dumps(faults).encode(),
+                                     headers={"Content-Type": "application/json"},
+                                     method="POST")
+        urllib.request.urlopen(req, timeout=5).read()
+        return url
+
+    def held(self, name, url=None):
+        r = self.cli("status", name, url=url)
+        check(r.returncode == 0, "status: %r" % (r,))
+        return json.loads(r.stdout)["held"]
 
     def lose_lease(self, name):
         """Take the lock away behind redlock's back, as a crash or failover would."""
@@ -332,6 +349,113 @@ def run_wait_shorter_than_the_holders_ttl_still_gets_a_release(env):
     check(r.returncode == 0, "acquire: %r" % (r,))
     took = run_waits_for_a_release(env, name, json.loads(r.stdout)["lease"], 5000)
     check(took < 2.0, "took %.2fs after the release" % took)
+
+
+@test
+def run_after_a_long_wait_counts_validity_from_the_grant(env):
+    """The issue: `run --ttl 1500 --wait 10000` behind a holder that releases after ~3 s.
+    The validity was counted from when the POST was sent, so it had run out when the grant
+    came: CMD got SIGTERM before it started, run exited 75 and the lock stayed held.  CMD
+    must run (longer than one ttl: extensions work after a waited grant), run must exit 0
+    and the lock be released."""
+    name = env.name("longwait")
+    r = env.cli("acquire", name, "--ttl", "20000")
+    check(r.returncode == 0, "acquire: %r" % (r,))
+    lease = json.loads(r.stdout)["lease"]
+    marks = env.path("marks")
+    p = env.spawn("run", name, "--ttl", "1500", "--wait", "10000", "--", "sh", "-c",
+                  "echo started >> %s; sleep 2; echo done >> %s" % (marks, marks))
+    # The holder keeps the lock for twice the waiter's ttl; run waits all along.
+    check(not wait_until_or_none(lambda: p.poll() is not None or read(marks), 3.0),
+          "run did not wait: exit %r, marks %r, stderr %r"
+          % (p.poll(), read(marks), read(p.err_path)))
+    r = env.cli("release", name, "--lease", "-", input=lease + "\n")
+    check(r.returncode == 0, "release: %r" % (r,))
+    rc = finish(p, 20, "run after a long wait")
+    err = read(p.err_path)
+    check(rc == 0, "exit %d, marks %r, stderr %r" % (rc, read(marks), err))
+    check(read(marks) == "started\ndone\n", "CMD did not run to its end: %r" % read(marks))
+    check("lost" not in err, "stderr: %r" % err)
+    check(env.held(name) is False, "the lock is still held after run")
+
+
+@test
+def run_releases_the_lock_when_it_gives_up_on_extensions(env):
+    """Extensions keep failing (503) while the lease is still on the masters: when the
+    validity runs out run stops CMD and exits 75, and releases the lease rather than
+    leave it held by nobody until its ttl (20 s here) runs out."""
+    url = env.stub_with_faults(grant_validity_ms=1000, patch_status=503)
+    name = env.name("giveup")
+    marks = env.path("marks")
+    p = env.spawn("run", name, "--ttl", "20000", "--grace", "3000", "--",
+                  "sh", "-c", holder(marks), url=url)
+    rc = finish(p, 10, "run with failing extensions")
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d, stderr %r" % (rc, err))
+    check("validity ran out" in err and "503" in err, "stderr: %r" % err)
+    check("started" not in read(marks) or "TERM" in read(marks),
+          "CMD was not stopped: %r" % read(marks))
+    check(env.held(name, url=url) is False, "the lock is still held after run gave up")
+
+
+@test
+def run_releases_a_grant_it_cannot_use(env):
+    """A 201 without a fencing token: CMD must not run, and the lease it carries is
+    released."""
+    url = env.stub_with_faults(grant_omit=["fencing_token"])
+    name = env.name("badgrant")
+    marker = env.path("never")
+    r = env.cli("run", name, "--ttl", "20000", "--", "touch", marker, url=url)
+    check(r.returncode == 1 and "fencing_token" in r.stderr, "%r" % (r,))
+    check(not os.path.exists(marker), "CMD ran on a malformed grant")
+    check(env.held(name, url=url) is False, "the lock is still held after run gave up")
+
+
+def late_grant_behind_a_failing_stub(env, base):
+    """A stub whose extensions all fail (503), a holder there, and `run --ttl 1500 --wait
+    10000` waiting behind it, granted when the holder releases after 2 s: past the first
+    extension, and past the validity counted from the POST.  Returns (url, name, marker,
+    Popen)."""
+    url = env.stub_with_faults(patch_status=503)
+    name = env.name(base)
+    r = env.cli("acquire", name, "--ttl", "20000", url=url)
+    check(r.returncode == 0, "acquire: %r" % (r,))
+    lease = json.loads(r.stdout)["lease"]
+    marker = env.path("never")
+    p = env.spawn("run", name, "--ttl", "1500", "--wait", "10000", "--", "touch", marker,
+                  url=url)
+    check(not wait_until_or_none(lambda: p.poll() is not None, 2.0),
+          "run did not wait: %r" % read(p.err_path))
+    r = env.cli("release", name, "--lease", lease, url=url)
+    check(r.returncode == 0, "release: %r" % (r,))
+    return url, name, marker, p
+
+
+@test
+def run_confirms_a_late_grant_before_cmd_and_releases_it_if_it_cannot(env):
+    """A grant that comes after its first extension was due is confirmed by an extension
+    before CMD starts.  Here every extension fails (503): CMD never starts, run exits 75
+    and the lock is released."""
+    url, name, marker, p = late_grant_behind_a_failing_stub(env, "confirm")
+    rc = finish(p, 10, "run on an unconfirmed grant")
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d, stderr %r" % (rc, err))
+    check(env.held(name, url=url) is False, "the lock is still held after run gave up")
+    check(not os.path.exists(marker), "CMD ran on a grant that could not be confirmed")
+    check("no extension could confirm it" in err, "stderr: %r" % err)
+
+
+@test
+def signal_while_confirming_a_grant_releases_it(env):
+    url, name, marker, p = late_grant_behind_a_failing_stub(env, "confirmsig")
+    wait_until(lambda: "retrying" in read(p.err_path) or p.poll() is not None, 5,
+               "run to try to confirm the grant")
+    p.send_signal(signal.SIGTERM)
+    rc = finish(p, 10, "run after SIGTERM")
+    err = read(p.err_path)
+    check(rc == 128 + signal.SIGTERM, "exit %d, stderr %r" % (rc, err))
+    check(not os.path.exists(marker), "CMD ran")
+    check(env.held(name, url=url) is False, "the lock is still held after the signal")
 
 
 @test

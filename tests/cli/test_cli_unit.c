@@ -275,6 +275,26 @@ Test(policy, tiny_ttls_still_move_forward)
     cr_assert(cli_sched_expired(&s, 50));
 }
 
+Test(policy, a_grant_after_a_long_wait_is_confirmed_before_the_command)
+{
+    cli_sched s;
+
+    /* --ttl 1500: sent at 0, granted 1483 ms of validity, received 3000 ms later (the
+     * POST waited for a holder).  Counted from the send time it is over: an extension
+     * must renew it before the command starts. */
+    cli_sched_granted(&s, 0, 1483, 1500);
+    cr_assert(cli_sched_confirm_first(&s, 3000));
+    /* The first extension (at ttl/3 = 500) was due before the answer came: confirm. */
+    cr_assert_not(cli_sched_expired(&s, 600));
+    cr_assert(cli_sched_confirm_first(&s, 600));
+    /* An answer within a round or two: the command starts at once. */
+    cr_assert_not(cli_sched_confirm_first(&s, 5));
+    cr_assert_not(cli_sched_confirm_first(&s, 499));
+    /* A zero validity is over at once even though its first extension is not yet due. */
+    cli_sched_granted(&s, 100, 0, 2);
+    cr_assert(cli_sched_confirm_first(&s, 100));
+}
+
 Test(policy, failed_extension_retries_soon_within_bounds)
 {
     cli_sched s;
