@@ -254,7 +254,10 @@ static int64_t restart_delay_ms(const master_conn *m)
 {
     if (m->conf->trust_fsync_always && m->fsync_always)
         return 0;
-    int64_t d = m->conf->quarantine_ms - m->uptime_ms;
+    /* INFO counts whole wall-clock seconds: a process up 200 ms may say 1.  Take the
+     * uptime one second short, so that the delay is never cut. */
+    int64_t up = m->uptime_ms >= 1000 ? m->uptime_ms - 1000 : 0;
+    int64_t d = m->conf->quarantine_ms - up;
     return d > 0 ? d : 0;
 }
 
