@@ -4,10 +4,14 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -102,7 +106,8 @@ static int redis_launch(h_redis *r)
     snprintf(port, sizeof port, "%d", r->port);
     snprintf(log, sizeof log, "%s/redis.log", r->dir);
     char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", r->appendonly ? "yes" : "no", "--appendfsync", "always",
+                    "--appendonly", r->appendonly ? "yes" : "no", "--appendfsync",
+                    r->appendfsync ? (char *)r->appendfsync : "always",
                     "--dir", r->dir, "--daemonize", "no", "--protected-mode", "no",
                     "--maxmemory-policy", "noeviction", NULL, NULL, NULL};
     if (redis_password) {
@@ -163,6 +168,45 @@ void h_redis_restart(h_redis *r, int empty)
         usleep(50000); /* the old socket may linger an instant */
     }
     cr_assert_fail("cannot restart redis-server on port %d", r->port);
+}
+
+/* The incr file of the master's multi-part AOF (Redis 7: appendonlydir/ *.incr.aof). */
+static int aof_incr_path(h_redis *r, char *out, size_t outlen)
+{
+    char d[300];
+    snprintf(d, sizeof d, "%s/appendonlydir", r->dir);
+    DIR *dir = opendir(d);
+    if (!dir)
+        return -1;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        size_t n = strlen(e->d_name);
+        if (n > 9 && strcmp(e->d_name + n - 9, ".incr.aof") == 0) {
+            cr_assert(!found, "more than one incr file in %s", d);
+            snprintf(out, outlen, "%s/%s", d, e->d_name);
+            found = 1;
+        }
+    }
+    closedir(dir);
+    return found ? 0 : -1;
+}
+
+long long h_redis_aof_size(h_redis *r)
+{
+    char path[600];
+    struct stat st;
+    if (aof_incr_path(r, path, sizeof path) != 0 || stat(path, &st) != 0)
+        return -1;
+    return (long long)st.st_size;
+}
+
+void h_redis_aof_truncate(h_redis *r, long long size)
+{
+    char path[600];
+    cr_assert(r->pid <= 0, "truncate the AOF of a master that is not running");
+    cr_assert(aof_incr_path(r, path, sizeof path) == 0, "no AOF incr file in %s", r->dir);
+    cr_assert(truncate(path, (off_t)size) == 0, "truncate %s: %s", path, strerror(errno));
 }
 
 long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...)
@@ -233,7 +277,31 @@ static int svc_ready(void *arg)
     return all;
 }
 
+/* Ready: /readyz answers 200, a quorum of masters in quorums. */
+static int svc_quorum(void *arg)
+{
+    h_service *s = arg;
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(s->url, &curl, "GET", "/readyz", NULL, &r);
+    curl_easy_cleanup(curl);
+    h_resp_free(&r);
+    return r.status == 200;
+}
+
+static void service_start(h_cluster *c, h_service *s, const char *extra, int (*ready)(void *));
+
 void h_service_start(h_cluster *c, h_service *s, const char *extra)
+{
+    service_start(c, s, extra, svc_ready);
+}
+
+void h_service_start_quorum(h_cluster *c, h_service *s, const char *extra)
+{
+    service_start(c, s, extra, svc_quorum);
+}
+
+static void service_start(h_cluster *c, h_service *s, const char *extra, int (*ready)(void *))
 {
     static int seq;
     char masters[1024] = "";
@@ -280,7 +348,7 @@ void h_service_start(h_cluster *c, h_service *s, const char *extra)
     }
     snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%d", extra && strstr(extra, "--tls-cert") ? "https" : "http",
              s->port);
-    cr_assert(h_wait_until(svc_ready, s, 10000), "redlockd never became ready (see %s)", s->log);
+    cr_assert(h_wait_until(ready, s, 10000), "redlockd never became ready (see %s)", s->log);
 }
 
 void h_service_stop(h_service *s)
@@ -557,4 +625,314 @@ long h_release(h_cluster *c, const char *name, const char *lease)
     h_http(c, "DELETE", path, NULL, &r);
     h_resp_free(&r);
     return r.status;
+}
+
+
+/* ---- /readyz per master ---- */
+
+int h_master_state(h_cluster *c, h_service *svc, int i, char *state, size_t statelen,
+                   long long *remaining)
+{
+    /* The default service through the cluster's keep-alive connection: one worker
+     * thread answers every call, so successive calls see one consistent view. */
+    void *curl = NULL;
+    h_resp r;
+    if (!svc || svc == &c->svc)
+        h_http(c, "GET", "/readyz", NULL, &r);
+    else
+        h_http_to(svc->url, &curl, "GET", "/readyz", NULL, &r);
+    if (curl)
+        curl_easy_cleanup(curl);
+    if (state && statelen)
+        state[0] = '\0';
+    if (remaining)
+        *remaining = -1;
+    json_t *m = json_array_get(json_object_get(r.json, "masters"), (size_t)i);
+    int ok = -1;
+    if (m) {
+        ok = json_is_true(json_object_get(m, "ok"));
+        json_t *st = json_object_get(m, "state");
+        if (state && statelen && json_is_string(st))
+            snprintf(state, statelen, "%s", json_string_value(st));
+        json_t *q = json_object_get(m, "quarantine_remaining_ms");
+        if (remaining && json_is_integer(q))
+            *remaining = json_integer_value(q);
+    }
+    h_resp_free(&r);
+    return ok;
+}
+
+/* ---- delaying TCP proxy ---- */
+
+struct pchunk {
+    struct pchunk *next;
+    double due;
+    size_t len, off;
+    int eof; /* the sending side closed: shut the other side down once it is sent */
+    char data[];
+};
+
+struct pconn {
+    struct pconn *next;
+    int fd[2];                      /* 0 the accepted client, 1 the upstream */
+    struct pchunk *head[2], *tail[2]; /* q[s]: read from side s, to write to 1-s */
+    int rd_eof[2];
+    int wr_shut[2];                 /* side s was shut down for writing */
+    int dead;
+};
+
+struct h_proxy {
+    int lfd, port, upstream;
+    int wake[2];
+    pthread_t th;
+    int delay_ms; /* atomic */
+    int queued;   /* atomic */
+    int stop;     /* atomic */
+    struct pconn *conns;
+};
+
+static void pconn_free(h_proxy *p, struct pconn *k)
+{
+    for (int s = 0; s < 2; s++) {
+        if (k->fd[s] >= 0)
+            close(k->fd[s]);
+        while (k->head[s]) {
+            struct pchunk *c = k->head[s];
+            k->head[s] = c->next;
+            if (!c->eof)
+                __atomic_sub_fetch(&p->queued, 1, __ATOMIC_RELAXED);
+            free(c);
+        }
+    }
+    free(k);
+}
+
+static void pconn_push(h_proxy *p, struct pconn *k, int s, const char *buf, size_t n, int eof)
+{
+    struct pchunk *c = malloc(sizeof *c + n);
+    if (!c) {
+        k->dead = 1;
+        return;
+    }
+    c->next = NULL;
+    c->due = h_now_ms() + __atomic_load_n(&p->delay_ms, __ATOMIC_RELAXED);
+    c->len = n;
+    c->off = 0;
+    c->eof = eof;
+    memcpy(c->data, buf, n);
+    if (k->tail[s])
+        k->tail[s]->next = c;
+    else
+        k->head[s] = c;
+    k->tail[s] = c;
+    if (!eof)
+        __atomic_add_fetch(&p->queued, 1, __ATOMIC_RELAXED);
+}
+
+/* Write what is due from q[s] to side 1-s.  Returns the ms until the next chunk is
+ * due (-1: nothing queued, 0: blocked on the socket). */
+static double pconn_flush(h_proxy *p, struct pconn *k, int s, int *blocked)
+{
+    *blocked = 0;
+    while (k->head[s]) {
+        struct pchunk *c = k->head[s];
+        double now = h_now_ms();
+        if (c->due > now)
+            return c->due - now;
+        if (c->eof) {
+            shutdown(k->fd[1 - s], SHUT_WR);
+            k->wr_shut[1 - s] = 1;
+        } else {
+            while (c->off < c->len) {
+                ssize_t w = send(k->fd[1 - s], c->data + c->off, c->len - c->off, MSG_NOSIGNAL);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                    *blocked = 1;
+                    return 0;
+                }
+                if (w <= 0) {
+                    k->dead = 1;
+                    return -1;
+                }
+                c->off += (size_t)w;
+            }
+            __atomic_sub_fetch(&p->queued, 1, __ATOMIC_RELAXED);
+        }
+        k->head[s] = c->next;
+        if (!k->head[s])
+            k->tail[s] = NULL;
+        free(c);
+    }
+    return -1;
+}
+
+static void proxy_accept(h_proxy *p)
+{
+    int cfd = accept(p->lfd, NULL, NULL);
+    if (cfd < 0)
+        return;
+    int ufd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->upstream),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (ufd < 0 || connect(ufd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(cfd);
+        if (ufd >= 0)
+            close(ufd);
+        return;
+    }
+    struct pconn *k = calloc(1, sizeof *k);
+    if (!k) {
+        close(cfd);
+        close(ufd);
+        return;
+    }
+    k->fd[0] = cfd;
+    k->fd[1] = ufd;
+    int one = 1;
+    for (int s = 0; s < 2; s++) {
+        fcntl(k->fd[s], F_SETFL, fcntl(k->fd[s], F_GETFL) | O_NONBLOCK);
+        setsockopt(k->fd[s], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    k->next = p->conns;
+    p->conns = k;
+}
+
+static void *proxy_main(void *arg)
+{
+    h_proxy *p = arg;
+    struct pollfd *pfd = NULL;
+    struct pconn **owner = NULL;
+    int *side = NULL;
+    size_t cap = 0;
+    char buf[65536];
+    while (!__atomic_load_n(&p->stop, __ATOMIC_RELAXED)) {
+        /* Pass on what is due; drop finished connections. */
+        double next = 100;
+        size_t nconn = 0;
+        for (struct pconn **pp = &p->conns; *pp;) {
+            struct pconn *k = *pp;
+            for (int s = 0; s < 2 && !k->dead; s++) {
+                int blocked;
+                double d = pconn_flush(p, k, s, &blocked);
+                if (d > 0 && d < next)
+                    next = d;
+            }
+            int done = k->rd_eof[0] && k->rd_eof[1] && !k->head[0] && !k->head[1];
+            if (k->dead || done) {
+                *pp = k->next;
+                pconn_free(p, k);
+                continue;
+            }
+            nconn++;
+            pp = &k->next;
+        }
+        size_t need = 2 + 2 * nconn;
+        if (need > cap) {
+            cap = need * 2;
+            pfd = realloc(pfd, cap * sizeof *pfd);
+            owner = realloc(owner, cap * sizeof *owner);
+            side = realloc(side, cap * sizeof *side);
+            if (!pfd || !owner || !side)
+                break;
+        }
+        size_t n = 0;
+        pfd[n++] = (struct pollfd){.fd = p->wake[0], .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = p->lfd, .events = POLLIN};
+        for (struct pconn *k = p->conns; k; k = k->next)
+            for (int s = 0; s < 2; s++) {
+                short ev = 0;
+                if (!k->rd_eof[s])
+                    ev |= POLLIN;
+                if (k->head[1 - s] && k->head[1 - s]->due <= h_now_ms())
+                    ev |= POLLOUT; /* due but blocked: wait for room */
+                owner[n] = k;
+                side[n] = s;
+                /* Nothing wanted (closed for reading, nothing due): leave it out, or a
+                 * hung-up socket would wake poll at once, over and over. */
+                pfd[n++] = (struct pollfd){.fd = ev ? k->fd[s] : -1, .events = ev};
+            }
+        int timeout = (int)next + 1;
+        if (poll(pfd, n, timeout) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents & POLLIN) {
+            char x[16];
+            if (read(p->wake[0], x, sizeof x) < 0) {
+                /* a wake-up only */
+            }
+        }
+        if (pfd[1].revents & POLLIN)
+            proxy_accept(p); /* p->conns grew at its head: owner[] entries stay valid */
+        for (size_t i = 2; i < n; i++) {
+            struct pconn *k = owner[i];
+            int s = side[i];
+            if (k->dead || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) || k->rd_eof[s])
+                continue;
+            ssize_t r = recv(k->fd[s], buf, sizeof buf, 0);
+            if (r > 0) {
+                pconn_push(p, k, s, buf, (size_t)r, 0);
+            } else if (r == 0) {
+                k->rd_eof[s] = 1;
+                pconn_push(p, k, s, "", 0, 1);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                k->dead = 1; /* reset: no delay for a broken connection */
+            }
+        }
+    }
+    free(pfd);
+    free(owner);
+    free(side);
+    return NULL;
+}
+
+h_proxy *h_proxy_start(int upstream_port)
+{
+    h_proxy *p = calloc(1, sizeof *p);
+    cr_assert(p);
+    p->upstream = upstream_port;
+    p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(p->lfd >= 0);
+    int one = 1;
+    setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    cr_assert(bind(p->lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    cr_assert(listen(p->lfd, 64) == 0);
+    cr_assert(getsockname(p->lfd, (struct sockaddr *)&sa, &sl) == 0);
+    p->port = ntohs(sa.sin_port);
+    cr_assert(pipe(p->wake) == 0);
+    fcntl(p->wake[0], F_SETFL, O_NONBLOCK);
+    cr_assert(pthread_create(&p->th, NULL, proxy_main, p) == 0);
+    return p;
+}
+
+int h_proxy_port(const h_proxy *p) { return p->port; }
+
+void h_proxy_set_delay(h_proxy *p, int delay_ms)
+{
+    __atomic_store_n(&p->delay_ms, delay_ms, __ATOMIC_RELAXED);
+    if (write(p->wake[1], "x", 1) < 0) {
+        /* the loop looks again within 100 ms anyway */
+    }
+}
+
+int h_proxy_queued(const h_proxy *p) { return __atomic_load_n(&p->queued, __ATOMIC_RELAXED); }
+
+void h_proxy_stop(h_proxy *p)
+{
+    if (!p)
+        return;
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
+    if (write(p->wake[1], "x", 1) < 0) {
+    }
+    pthread_join(p->th, NULL);
+    while (p->conns) {
+        struct pconn *k = p->conns;
+        p->conns = k->next;
+        pconn_free(p, k);
+    }
+    close(p->lfd);
+    close(p->wake[0]);
+    close(p->wake[1]);
+    free(p);
 }

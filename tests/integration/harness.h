@@ -16,6 +16,7 @@ typedef struct h_redis {
     pid_t pid;
     char dir[200];
     int appendonly;
+    const char *appendfsync; /* NULL: "always"; read at each (re)start */
 } h_redis;
 
 typedef struct h_service {
@@ -57,6 +58,9 @@ void h_cluster_stop(h_cluster *c);
 
 /* Start another service instance on the same masters. */
 void h_service_start(h_cluster *c, h_service *s, const char *extra_flags);
+/* The same, waiting only for /readyz to answer 200 (a quorum of masters in quorums),
+ * not for every master: for instances started while a master is quarantined. */
+void h_service_start_quorum(h_cluster *c, h_service *s, const char *extra_flags);
 void h_service_stop(h_service *s);
 /* SIGTERM the service and wait for it; returns its exit status (or -1). */
 int h_service_term(h_service *s, int timeout_ms);
@@ -66,6 +70,11 @@ void h_redis_freeze(h_redis *r);   /* SIGSTOP */
 void h_redis_thaw(h_redis *r);     /* SIGCONT */
 void h_redis_kill(h_redis *r);     /* SIGKILL and reap */
 void h_redis_restart(h_redis *r, int empty); /* start again on the same port (empty: wipe dir) */
+/* The master's AOF: size of its incr file (appendonlydir/<name>.incr.aof; -1 if none),
+ * and cutting that file back to a size (only while the master is killed): it then
+ * restarts without the writes it acknowledged after that point. */
+long long h_redis_aof_size(h_redis *r);
+void h_redis_aof_truncate(h_redis *r, long long size);
 /* Run a redis command on a master (sync hiredis); returns the integer/-1, or copies a
  * string reply into out. */
 long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...);
@@ -84,6 +93,26 @@ long h_release(h_cluster *c, const char *name, const char *lease);
 /* JSON helpers (0 / "" if missing). */
 long long h_int(const h_resp *r, const char *key);
 const char *h_str(const h_resp *r, const char *key);
+
+/* /readyz of a service (svc; NULL: the cluster's default service): master i's "state"
+ * copied into state ("" if absent) and its "quarantine_remaining_ms" into *remaining
+ * (-1 if absent).  Returns 1 if the master is "ok", 0 if not, -1 if /readyz did not
+ * list it.  The default service is asked on the cluster's keep-alive connection (so
+ * the same worker thread answers each time). */
+int h_master_state(h_cluster *c, h_service *svc, int i, char *state, size_t statelen,
+                   long long *remaining);
+
+/* A TCP relay to 127.0.0.1:upstream_port on a free loopback port, run by a thread of
+ * the test process, holding every chunk delay_ms (settable at any time; order kept)
+ * before passing it on, in both directions.  A connection closed on one side is
+ * closed on the other once its queued bytes have gone. */
+typedef struct h_proxy h_proxy;
+h_proxy *h_proxy_start(int upstream_port);
+int h_proxy_port(const h_proxy *p);
+void h_proxy_set_delay(h_proxy *p, int delay_ms);
+/* Chunks read and not yet passed on, both directions. */
+int h_proxy_queued(const h_proxy *p);
+void h_proxy_stop(h_proxy *p);
 
 /* Monotonic milliseconds. */
 double h_now_ms(void);
