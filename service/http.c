@@ -237,6 +237,7 @@ static int h_acquire(http_req *r)
         if (lease_generate(&w->rng, op->lease) != 0)
             return reply_error(r, RL_E_INTERNAL, "the system random generator failed", NULL), REPLIED;
         op->lease_len = LEASE_GEN_LEN;
+        op->lease_fresh = 1;
     }
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
@@ -322,6 +323,7 @@ static int h_macquire(http_req *r)
     } else if (!bad) {
         bad = lease_generate(&w->rng, op->lease);
         op->lease_len = LEASE_GEN_LEN;
+        op->lease_fresh = 1;
     }
     if (mp->p.has_wait && mp->p.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)mp->p.wait_ms * 1000;

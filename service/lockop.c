@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <hiredis/hiredis.h>
 
 #include "notify.h"
@@ -122,12 +123,20 @@ typedef struct keybuf {
     char key[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 1];
     char fkey[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 8];
     char chan[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 12];
-    size_t key_len, fkey_len, chan_len;
+    char bucket[16];
+    size_t key_len, fkey_len, chan_len, bucket_len;
 } keybuf;
+
+/* The counter bucket of a name (scripts.c: the floor its missing counter starts above). */
+static size_t bucket_of_name(const char *name, size_t len, char *buf, size_t cap)
+{
+    return (size_t)snprintf(buf, cap, "b%zu", lockop_name_hash(name, len) % SCRIPT_BUCKETS);
+}
 
 static void make_keys(const lockop *op, keybuf *kb)
 {
     const char *prefix = op->env->conf->key_prefix;
+    kb->bucket_len = bucket_of_name(op->name, op->name_len, kb->bucket, sizeof kb->bucket);
     kb->key_len = (size_t)snprintf(kb->key, sizeof kb->key, "%s%.*s", prefix, (int)op->name_len, op->name);
     kb->fkey_len = (size_t)snprintf(kb->fkey, sizeof kb->fkey, "%s#fence:%.*s", prefix, (int)op->name_len, op->name);
     kb->chan_len = notify_channel(prefix, op->name, op->name_len, kb->chan, sizeof kb->chan);
@@ -684,6 +693,7 @@ static void on_wait_timer(loop_timer *t)
 
 /* ---- acquire ---- */
 
+
 static void acquire_done(round *rd);
 static void raise_done(round *rd);
 
@@ -695,12 +705,18 @@ static void macquire_done(round *rd);
 static void attempt_begin(lockop *op, round *rd)
 {
     static const char hex[] = "0123456789abcdef";
-    uint64_t tag = ((uint64_t)rnd_next(op->env) << 32) | rnd_next(op->env);
     memcpy(op->value, op->lease, op->lease_len);
-    op->value[op->lease_len] = '.';
-    for (int i = 0; i < 16; i++)
-        op->value[op->lease_len + 1 + i] = hex[(tag >> (60 - 4 * i)) & 15];
-    op->value_len = op->lease_len + 17;
+    op->value_len = op->lease_len;
+    if (!op->lease_fresh || op->attempts) {
+        /* A lease the client chose (or a second attempt): another attempt may carry
+         * it too, so this one writes its own tag.  A lease made for this request and
+         * tried once is its own tag, and the masters compare it whole (cheaper). */
+        uint64_t tag = ((uint64_t)rnd_next(op->env) << 32) | rnd_next(op->env);
+        op->value[op->lease_len] = '.';
+        for (int i = 0; i < 16; i++)
+            op->value[op->lease_len + 1 + i] = hex[(tag >> (60 - 4 * i)) & 15];
+        op->value_len = op->lease_len + 17;
+    }
     op->value[op->value_len] = '\0';
     op->release_mask = ~(uint64_t)0; /* until the round says who refused */
     op->epoch = op_epoch(op);
@@ -737,9 +753,9 @@ static void attempt(lockop *op)
     make_keys(op, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    const char *argv[] = {kb.key, kb.fkey, op->value, ttl};
-    size_t lens[] = {kb.key_len, kb.fkey_len, op->value_len, (size_t)tl};
-    round_send(rd, SCRIPT_ACQUIRE, 2, 2, argv, lens, round_all(op->env->rounds));
+    const char *argv[] = {kb.key, kb.fkey, kb.bucket, op->value, ttl};
+    size_t lens[] = {kb.key_len, kb.fkey_len, kb.bucket_len, op->value_len, (size_t)tl};
+    round_send(rd, SCRIPT_ACQUIRE, 2, 3, argv, lens, round_all(op->env->rounds));
 }
 
 /* A single-name acquire arrives on the worker that keeps its name.  One attempt per
@@ -1009,7 +1025,9 @@ static void acquire_done(round *rd)
         for (size_t i = 0; i < re->n && i < 64; i++)
             if (redlock_needs_raise(&rd->replies[i], token))
                 mask |= (uint64_t)1 << i;
-        if (!mask) {
+        /* A quorum of granting masters hold the token already: it is fenced (docs/
+         * DESIGN.md, section 3), and the masters below it need no raise now. */
+        if (!mask || redlock_fenced_grants(rd->replies, re->n, token) >= re->quorum) {
             drop_round(op);
             acquire_succeeded(op);
             return;
@@ -1029,10 +1047,10 @@ static void acquire_done(round *rd)
         make_keys(op, &kb);
         char tok[24];
         int tl = snprintf(tok, sizeof tok, "%llu", (unsigned long long)token);
-        const char *argv[] = {kb.fkey, tok};
-        size_t lens[] = {kb.fkey_len, (size_t)tl};
+        const char *argv[] = {kb.fkey, kb.bucket, tok};
+        size_t lens[] = {kb.fkey_len, kb.bucket_len, (size_t)tl};
         /* op->rd keeps the acquire replies until the raise is judged. */
-        round_send(rr, SCRIPT_RAISE, 1, 1, argv, lens, mask);
+        round_send(rr, SCRIPT_RAISE, 1, 2, argv, lens, mask);
         round_unref(rr); /* commands in flight or the ready list hold it */
         return;
     }
@@ -1167,8 +1185,8 @@ static void multi_decode(round *rd, size_t i, const struct redisReply *r, redloc
 /* Keys of a multi-name op: lock keys, fence keys, then the set key. */
 typedef struct multikeys {
     char buf[LOCKOP_MULTI_MAX * 2 + 1][sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 160];
-    const char *argv[LOCKOP_MULTI_MAX * 2 + 8];
-    size_t lens[LOCKOP_MULTI_MAX * 2 + 8];
+    const char *argv[LOCKOP_MULTI_MAX * 3 + 8];
+    size_t lens[LOCKOP_MULTI_MAX * 3 + 8];
 } multikeys;
 
 static size_t set_key(const lockop *op, char *buf, size_t cap)
@@ -1233,8 +1251,13 @@ static void attempt_multi(lockop *op, round *rd)
     mk->argv[a] = ttl; mk->lens[a++] = (size_t)snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
     mk->argv[a] = cnt; mk->lens[a++] = (size_t)snprintf(cnt, sizeof cnt, "%zu", n);
     mk->argv[a] = joined; mk->lens[a++] = jl;
+    char bks[LOCKOP_MULTI_MAX][16];
+    for (size_t j = 0; j < n; j++) {
+        mk->lens[a] = bucket_of_name(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
+        mk->argv[a++] = bks[j];
+    }
     rd->decode = multi_decode;
-    round_send(rd, SCRIPT_MACQUIRE, (int)(2 * n + 1), 4, mk->argv, mk->lens, round_all(op->env->rounds));
+    round_send(rd, SCRIPT_MACQUIRE, (int)(2 * n + 1), (int)(4 + n), mk->argv, mk->lens, round_all(op->env->rounds));
     free(mk);
 }
 
@@ -1291,7 +1314,7 @@ static void macquire_done(round *rd)
         rr->wait_all = 1;
         rr->decode = multi_decode;
         multikeys *mk = malloc(sizeof *mk);
-        char toks[LOCKOP_MULTI_MAX][24];
+        char toks[LOCKOP_MULTI_MAX][24], bks[LOCKOP_MULTI_MAX][16];
         if (mk) {
             const char *prefix = op->env->conf->key_prefix;
             for (size_t j = 0; j < n; j++) {
@@ -1299,8 +1322,10 @@ static void macquire_done(round *rd)
                 mk->argv[j] = mk->buf[j];
                 mk->lens[n + j] = (size_t)snprintf(toks[j], sizeof toks[j], "%llu", (unsigned long long)mu->tokens[j]);
                 mk->argv[n + j] = toks[j];
+                mk->lens[2 * n + j] = bucket_of_name(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
+                mk->argv[2 * n + j] = bks[j];
             }
-            round_send(rr, SCRIPT_MRAISE, (int)n, (int)n, mk->argv, mk->lens, mask);
+            round_send(rr, SCRIPT_MRAISE, (int)n, (int)(2 * n), mk->argv, mk->lens, mask);
             free(mk);
         } else {
             round_send(rr, SCRIPT_MRAISE, 0, 0, NULL, NULL, 0);
@@ -1401,12 +1426,12 @@ static int try_handoff(lockop *r)
     make_keys(h, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
-    const char *argv[] = {kb.key, kb.fkey, r->lease, h->value, ttl};
-    size_t lens[] = {kb.key_len, kb.fkey_len, r->lease_len, h->value_len, (size_t)tl};
+    const char *argv[] = {kb.key, kb.fkey, kb.bucket, r->lease, h->value, ttl};
+    size_t lens[] = {kb.key_len, kb.fkey_len, kb.bucket_len, r->lease_len, h->value_len, (size_t)tl};
     h->handoff_from = r;
     q->inflight = h;
     stat_inc(&env->counters[CNT_HANDOFFS]);
-    round_send(rd, SCRIPT_HANDOFF, 2, 3, argv, lens, round_all(env->rounds));
+    round_send(rd, SCRIPT_HANDOFF, 2, 4, argv, lens, round_all(env->rounds));
     return 1;
 }
 
@@ -1605,10 +1630,10 @@ void lockop_start(lockop *op)
         rd = round_new(env->rounds, extend_done, op);
         if (!rd)
             break;
-        const char *argv[] = {kb.key, kb.fkey, op->lease, ttl};
-        size_t lens[] = {kb.key_len, kb.fkey_len, op->lease_len, (size_t)tl};
+        const char *argv[] = {kb.key, kb.fkey, kb.bucket, op->lease, ttl};
+        size_t lens[] = {kb.key_len, kb.fkey_len, kb.bucket_len, op->lease_len, (size_t)tl};
         op->rd = rd;
-        round_send(rd, SCRIPT_EXTEND, 2, 2, argv, lens, round_all(env->rounds));
+        round_send(rd, SCRIPT_EXTEND, 2, 3, argv, lens, round_all(env->rounds));
         round_unref(rd);
         return;
     }

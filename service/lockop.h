@@ -90,6 +90,7 @@ struct lockop {
     size_t name_len;
     char lease[LEASE_MAX_LEN + 1];
     size_t lease_len;
+    int lease_fresh;            /* generated for this request: no other attempt can have it */
     long ttl_ms;
     const char *scope;          /* MRELEASE: a name prefix every name must have (NULL: any) */
     int64_t start_us;

@@ -9,22 +9,22 @@
 enum script_id {
     /* Every lock script: KEYS[1] the master's record, ARGV[1] the counters' retention
      * (master.c adds both); the shapes below are what follows them. */
-    SCRIPT_ACQUIRE = 0, /* KEYS lock, fence; ARGV value (lease.tag), ttl -> {1,F} new | {2,F} same
+    SCRIPT_ACQUIRE = 0, /* KEYS lock, fence; ARGV bucket, value (lease.tag), ttl -> {1,F} new | {2,F} same
                          * lease (adopted) | {0,pttl,F,holder lease} */
-    SCRIPT_RAISE,       /* KEYS fence; ARGV token -> F after max(F, token) */
+    SCRIPT_RAISE,       /* KEYS fence; ARGV bucket, token -> F after max(F, token) */
     SCRIPT_RELEASE,     /* KEYS lock; ARGV lease (any tag) or value (exact), channel, origin ->
                          * 1 deleted (origin published on channel) | 0 not ours */
-    SCRIPT_EXTEND,      /* KEYS lock, fence; ARGV lease, ttl -> {1,F} | {0,F} */
+    SCRIPT_EXTEND,      /* KEYS lock, fence; ARGV bucket, lease, ttl -> {1,F} | {0,F} */
     SCRIPT_INSPECT,     /* KEYS lock, fence -> {lease|nil, pttl, F} */
     SCRIPT_MARKER,      /* sent as is (no record/retention added): KEYS record, quarantine;
                          * ARGV check|mark|quarantine|rejoin, run id, delay ms, instance,
                          * floor -> {0 unmarked | 1 ready | 2 quarantined, pttl, floor} */
-    SCRIPT_MACQUIRE,    /* KEYS lock1..n, fence1..n, set; ARGV value, ttl, n, "name1\nname2..."
+    SCRIPT_MACQUIRE,    /* KEYS lock1..n, fence1..n, set; ARGV value, ttl, n, "name1\nname2...", bucket1..n
                          * -> {1, f1..fn} | {0, pttl (longest held), f1..fn} */
-    SCRIPT_MRAISE,      /* KEYS fence1..n; ARGV t1..tn -> {F1..Fn} after max(F, t) */
+    SCRIPT_MRAISE,      /* KEYS fence1..n; ARGV t1..tn, bucket1..n -> {F1..Fn} after max(F, t) */
     SCRIPT_MRELEASE,    /* KEYS set; ARGV lease or value, key prefix, origin, scope ->
                          * {1|0, "name1\nname2..."} | {-1, names}: a name outside scope */
-    SCRIPT_HANDOFF,     /* KEYS lock, fence; ARGV old lease, new value, ttl -> {3,F} old replaced
+    SCRIPT_HANDOFF,     /* KEYS lock, fence; ARGV bucket, old lease, new value, ttl -> {3,F} old replaced
                          * by new | else as SCRIPT_ACQUIRE for the new value */
     SCRIPT_BATCH,       /* many single-name operations in one call (master.c batches each
                          * loop pass's): ARGV code1, args1..., code2, args2...; KEYS keys1...,
@@ -34,6 +34,9 @@ enum script_id {
 
 #define SCRIPT_ERR_UNMARKED "REDLOCKD_UNMARKED"
 #define SCRIPT_ERR_QUARANTINED "REDLOCKD_QUARANTINED"
+
+/* A name's counter bucket (scripts.c): "b" and its hash modulo SCRIPT_BUCKETS. */
+#define SCRIPT_BUCKETS 16384
 
 /* The Lua source of a script. */
 const char *script_source(int id);

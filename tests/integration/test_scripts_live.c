@@ -151,8 +151,8 @@ static long long acquire(const char *name, const char *value, long long *f)
     snprintf(key, sizeof key, "redlock:%s", name);
     snprintf(fkey, sizeof fkey, "redlock:#fence:%s", name);
     const char *keys[] = {key, fkey};
-    const char *args[] = {value, "10000"};
-    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 2, args, NULL);
+    const char *args[] = {"b7", value, "10000"}; /* every name of these tests in bucket b7 */
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 3, args, NULL);
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
     long long kind = r->element[0]->integer;
     *f = r->element[r->elements - 1]->integer;
@@ -178,15 +178,15 @@ static void mark(void) { cmd("HSET " MK " run r1 floor 0 base 0"); }
 Test(scripts_live, a_master_without_its_record_refuses_before_any_write)
 {
     const char *keys[] = {"redlock:x", "redlock:#fence:x"};
-    const char *args[] = {"lease.0000000000000001", "10000"};
-    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 2, args, NULL);
+    const char *args[] = {"b1", "lease.0000000000000001", "10000"};
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 3, args, NULL);
     cr_assert_eq(r->type, REDIS_REPLY_ERROR);
     cr_assert(strncmp(r->str, SCRIPT_ERR_UNMARKED, strlen(SCRIPT_ERR_UNMARKED)) == 0, "%s", r->str);
     freeReplyObject(r);
     cr_assert_eq(int_cmd("DBSIZE"), 0, "nothing written");
     mark();
     cmd("HSET " MK " q 1");
-    r = lock_script(SCRIPT_ACQUIRE, 2, keys, 2, args, NULL);
+    r = lock_script(SCRIPT_ACQUIRE, 2, keys, 3, args, NULL);
     cr_assert_eq(r->type, REDIS_REPLY_ERROR);
     cr_assert(strncmp(r->str, SCRIPT_ERR_QUARANTINED, strlen(SCRIPT_ERR_QUARANTINED)) == 0, "%s", r->str);
     freeReplyObject(r);
@@ -202,15 +202,34 @@ Test(scripts_live, grants_raise_the_floor_and_a_lost_counter_starts_above_it)
     cr_assert_eq(release("a", "L1"), 1);
     cr_assert_eq(acquire("a", "L2.0000000000000002", &f), 1);
     cr_assert_eq(f, 2);
-    cr_assert_eq(int_cmd("HGET " MK " floor"), 2);
+    cr_assert_eq(int_cmd("HGET " MK " b7"), 2, "the bucket's floor");
+    cr_assert_eq(int_cmd("HGET " MK " floor"), 2, "the master's floor");
     cr_assert_eq(acquire("b", "L3.0000000000000003", &f), 1);
-    cr_assert_eq(f, 3, "a new name starts above the floor");
+    cr_assert_eq(f, 3, "a new name starts above its bucket's floor");
     cr_assert_eq(release("a", "L2"), 1);
     cmd("DEL redlock:#fence:a");
     cr_assert_eq(acquire("a", "L4.0000000000000004", &f), 1);
     cr_assert_eq(f, 4, "a deleted counter restarts at floor + 1, not at 1");
     long long pttl = int_cmd("PTTL redlock:#fence:a");
     cr_assert(pttl > 0 && pttl <= 60000, "counters expire after the retention: %lld", pttl);
+}
+
+Test(scripts_live, new_names_in_other_buckets_start_alike_whatever_the_order)
+{
+    /* Two masters see two new names in opposite orders: each name starts at the same
+     * value on both (its own bucket's floor), so no raise round is needed. */
+    mark();
+    long long f1, f2;
+    const char *ka[] = {"redlock:n1", "redlock:#fence:n1"}, *kb[] = {"redlock:n2", "redlock:#fence:n2"};
+    const char *aa[] = {"b10", "A.0000000000000001", "10000"}, *ab[] = {"b11", "B.0000000000000002", "10000"};
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, kb, 3, ab, NULL);
+    f2 = r->element[1]->integer;
+    freeReplyObject(r);
+    r = lock_script(SCRIPT_ACQUIRE, 2, ka, 3, aa, NULL);
+    f1 = r->element[1]->integer;
+    freeReplyObject(r);
+    cr_assert_eq(f1, 1);
+    cr_assert_eq(f2, 1);
 }
 
 Test(scripts_live, base_lifts_a_stale_counter)
@@ -222,15 +241,16 @@ Test(scripts_live, base_lifts_a_stale_counter)
     cr_assert_eq(acquire("s", "L1.0000000000000001", &f), 1);
     cr_assert_eq(f, 11, "a counter below the base reads as the base");
     const char *keys[] = {"redlock:#fence:s"};
-    const char *args[] = {"5"};
-    redisReply *r = lock_script(SCRIPT_RAISE, 1, keys, 1, args, NULL);
+    const char *args[] = {"b7", "5"};
+    redisReply *r = lock_script(SCRIPT_RAISE, 1, keys, 2, args, NULL);
     cr_assert_eq(r->integer, 11, "a raise never lowers");
     freeReplyObject(r);
-    const char *args2[] = {"20"};
-    r = lock_script(SCRIPT_RAISE, 1, keys, 1, args2, NULL);
+    const char *args2[] = {"b7", "20"};
+    r = lock_script(SCRIPT_RAISE, 1, keys, 2, args2, NULL);
     cr_assert_eq(r->integer, 20);
     freeReplyObject(r);
     cr_assert_eq(int_cmd("HGET " MK " floor"), 20, "a raise raises the floor too");
+    cr_assert_eq(int_cmd("HGET " MK " b7"), 20, "and its bucket's");
 }
 
 Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_it)
@@ -254,18 +274,20 @@ Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_
 Test(scripts_live, a_batch_checks_the_record_once_and_writes_the_floor_once)
 {
     mark();
+    /* p and q in one bucket: the second new name starts above the first */
     const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "5", MK, "redlock:p", "redlock:#fence:p",
-                          "redlock:q", "redlock:#fence:q", "60000", "a", "P.0000000000000001", "10000",
-                          "a", "Q.0000000000000002", "10000"};
-    redisReply *r = redisCommandArgv(R, 15, argv, NULL);
+                          "redlock:q", "redlock:#fence:q", "60000", "a", "b3", "P.0000000000000001", "10000",
+                          "a", "b3", "Q.0000000000000002", "10000"};
+    redisReply *r = redisCommandArgv(R, 17, argv, NULL);
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
     cr_assert_eq(r->element[0]->element[1]->integer, 1);
     cr_assert_eq(r->element[1]->element[1]->integer, 2);
     freeReplyObject(r);
     cr_assert_eq(int_cmd("HGET " MK " floor"), 2);
+    cr_assert_eq(int_cmd("HGET " MK " b3"), 2);
     cmd("FLUSHALL");
-    r = redisCommandArgv(R, 15, argv, NULL);
+    r = redisCommandArgv(R, 17, argv, NULL);
     cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, SCRIPT_ERR_UNMARKED));
     freeReplyObject(r);
     cr_assert_eq(int_cmd("DBSIZE"), 0, "a wiped master refuses the whole batch, before any write");
