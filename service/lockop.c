@@ -397,6 +397,7 @@ static void know(waitq *q, const char *lease, size_t len, int64_t free_in_ms)
     q->known_free_us = now + free_in_ms * 1000;
     q->known_until_us = now + (free_in_ms < KNOWN_MAX_MS ? free_in_ms : KNOWN_MAX_MS) * 1000;
     publish(q);
+    q_watch(q, 1); /* a release through another instance must reach what is known here */
 }
 
 /* The name was released: what was known is over. */
@@ -736,6 +737,7 @@ static void attempt(lockop *op)
             return;
         }
         attempt_begin(op, mr);
+        mr->split_aware = 2; /* hear every master before calling a refusal "held" */
         attempt_multi(op, mr);
         return;
     }
@@ -747,6 +749,7 @@ static void attempt(lockop *op)
         return;
     }
     attempt_begin(op, rd);
+    rd->split_aware = 1;
     if (op->nq)
         op->nq->inflight = op; /* one attempt per name at a time on this worker */
     keybuf kb;
@@ -947,6 +950,28 @@ static void drop_round(lockop *op)
     }
 }
 
+/* A refused multi-name round: whether one lease holds (or may hold, counting the
+ * masters that did not answer) a quorum for one of the names. */
+static int multi_held(const lockop *op, const round *rd)
+{
+    const lockop_multi *mu = op->multi;
+    size_t n = mu->n, nm = rd->env->n, unknown = 0;
+    for (size_t i = 0; i < nm; i++)
+        unknown += rd->replies[i].state == RL_SLOT_FAILED || rd->replies[i].state == RL_SLOT_PENDING;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < nm; i++) {
+            uint64_t h = mu->holders[i * n + j];
+            if (rd->replies[i].state != RL_SLOT_REFUSED || !h)
+                continue;
+            size_t same = 0;
+            for (size_t k = 0; k < nm; k++)
+                same += rd->replies[k].state == RL_SLOT_REFUSED && mu->holders[k * n + j] == h;
+            if (same + unknown >= rd->env->quorum)
+                return 1;
+        }
+    return 0;
+}
+
 /* The acquire round did not reach a quorum: held by another lease, votes split
  * between attempts (nobody holds it), or masters missing. */
 static void acquire_refused(lockop *op, round *rd)
@@ -957,7 +982,7 @@ static void acquire_refused(lockop *op, round *rd)
         op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
                                                     op->env->conf->default_ttl_ms);
         err = RL_E_LOCK_HELD;
-        if (!op->multi && !redlock_held_by_quorum(rd->replies, re->n, re->quorum))
+        if (!(op->multi ? multi_held(op, rd) : redlock_held_by_quorum(rd->replies, re->n, re->quorum)))
             err = RL_E_LOCK_CONTENDED;
         if (err == RL_E_LOCK_HELD && !op->multi && op->nq) {
             heat_up(op);
@@ -1080,6 +1105,7 @@ void lockop_fini(lockop *op)
     lockop_fini_rounds(op);
     if (op->multi) {
         free(op->multi->fences);
+        free(op->multi->holders);
         free(op->multi);
         op->multi = NULL;
     }
@@ -1092,7 +1118,8 @@ int lockop_set_multi(lockop *op, const char *const *names, const size_t *lens, s
         goto fail;
     /* n == 0: a release by lease alone; the names come back from the masters. */
     mu->fences = calloc(op->env->rounds->n * (n ? n : 1), sizeof *mu->fences);
-    if (!mu->fences)
+    mu->holders = calloc(op->env->rounds->n * (n ? n : 1), sizeof *mu->holders);
+    if (!mu->fences || !mu->holders)
         goto fail;
     mu->n = n;
     for (size_t j = 0; j < n; j++) {
@@ -1103,8 +1130,10 @@ int lockop_set_multi(lockop *op, const char *const *names, const size_t *lens, s
     op->multi = mu;
     return 0;
 fail:
-    if (mu)
+    if (mu) {
         free(mu->fences);
+        free(mu->holders);
+    }
     free(mu);
     return -1;
 }
@@ -1158,11 +1187,17 @@ static void multi_decode(round *rd, size_t i, const struct redisReply *r, redloc
                rep->element[0]->integer == 1 && rep->elements == n + 1) {
         first = 1;
         out->state = RL_SLOT_OK;
-    } else if (rep->elements == n + 2 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
+    } else if ((rep->elements == n + 2 || rep->elements == 2 * n + 2) &&
+               rep->element[0]->type == REDIS_REPLY_INTEGER &&
                rep->element[1]->type == REDIS_REPLY_INTEGER) {
         first = 2;
         out->state = RL_SLOT_REFUSED;
         out->pttl = rep->element[1]->integer;
+        for (size_t j = 0; j < n; j++) { /* who holds each name here (0: free or ours) */
+            const redisReply *h = rep->elements == 2 * n + 2 ? rep->element[2 + n + j] : NULL;
+            mu->holders[i * n + j] = h && h->type == REDIS_REPLY_STRING && h->len
+                                         ? lockop_name_hash(h->str, h->len) | 1 : 0;
+        }
     } else {
         return;
     }

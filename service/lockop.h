@@ -143,6 +143,7 @@ typedef struct lockop_multi {
     size_t lens[LOCKOP_MULTI_MAX];
     uint64_t tokens[LOCKOP_MULTI_MAX];
     uint64_t *fences;           /* [master * n + name] */
+    uint64_t *holders;          /* [master * n + name]: hash of the lease holding it, 0 none */
     int have_released_names;    /* MRELEASE: names[] filled from a master's reply */
     int out_of_scope;           /* MRELEASE: a master said a name is outside op->scope */
 } lockop_multi;

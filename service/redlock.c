@@ -160,10 +160,10 @@ int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n)
     return all ? RL_VERDICT_MARK : RL_VERDICT_WAIT;
 }
 
-int redlock_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum)
+static int held_by(const redlock_reply *r, size_t n, size_t quorum, int count_unknown)
 {
     size_t failed = 0, best = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && count_unknown; i++)
         failed += r[i].state == RL_SLOT_FAILED || r[i].state == RL_SLOT_PENDING;
     for (size_t i = 0; i < n; i++) {
         if (r[i].state != RL_SLOT_REFUSED)
@@ -179,4 +179,14 @@ int redlock_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum)
             best = same;
     }
     return best + failed >= quorum && best > 0;
+}
+
+int redlock_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum)
+{
+    return held_by(r, n, quorum, 1);
+}
+
+int redlock_held_for_sure(const redlock_reply *r, size_t n, size_t quorum)
+{
+    return held_by(r, n, quorum, 0);
 }

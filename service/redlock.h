@@ -84,6 +84,10 @@ int redlock_inspect_holder(const redlock_reply *r, size_t n, size_t quorum, int6
  * votes were split between attempts, and nobody holds the lock on a quorum. */
 int redlock_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum);
 
+/* Whether one lease holds a quorum among the refusals already in (no guessing about
+ * masters that have not answered). */
+int redlock_held_for_sure(const redlock_reply *r, size_t n, size_t quorum);
+
 /* Highest fencing counter any master reported. */
 uint64_t redlock_max_fence(const redlock_reply *r, size_t n);
 

@@ -103,6 +103,9 @@ static void check(round *rd)
     redlock_tally_of(rd->replies, rd->env->n, &t);
     size_t pending = t.n - t.ok - t.refused - t.failed;
     int d = redlock_decide(&t, rd->env->quorum, rd->wait_all);
+    if (d == RL_DECIDE_NO_QUORUM && pending && rd->split_aware &&
+        (rd->split_aware == 2 || !redlock_held_for_sure(rd->replies, rd->env->n, rd->env->quorum)))
+        d = RL_DECIDE_WAIT;
     if (pending == 0 || d != RL_DECIDE_WAIT)
         decide_now(rd, pending == 0 ? redlock_decide(&t, rd->env->quorum, 1) : d);
 }

@@ -43,6 +43,9 @@ struct round {
     int decided;
     int decision;          /* enum redlock_decision at the time of the decision */
     int wait_all;          /* decide only when every sent command answered (or deadline) */
+    int split_aware;       /* a refusal is decided early only when one lease surely holds a
+                            * quorum; else every master is heard (or the deadline), so that
+                            * votes split between attempts are told from "held" */
     int64_t start_us;
     int64_t decided_us;
     loop_timer timer;

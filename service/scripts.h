@@ -20,7 +20,7 @@ enum script_id {
                          * ARGV check|mark|quarantine|rejoin, run id, delay ms, instance,
                          * floor -> {0 unmarked | 1 ready | 2 quarantined, pttl, floor} */
     SCRIPT_MACQUIRE,    /* KEYS lock1..n, fence1..n, set; ARGV value, ttl, n, "name1\nname2...", bucket1..n
-                         * -> {1, f1..fn} | {0, pttl (longest held), f1..fn} */
+                         * -> {1, f1..fn} | {0, pttl (longest held), f1..fn, holder1..n} */
     SCRIPT_MRAISE,      /* KEYS fence1..n; ARGV t1..tn, bucket1..n -> {F1..Fn} after max(F, t) */
     SCRIPT_MRELEASE,    /* KEYS set; ARGV lease or value, key prefix, origin, scope ->
                          * {1|0, "name1\nname2..."} | {-1, names}: a name outside scope */
