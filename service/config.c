@@ -231,7 +231,7 @@ static const struct opt opts[] = {
     {"quarantine-ms", "REDLOCK_QUARANTINE_MS", OPT_LONG, OFF(quarantine_ms), 0, 86400000L * 30,
      "how long a master that restarted or lost its data stays out of quorums (default: max ttl)"},
     {"retention-ms", "REDLOCK_RETENTION_MS", OPT_LONG, OFF(retention_ms), 1, 86400000L * 365,
-     "a name's fencing counter unused this long expires on the masters (default 24 h, >= max ttl)"},
+     "a name's fencing counter unused (no grant, no extension) this long expires on the masters (default 24 h, >= max ttl)"},
     {"trust-fsync-always", "REDLOCK_TRUST_FSYNC_ALWAYS", OPT_BOOL, OFF(trust_fsync_always), 0, 1,
      "1: a restarted master running AOF with appendfsync always skips the delay (not after a restore)"},
     {"header-timeout-ms", "REDLOCK_HEADER_TIMEOUT_MS", OPT_LONG, OFF(header_timeout_ms), 100, 3600000,

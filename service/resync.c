@@ -28,6 +28,11 @@ uint64_t resync_floor(uint64_t largest, size_t ready_peers, size_t quorum, int g
     return largest + RESYNC_GAP;
 }
 
+int64_t resync_wait_ms(int64_t quarantine_ms)
+{
+    return quarantine_ms < 1000 ? 1000 : quarantine_ms > 10000 ? 10000 : quarantine_ms;
+}
+
 static void finish(resync *r)
 {
     master_conn *t = &r->masters[r->target];
@@ -38,7 +43,7 @@ static void finish(resync *r)
         return;
     }
     /* Too few ready peers: wait for more, then take what answers, with the gap. */
-    if (clock_now_us() - r->first_start_us < (int64_t)RESYNC_WAIT_MS * 1000)
+    if (clock_now_us() - r->first_start_us < resync_wait_ms(t->conf->quarantine_ms) * 1000)
         return; /* the master's timer tries again in a second */
     r->first_start_us = 0;
     master_rejoin(t, resync_floor(r->largest, r->ready_ok, r->quorum, 1));

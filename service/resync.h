@@ -7,8 +7,8 @@
  * the quorum that issued each token in a master that kept it, and a peer's floor is at
  * least every counter it holds, so no name's next token can go back (docs/DESIGN.md).
  *
- * With fewer than a quorum of ready peers for RESYNC_WAIT_MS (a majority restarted or
- * lost its data at once), it repairs from every peer that answers and adds
+ * With fewer than a quorum of ready peers for resync_wait_ms() (a majority restarted
+ * or lost its data at once), it repairs from every peer that answers and adds
  * RESYNC_GAP to the base: tokens then jump, and stay above what the lost writes can
  * have issued (at most RESYNC_GAP grants of one name in the writes a master can lose). */
 #ifndef RL_RESYNC_H
@@ -19,7 +19,9 @@
 #include "master.h"
 
 #define RESYNC_GAP ((uint64_t)1 << 20)
-#define RESYNC_WAIT_MS 10000
+/* How long a repair waits for a quorum of ready peers: one quarantine period, at most
+ * 10 s and at least 1 s. */
+int64_t resync_wait_ms(int64_t quarantine_ms);
 
 typedef struct resync resync;
 

@@ -19,8 +19,8 @@
  * the table `want` the script fills first) and defines, for the operations below:
  * cur(fkey, b)   a name's effective counter: max(F, or its bucket's floor when F is
  *                missing, base)
- * bump(fkey, b)  a grant: cur + 1; a new counter is created with the retention as
- *                expiry
+ * bump(fkey, b)  a grant: cur + 1, stored with the retention as expiry (a counter
+ *                expires once its name has gone unused that long)
  * high(b, f)     a counter of bucket b now holds f: the bucket's floor and the master's
  *                floor rise to f if below
  * mine(v, l)     whether lock value v belongs to lease l (any attempt's tag)
@@ -51,14 +51,8 @@
     "  return f\n"                                                                     \
     "end\n"                                                                            \
     "local function bump(fkey, b)\n"                                                   \
-    "  local f = (B[b] > base and B[b] or base) + 1\n"                                 \
-    "  if not redis.call('SET', fkey, f, 'NX', 'PX', ret) then\n"                      \
-    "    f = redis.call('INCR', fkey)\n"                                               \
-    "    if f <= base then\n"                                                          \
-    "      f = base + 1\n"                                                             \
-    "      redis.call('SET', fkey, f, 'KEEPTTL')\n"                                    \
-    "    end\n"                                                                        \
-    "  end\n"                                                                          \
+    "  local f = cur(fkey, b) + 1\n"                                                   \
+    "  redis.call('SET', fkey, f, 'PX', ret)\n"                                        \
     "  high(b, f)\n"                                                                   \
     "  return f\n"                                                                     \
     "end\n"                                                                            \

@@ -356,7 +356,7 @@ Test(faults, without_quarantine_the_hazard_is_real)
 {
     /* The control experiment: the test above can fail.  (With no quarantine the
      * restarted masters still wait for their counters to be repaired, and with only
-     * two ready peers, fewer than a quorum, the repair waits RESYNC_WAIT_MS (10 s)
+     * two ready peers, fewer than a quorum, the repair waits resync_wait_ms() (1 to 10 s)
      * for more before it takes what answers: wait for them.) */
     long st = competitor_after_empty_restart("--quarantine-ms 0");
     if (st != 201 && h_wait_until(all_ready, NULL, 20000))

@@ -212,6 +212,12 @@ Test(scripts_live, grants_raise_the_floor_and_a_lost_counter_starts_above_it)
     cr_assert_eq(f, 4, "a deleted counter restarts at floor + 1, not at 1");
     long long pttl = int_cmd("PTTL redlock:#fence:a");
     cr_assert(pttl > 0 && pttl <= 60000, "counters expire after the retention: %lld", pttl);
+    /* Every grant renews it: a counter expires only once its name went unused. */
+    cr_assert_eq(release("a", "L4"), 1);
+    cmd("PEXPIRE redlock:#fence:a 500");
+    cr_assert_eq(acquire("a", "L5.0000000000000005", &f), 1);
+    cr_assert_eq(f, 5);
+    cr_assert_gt(int_cmd("PTTL redlock:#fence:a"), 50000, "renewed by the grant");
 }
 
 Test(scripts_live, new_names_in_other_buckets_start_alike_whatever_the_order)

@@ -710,3 +710,10 @@ Test(redlock, a_refused_round_is_held_only_if_one_lease_can_hold_a_quorum)
     redlock_reply none[3] = {ok, ok, failed};
     cr_assert_not(redlock_held_by_quorum(none, 3, 2), "no refusal at all: not held");
 }
+
+Test(redlock, a_repair_waits_one_quarantine_for_a_quorum_of_peers_within_bounds)
+{
+    cr_assert_eq(resync_wait_ms(0), 1000);
+    cr_assert_eq(resync_wait_ms(2500), 2500);
+    cr_assert_eq(resync_wait_ms(3600000), 10000);
+}
