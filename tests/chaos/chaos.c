@@ -1,7 +1,8 @@
 /* chaos.c -- the redlockd safety checker: five real redis-server masters behind a fault
  * proxy, the real service, concurrent clients on a few hot names and a fault injector
- * (freeze, kill+restart with or without data, slow, drop, cut); then one verdict line per
- * property (judge.h) and exit status 0 only if every property held.
+ * (freeze, kill+restart with or without data, kill+restart with the last writes cut off
+ * the AOF, FLUSHALL, slow, drop, cut); then one verdict line per property (judge.h) and
+ * exit status 0 only if every property held.
  *
  * Exit status: 0 all held, 1 a property failed, 2 bad usage, 3 the harness itself failed
  * (a master or the proxy would not start); the run directory is kept unless all held. */
@@ -11,6 +12,8 @@
 #include "schedstat.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -41,23 +45,37 @@ enum fault_kind {
     F_SLOW,
     F_DROP,
     F_CUT,
+    F_AOF_CUT,
+    F_FLUSHALL,
     F_NKINDS
 };
 
-/* What each fault does to how many masters, and for how long (ms). */
+/* What each fault does to how many masters, and for how long (ms); data_loss: the master
+ * forgets acknowledged writes (lock keys and fencing counters), which only a service that
+ * quarantines such masters survives (--data-loss).  aof_cut: the AOF size is recorded, then
+ * 100..600 ms of traffic, then SIGKILL and the AOF is cut back to that size; min_ms..max_ms
+ * is the time it then stays down.  flushall: FLUSHALL straight to the master (not through
+ * the proxy), the process keeps running; min_ms..max_ms is how long the master counts as
+ * impaired afterwards. */
 static const struct {
     const char *name;
     int min_targets, max_targets;
     int min_ms, max_ms;
+    int data_loss;
 } fault_table[F_NKINDS] = {
-    [F_FREEZE_MINORITY] = {"freeze_minority", 1, 2, 200, 1500},
-    [F_FREEZE_MAJORITY] = {"freeze_majority", 3, 3, 200, 1000},
-    [F_KILL_AOF] = {"kill_restart_aof", 1, 1, 50, 1000},
-    [F_KILL_EMPTY] = {"kill_restart_empty", 1, 1, 50, 1000},
-    [F_SLOW] = {"slow", 1, 3, 300, 1500},
-    [F_DROP] = {"drop", 1, 3, 200, 1200},
-    [F_CUT] = {"cut", 1, 3, 200, 1200},
+    [F_FREEZE_MINORITY] = {"freeze_minority", 1, 2, 200, 1500, 0},
+    [F_FREEZE_MAJORITY] = {"freeze_majority", 3, 3, 200, 1000, 0},
+    [F_KILL_AOF] = {"kill_restart_aof", 1, 1, 50, 1000, 0},
+    [F_KILL_EMPTY] = {"kill_restart_empty", 1, 1, 50, 1000, 1},
+    [F_SLOW] = {"slow", 1, 3, 300, 1500, 0},
+    [F_DROP] = {"drop", 1, 3, 200, 1200, 0},
+    [F_CUT] = {"cut", 1, 3, 200, 1200, 0},
+    [F_AOF_CUT] = {"aof_cut", 1, 2, 50, 1000, 1},
+    [F_FLUSHALL] = {"flushall", 1, 2, 300, 1500, 1},
 };
+#define AOF_CUT_MIN_TRAFFIC_MS 100 /* traffic between recording the AOF size and the kill */
+#define AOF_CUT_MAX_TRAFFIC_MS 600
+#define MAX_FAULT_RECORDS 65536
 
 enum master_state { M_UP, M_FROZEN, M_DOWN };
 
@@ -69,12 +87,29 @@ struct master {
     enum master_state state;
     int busy; /* targeted by an active fault */
     char dir[300], data[320], log[320];
+    /* aof_cut: the incr AOF and its size when recorded */
+    char cut_file[400];
+    long long cut_size, cut_at_ms;
+    /* after a restart or a wipe: still impaired (busy) until the service has it back in
+     * its quorums (/readyz), and at least until recover_min; at most until recover_max */
+    int recovering;
+    long long recover_min, recover_max, lost_at;
 };
 
 struct active_fault {
     enum fault_kind kind;
     int targets[N_MASTERS], n;
+    long long start;
+    long long mid; /* aof_cut: when to kill and cut (0: no middle step) */
+    int mid_done;
     long long end;
+    long rec; /* index of its fault_record, -1 if none */
+};
+
+/* One injected fault, for relating violations to the faults around them. */
+struct fault_record {
+    enum fault_kind kind;
+    long long start_ms, end_ms; /* end_ms 0 while active */
 };
 
 struct options {
@@ -86,7 +121,10 @@ struct options {
     int cold_names; /* cold names: picked rarely, so masters can lose their state between grants */
     int node_timeout_ms;
     int margin_ms;
-    int empty_restarts; /* -1 auto, 0 off, 1 on */
+    int data_loss;      /* -1 auto, 0 off, 1 on: kill_restart_empty, aof_cut, flushall */
+    unsigned fault_mask; /* kinds that may be dealt (--faults) */
+    int faults_given;
+    long retention_ms;   /* -1: 2 x max ttl if the service has --retention-ms; 0: not passed */
     uint64_t seed;
     const char *extra_args[MAX_EXTRA_ARGS];
     int n_extra;
@@ -114,8 +152,12 @@ struct chaos {
     int svc_port;
     char svc_log[300];
     int quarantine_flag; /* the service has --quarantine-ms */
-    int empty_on;
-    char empty_reason[128];
+    int retention_flag;  /* ... --retention-ms (the issue-10 build) */
+    int trust_fsync_flag; /* ... --trust-fsync-always */
+    int data_loss_on;
+    long quarantine_ms; /* what the service was told (or defaults to); 0 without the flag */
+    char data_loss_reason[192];
+    char svc_flags[256]; /* the flags the checker chose, for the report */
 
     chaos_history hist; /* appended to by main only, after joining the clients */
     int64_t t0;
@@ -126,6 +168,8 @@ struct chaos {
     atomic_int injector_exit;    /* leave the thread (its children are gone by then) */
     long long run_end_ms;
     long fault_count[F_NKINDS];
+    struct fault_record *frec; /* written by the injector (or a scenario) only */
+    long n_frec;
     FILE *fault_log;
     char harness_err[512];
     pthread_mutex_t err_mu;
@@ -376,26 +420,42 @@ static int proxy_start(struct chaos *cx)
 
 /* ---- the service ------------------------------------------------------------------ */
 
-static int service_has_flag(struct chaos *cx, const char *flag)
+/* Runs `redlockd --help` once and notes which of the flags the checker cares about it
+ * documents.  A flag counts only as the first word of a line (an option line), not when
+ * another option's text mentions it. */
+static void service_probe_flags(struct chaos *cx)
 {
     char log[300];
     snprintf(log, sizeof log, "%s/redlockd-help.txt", cx->dir);
     char *argv[] = {(char *)cx->o.service_bin, "--help", NULL};
     pid_t pid = proc_spawn(cx->o.service_bin, argv, log, NULL);
     if (pid < 0)
-        return 0;
+        return;
     int st;
     if (proc_wait(pid, 5000, &st) != 1) /* --help exits by itself; this only bounds it */
         (void)proc_stop(pid, SIGKILL, 1000);
     FILE *f = fopen(log, "re");
     if (!f)
-        return 0;
+        return;
     char line[512];
-    int found = 0;
-    while (fgets(line, sizeof line, f))
-        found |= strstr(line, flag) != NULL;
+    while (fgets(line, sizeof line, f)) {
+        char word[64];
+        if (sscanf(line, " %63s", word) != 1)
+            continue;
+        cx->quarantine_flag |= !strcmp(word, "--quarantine-ms");
+        cx->retention_flag |= !strcmp(word, "--retention-ms");
+        cx->trust_fsync_flag |= !strcmp(word, "--trust-fsync-always");
+    }
     fclose(f);
-    return found;
+}
+
+static int extra_has(struct chaos *cx, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (int i = 0; i < cx->o.n_extra; i++)
+        if (!strncmp(cx->o.extra_args[i], flag, n) && (cx->o.extra_args[i][n] == '\0' || cx->o.extra_args[i][n] == '='))
+            return 1;
+    return 0;
 }
 
 static int file_contains(const char *path, const char *needle)
@@ -443,18 +503,22 @@ static int http_get_status(struct chaos *cx, const char *path, char *body, size_
 
 static int service_start(struct chaos *cx)
 {
-    char masters[N_MASTERS * 24], listen[32], nt[16], maxttl[16];
+    char masters[N_MASTERS * 24], listen[32], nt[16], maxttl[16], retention[24];
     size_t off = 0;
     for (int i = 0; i < N_MASTERS; i++)
         off += (size_t)snprintf(masters + off, sizeof masters - off, "%s127.0.0.1:%d", i ? "," : "",
                                 cx->m[i].proxy_port);
     snprintf(nt, sizeof nt, "%d", cx->o.node_timeout_ms);
     snprintf(maxttl, sizeof maxttl, "%d", cx->o.max_ttl);
+    long ret = cx->o.retention_ms;
+    if (ret < 0)
+        ret = cx->retention_flag ? 2L * cx->o.max_ttl : 0;
+    snprintf(retention, sizeof retention, "%ld", ret);
     snprintf(cx->svc_log, sizeof cx->svc_log, "%s/redlockd.log", cx->dir);
     for (int attempt = 0; attempt < 3; attempt++) {
         cx->svc_port = net_free_port();
         snprintf(listen, sizeof listen, "127.0.0.1:%d", cx->svc_port);
-        char *argv[16 + MAX_EXTRA_ARGS];
+        char *argv[20 + MAX_EXTRA_ARGS];
         int a = 0;
         argv[a++] = (char *)cx->o.service_bin;
         argv[a++] = "--masters";
@@ -467,16 +531,26 @@ static int service_start(struct chaos *cx)
         argv[a++] = maxttl;
         argv[a++] = "--default-ttl-ms"; /* must not exceed the max */
         argv[a++] = maxttl;
-        int own_quarantine = 0;
-        for (int i = 0; i < cx->o.n_extra; i++)
-            own_quarantine |= !strncmp(cx->o.extra_args[i], "--quarantine-ms", 15);
-        if (cx->quarantine_flag && !own_quarantine) {
-            argv[a++] = "--quarantine-ms"; /* the issue's minimum: the maximum ttl */
+        /* A master that lost writes (restart, cut AOF, FLUSHALL) must sit out every lock it
+         * may have forgotten: at least the longest ttl a client uses, i.e. the max ttl.
+         * The service defaults to that; say it anyway, unless the caller chose. */
+        if (cx->quarantine_flag && !extra_has(cx, "--quarantine-ms")) {
+            argv[a++] = "--quarantine-ms";
             argv[a++] = maxttl;
+        }
+        /* short-lived fencing counters (>= max ttl), so their expiry and the per-master
+         * floor that replaces them are exercised too, not only in a day-long run */
+        if (ret > 0 && !extra_has(cx, "--retention-ms")) {
+            argv[a++] = "--retention-ms";
+            argv[a++] = retention;
         }
         for (int i = 0; i < cx->o.n_extra; i++)
             argv[a++] = (char *)cx->o.extra_args[i];
         argv[a] = NULL;
+        size_t fo = 0;
+        cx->svc_flags[0] = '\0';
+        for (int i = 5; i < a && fo < sizeof cx->svc_flags; i++) /* after --masters and --listen */
+            fo += (size_t)snprintf(cx->svc_flags + fo, sizeof cx->svc_flags - fo, "%s%s", fo ? " " : "", argv[i]);
         FILE *lf = fopen(cx->svc_log, "ae");
         if (lf) {
             fprintf(lf, "---- chaos: starting:");
@@ -638,8 +712,15 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
             set_shape(e, "inspect_held_missing");
         if (json_object_get(j, "lease"))
             set_shape(e, "inspect_shows_the_lease");
-        if (json_is_true(held) && (!json_int(j, "validity_ms", &v) || v < 0 || !json_int(j, "fencing_token", &v) || v < 1))
-            set_shape(e, "inspect_held_without_validity/token");
+        /* kept in the event (history.tsv) as evidence; the judges order grants only */
+        if (json_int(j, "fencing_token", &v))
+            e->token = v;
+        if (json_int(j, "validity_ms", &v))
+            e->validity_ms = v;
+        if (json_is_true(held) && (!json_int(j, "validity_ms", &v) || v < 0))
+            set_shape(e, "inspect_held_without_validity");
+        if (json_is_true(held) && (!json_int(j, "fencing_token", &v) || v < 1))
+            set_shape(e, "inspect_held_with_token_<1");
     }
     (void)cl;
     json_decref(j);
@@ -842,6 +923,269 @@ static void master_signal(struct chaos *cx, struct master *m, int sig)
         harness_fail(cx, "kill(master %d, %d): %s", m->idx, sig, strerror(errno));
 }
 
+/* Asks /readyz once; ok[i] = 1 if master i is listed as ok (in quorums), 0 if listed
+ * otherwise.  0, or -1 without a usable answer. */
+static int readyz_masters(struct chaos *cx, int ok[N_MASTERS])
+{
+    char body[4096] = "";
+    int st = http_get_status(cx, "/readyz", body, sizeof body);
+    if (st != 200 && st != 503)
+        return -1;
+    json_error_t jerr;
+    json_t *j = json_loads(body, 0, &jerr);
+    if (!j)
+        return -1;
+    for (int i = 0; i < N_MASTERS; i++)
+        ok[i] = 0;
+    size_t k;
+    json_t *v;
+    json_array_foreach(json_object_get(j, "masters"), k, v)
+    {
+        json_t *a = json_object_get(v, "address");
+        for (int i = 0; i < N_MASTERS && json_is_string(a); i++) {
+            char addr[32];
+            snprintf(addr, sizeof addr, "127.0.0.1:%d", cx->m[i].proxy_port);
+            if (!strcmp(json_string_value(a), addr))
+                ok[i] = json_is_true(json_object_get(v, "ok"));
+        }
+    }
+    json_decref(j);
+    return 0;
+}
+
+/* A master that restarted or lost its data is out of the service's quorums for its
+ * quarantine (>= the max ttl) and until it is repaired: for the "at most 2 masters
+ * impaired" rule it stays impaired until the service reports it ok again, so minority
+ * faults stay a minority (otherwise the deck would keep most masters quarantined, the
+ * service would answer 503 nearly always, and the run would prove little). */
+static void master_recovering(struct chaos *cx, struct master *m, long long lost_at)
+{
+    long long now = now_ms();
+    m->recovering = 1;
+    m->busy = 1;
+    m->lost_at = lost_at;
+    m->recover_min = lost_at + cx->quarantine_ms > now ? lost_at + cx->quarantine_ms : now;
+    m->recover_max = m->recover_min + 5000;
+}
+
+/* Releases recovering masters the service has back (or that are past recover_max). */
+static void recovery_poll(struct chaos *cx)
+{
+    long long now = now_ms();
+    int due = 0;
+    for (int i = 0; i < N_MASTERS; i++)
+        due |= cx->m[i].recovering && now >= cx->m[i].recover_min;
+    int ok[N_MASTERS];
+    if (!due || readyz_masters(cx, ok) < 0)
+        return;
+    for (int i = 0; i < N_MASTERS; i++) {
+        struct master *m = &cx->m[i];
+        if (!m->recovering || now < m->recover_min)
+            continue;
+        if (ok[i] || now >= m->recover_max) {
+            m->recovering = 0;
+            m->busy = 0;
+            fault_logf(cx, "%s master=%d %lld ms after its loss", ok[i] ? "back " : "late ", i, now - m->lost_at);
+        }
+    }
+}
+
+/* ---- aof_cut: losing the last writes ------------------------------------------------ */
+
+/* The incr AOFs of master m, oldest first, as listed ("type i") by its manifest (Redis 7
+ * multi-part AOF).  Returns how many (at most max), -1 if there is no manifest. */
+static int aof_incr_files(const struct master *m, char files[][400], int max)
+{
+    char pat[400];
+    snprintf(pat, sizeof pat, "%.360s/appendonlydir/*.manifest", m->data);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0 || g.gl_pathc != 1) {
+        if (g.gl_pathc)
+            globfree(&g);
+        return -1;
+    }
+    FILE *f = fopen(g.gl_pathv[0], "re");
+    globfree(&g);
+    if (!f)
+        return -1;
+    char line[600], name[300], type[8];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        /* file <name> seq <n> type <b|h|i> */
+        const char *t = strstr(line, " type ");
+        if (strncmp(line, "file ", 5) != 0 || !t || sscanf(line + 5, "%299s", name) != 1 ||
+            sscanf(t + 6, "%7s", type) != 1)
+            continue;
+        if (!strcmp(type, "i") && n < max)
+            snprintf(files[n++], sizeof files[0], "%.330s/appendonlydir/%.60s", m->data, name);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Records the size of the incr AOF master m appends to now. */
+static int aof_record(struct master *m)
+{
+    char files[8][400];
+    int n = aof_incr_files(m, files, 8);
+    struct stat st;
+    if (n <= 0 || stat(files[n - 1], &st) < 0)
+        return -1;
+    snprintf(m->cut_file, sizeof m->cut_file, "%s", files[n - 1]);
+    m->cut_size = (long long)st.st_size;
+    m->cut_at_ms = now_ms();
+    return 0;
+}
+
+/* The largest offset <= size in the AOF at path that ends a whole command outside a
+ * MULTI/EXEC block (a script's effects are written as one such block), so a file cut
+ * there loads as if the process had died at that moment.  -1 if unreadable. */
+static long long aof_boundary(const char *path, long long size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char *buf = malloc((size_t)size + 1);
+    long long len = 0;
+    while (buf && len < size) {
+        ssize_t r = read(fd, buf + len, (size_t)(size - len));
+        if (r <= 0)
+            break;
+        len += r;
+    }
+    close(fd);
+    if (!buf)
+        return -1;
+    long long pos = 0, last = 0;
+    int in_multi = 0;
+    while (pos < len) {
+        if (buf[pos] == '#') { /* an annotation line (aof-timestamp-enabled) */
+            char *nl = memchr(buf + pos, '\n', (size_t)(len - pos));
+            if (!nl)
+                break;
+            pos = nl - buf + 1;
+            if (!in_multi)
+                last = pos;
+            continue;
+        }
+        if (buf[pos] != '*')
+            break;
+        char *end;
+        buf[len] = '\0';
+        long nargs = strtol(buf + pos + 1, &end, 10);
+        if (end + 2 > buf + len || end[0] != '\r' || end[1] != '\n' || nargs < 1)
+            break;
+        long long p = end + 2 - buf;
+        int ok = 1;
+        char cmd[8] = "";
+        for (long k = 0; k < nargs && ok; k++) {
+            if (p >= len || buf[p] != '$') {
+                ok = 0;
+                break;
+            }
+            long alen = strtol(buf + p + 1, &end, 10);
+            if (end + 2 > buf + len || end[0] != '\r' || end[1] != '\n' || alen < 0) {
+                ok = 0;
+                break;
+            }
+            p = end + 2 - buf;
+            if (p + alen + 2 > len) {
+                ok = 0;
+                break;
+            }
+            if (k == 0 && alen < (long)sizeof cmd) {
+                memcpy(cmd, buf + p, (size_t)alen);
+                cmd[alen] = '\0';
+            }
+            p += alen + 2;
+        }
+        if (!ok)
+            break;
+        if (!strcasecmp(cmd, "MULTI"))
+            in_multi = 1;
+        else if (!strcasecmp(cmd, "EXEC"))
+            in_multi = 0;
+        pos = p;
+        if (!in_multi)
+            last = pos;
+    }
+    free(buf);
+    return last;
+}
+
+/* With master m dead: cuts its AOF back to the size recorded by aof_record (at the last
+ * whole command at or before it); any incr file opened since (a rewrite began) is emptied.
+ * If the recorded file is gone (a rewrite finished meanwhile and the writes since its
+ * start are in the new base), every current incr file is emptied instead. */
+static void aof_cut_apply(struct chaos *cx, struct master *m)
+{
+    char files[8][400];
+    int n = aof_incr_files(m, files, 8), found = -1;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(files[i], m->cut_file))
+            found = i;
+    long long lost = 0;
+    char what[600];
+    struct stat st;
+    if (found >= 0) {
+        long long cut = aof_boundary(m->cut_file, m->cut_size);
+        if (cut < 0 || stat(m->cut_file, &st) < 0 || truncate(m->cut_file, cut) < 0) {
+            harness_fail(cx, "aof_cut: cannot cut %s: %s", m->cut_file, strerror(errno));
+            return;
+        }
+        lost = (long long)st.st_size - cut;
+        snprintf(what, sizeof what, "%s %lld -> %lld bytes (recorded %lld, %lld ms before the kill)",
+                 strrchr(m->cut_file, '/') + 1, (long long)st.st_size, cut, m->cut_size, now_ms() - m->cut_at_ms);
+    } else {
+        snprintf(what, sizeof what, "a rewrite replaced %s since it was recorded: emptied the current incr file(s)",
+                 strrchr(m->cut_file, '/') ? strrchr(m->cut_file, '/') + 1 : m->cut_file);
+    }
+    for (int i = found + 1; i < n; i++) {
+        if (stat(files[i], &st) == 0)
+            lost += (long long)st.st_size;
+        if (truncate(files[i], 0) < 0)
+            harness_fail(cx, "aof_cut: cannot empty %s: %s", files[i], strerror(errno));
+    }
+    fault_logf(cx, "      aof_cut master=%d: %s; %lld bytes of acknowledged writes lost", m->idx, what, lost);
+}
+
+/* Kills master m (SIGKILL, reaped). */
+static void master_kill(struct chaos *cx, struct master *m)
+{
+    if (m->pid > 0) {
+        pid_t pid = m->pid;
+        if (proc_stop(pid, SIGKILL, 5000) == -1)
+            harness_fail(cx, "master %d (pid %d) did not die on SIGKILL", m->idx, (int)pid);
+        m->pid = 0;
+    }
+    m->state = M_DOWN;
+}
+
+/* FLUSHALL on master m's own port, not through the proxy: the process keeps running. */
+static int master_flushall(struct chaos *cx, struct master *m)
+{
+    char reply[128];
+    if (redis_command(m->port, "FLUSHALL SYNC", reply, sizeof reply, 3000) < 0 || strcmp(reply, "+OK") != 0) {
+        harness_fail(cx, "FLUSHALL on master %d (port %d) answered '%s'", m->idx, m->port, reply);
+        return -1;
+    }
+    return 0;
+}
+
+static long fault_record_open(struct chaos *cx, enum fault_kind k)
+{
+    if (!cx->frec || cx->n_frec == MAX_FAULT_RECORDS)
+        return -1;
+    cx->frec[cx->n_frec] = (struct fault_record){.kind = k, .start_ms = now_ms()};
+    return cx->n_frec++;
+}
+
+static void fault_record_close(struct chaos *cx, long rec)
+{
+    if (rec >= 0)
+        cx->frec[rec].end_ms = now_ms();
+}
+
 static void fault_start(struct chaos *cx, struct active_fault *f, uint64_t *rng)
 {
     char who[32] = "";
@@ -849,6 +1193,9 @@ static void fault_start(struct chaos *cx, struct active_fault *f, uint64_t *rng)
     for (int i = 0; i < f->n; i++)
         off += (size_t)snprintf(who + off, sizeof who - off, "%s%d", i ? "," : "", f->targets[i]);
     int delay = 0;
+    f->rec = f->kind == F_AOF_CUT ? -1 : fault_record_open(cx, f->kind);
+    f->start = now_ms();
+    f->mid_done = 0;
     for (int i = 0; i < f->n; i++) {
         struct master *m = &cx->m[f->targets[i]];
         m->busy = 1;
@@ -860,15 +1207,16 @@ static void fault_start(struct chaos *cx, struct active_fault *f, uint64_t *rng)
             break;
         case F_KILL_AOF:
         case F_KILL_EMPTY:
-            if (m->pid > 0) {
-                pid_t pid = m->pid;
-                if (proc_stop(pid, SIGKILL, 5000) == -1)
-                    harness_fail(cx, "master %d (pid %d) did not die on SIGKILL", m->idx, (int)pid);
-                m->pid = 0;
-            }
-            m->state = M_DOWN;
+            master_kill(cx, m);
             if (f->kind == F_KILL_EMPTY && rm_rf(m->data) < 0)
                 harness_fail(cx, "cannot empty %s: %s", m->data, strerror(errno));
+            break;
+        case F_AOF_CUT:
+            if (aof_record(m) < 0)
+                harness_fail(cx, "aof_cut: no incr AOF found for master %d under %s", m->idx, m->data);
+            break;
+        case F_FLUSHALL:
+            (void)master_flushall(cx, m);
             break;
         case F_SLOW:
             if (!delay)
@@ -885,15 +1233,36 @@ static void fault_start(struct chaos *cx, struct active_fault *f, uint64_t *rng)
             break;
         }
     }
-    cx->fault_count[f->kind]++;
+    if (f->kind != F_AOF_CUT) /* counted when the kill and the cut happen */
+        cx->fault_count[f->kind]++;
     if (delay)
         fault_logf(cx, "start %s masters=%s delay_ms=%d until=%.3f", fault_table[f->kind].name, who, delay,
                    rel_s(cx, f->end));
+    else if (f->kind == F_AOF_CUT)
+        fault_logf(cx, "start %s masters=%s (AOF size recorded) kill_at=%.3f until=%.3f", fault_table[f->kind].name,
+                   who, rel_s(cx, f->mid), rel_s(cx, f->end));
     else
         fault_logf(cx, "start %s masters=%s until=%.3f", fault_table[f->kind].name, who, rel_s(cx, f->end));
 }
 
-static void fault_heal(struct chaos *cx, struct active_fault *f)
+/* The middle step of a fault that has one: aof_cut kills its masters and cuts their AOF
+ * back to the recorded size; they restart when it heals. */
+static void fault_mid(struct chaos *cx, struct active_fault *f)
+{
+    f->mid_done = 1;
+    if (f->kind != F_AOF_CUT)
+        return;
+    f->rec = fault_record_open(cx, f->kind);
+    for (int i = 0; i < f->n; i++)
+        master_kill(cx, &cx->m[f->targets[i]]);
+    for (int i = 0; i < f->n; i++)
+        aof_cut_apply(cx, &cx->m[f->targets[i]]);
+    cx->fault_count[f->kind]++;
+}
+
+/* Heals f; recover: masters that restarted or were wiped stay impaired until the
+ * service has them back (see master_recovering). */
+static void fault_heal(struct chaos *cx, struct active_fault *f, int recover)
 {
     for (int i = 0; i < f->n; i++) {
         struct master *m = &cx->m[f->targets[i]];
@@ -905,16 +1274,32 @@ static void fault_heal(struct chaos *cx, struct active_fault *f)
             break;
         case F_KILL_AOF:
         case F_KILL_EMPTY:
-            if (master_spawn(cx, m) < 0)
-                harness_fail(cx, "master %d would not restart on port %d; see %s", m->idx, m->port, m->log);
+        case F_AOF_CUT:
+            if (m->state == M_DOWN) {
+                if (master_spawn(cx, m) < 0)
+                    harness_fail(cx, "master %d would not restart on port %d; see %s", m->idx, m->port, m->log);
+                m->busy = 0;
+                if (recover)
+                    master_recovering(cx, m, now_ms());
+                continue;
+            }
             break;
+        case F_FLUSHALL:
+            m->busy = 0;
+            if (recover)
+                master_recovering(cx, m, f->start);
+            continue;
         default:
             (void)proxy_cmd(cx, "mode %d pass", m->idx);
             break;
         }
         m->busy = 0;
     }
-    fault_logf(cx, "heal  %s", fault_table[f->kind].name);
+    fault_record_close(cx, f->rec);
+    if (f->kind == F_AOF_CUT && !f->mid_done)
+        fault_logf(cx, "heal  %s (the run ended before the kill: nothing cut)", fault_table[f->kind].name);
+    else
+        fault_logf(cx, "heal  %s", fault_table[f->kind].name);
 }
 
 /* The safety net: whatever happened, leave every master up and every pair passing. */
@@ -929,9 +1314,15 @@ static void heal_all(struct chaos *cx)
                 harness_fail(cx, "master %d would not restart", i);
         m->state = M_UP;
         m->busy = 0;
+        m->recovering = 0;
     }
     (void)proxy_cmd(cx, "mode all pass");
     fault_logf(cx, "all healed");
+}
+
+static int kind_enabled(const struct chaos *cx, int k)
+{
+    return (cx->o.fault_mask & (1u << k)) && (!fault_table[k].data_loss || cx->data_loss_on);
 }
 
 static void shuffle(int *a, int n, uint64_t *rng)
@@ -950,18 +1341,26 @@ static void *injector_main(void *arg)
     uint64_t rng = cx->o.seed * 0x9E3779B97F4A7C15ULL + 12345;
     int order[F_NKINDS], n_order = 0, pos = 0;
     for (int k = 0; k < F_NKINDS; k++)
-        if (k != F_KILL_EMPTY || cx->empty_on)
+        if (kind_enabled(cx, k))
             order[n_order++] = k;
     shuffle(order, n_order, &rng);
     struct active_fault act[2];
     int n_act = 0;
     long long next_start = now_ms() + rng_range(&rng, 100, 400);
 
+    long long next_poll = 0;
     while (!atomic_load(&cx->injector_stop) && !atomic_load(&cx->abort_run)) {
         long long now = now_ms();
+        if (now >= next_poll) {
+            recovery_poll(cx);
+            next_poll = now + 50;
+        }
+        for (int i = 0; i < n_act; i++)
+            if (act[i].mid && !act[i].mid_done && act[i].mid <= now)
+                fault_mid(cx, &act[i]);
         for (int i = 0; i < n_act;) {
             if (act[i].end <= now) {
-                fault_heal(cx, &act[i]);
+                fault_heal(cx, &act[i], 1);
                 act[i] = act[--n_act];
             } else {
                 i++;
@@ -982,7 +1381,7 @@ static void *injector_main(void *arg)
             int lo = fault_table[k].min_targets, hi = fault_table[k].max_targets, n = 0;
             int majority = lo > N_MASTERS / 2 || (hi > N_MASTERS / 2 && rng_range(&rng, 0, 3) == 0);
             if (majority) {
-                if (n_act == 0)
+                if (n_act == 0 && n_free == N_MASTERS) /* alone: nothing else impaired */
                     n = (int)rng_range(&rng, lo > QUORUM ? lo : QUORUM, hi);
             } else {
                 int room = N_MASTERS / 2 - (N_MASTERS - n_free);
@@ -1000,9 +1399,13 @@ static void *injector_main(void *arg)
                 long dur = rng_range(&rng, fault_table[k].min_ms, fault_table[k].max_ms);
                 if (majority && dur > 1000)
                     dur = 1000;
-                if (now + dur > cx->run_end_ms)
-                    dur = cx->run_end_ms - now;
-                f->end = now + dur;
+                f->mid = 0;
+                if (k == F_AOF_CUT) /* traffic first, then the kill: dur is the time down */
+                    f->mid = now + rng_range(&rng, AOF_CUT_MIN_TRAFFIC_MS, AOF_CUT_MAX_TRAFFIC_MS);
+                long long from = f->mid ? f->mid : now;
+                if (from + dur > cx->run_end_ms)
+                    dur = cx->run_end_ms - from > 0 ? cx->run_end_ms - from : 0;
+                f->end = from + dur;
                 fault_start(cx, f, &rng);
                 if (++pos == n_order) {
                     pos = 0;
@@ -1014,7 +1417,7 @@ static void *injector_main(void *arg)
         sleep_ms(10);
     }
     for (int i = 0; i < n_act; i++)
-        fault_heal(cx, &act[i]);
+        fault_heal(cx, &act[i], 0);
     heal_all(cx);
     atomic_store(&cx->injector_healed, 1);
     /* the masters this thread restarted die with it (PR_SET_PDEATHSIG): wait to be told */
@@ -1216,6 +1619,7 @@ static int wait_master_ok(struct chaos *cx, int idx, int want, long max_ms)
 static int scenario_kill_empty(struct chaos *cx, int idx)
 {
     struct master *m = &cx->m[idx];
+    long rec = fault_record_open(cx, F_KILL_EMPTY);
     if (proc_stop(m->pid, SIGKILL, 5000) == -1) {
         harness_fail(cx, "master %d did not die", idx);
         return -1;
@@ -1230,6 +1634,8 @@ static int scenario_kill_empty(struct chaos *cx, int idx)
         harness_fail(cx, "master %d would not restart empty", idx);
         return -1;
     }
+    m->lost_at = now_ms();
+    fault_record_close(cx, rec);
     fault_logf(cx, "scenario: master %d restarted empty", idx);
     return 0;
 }
@@ -1303,52 +1709,195 @@ static void scenario_counter_loss(struct chaos *cx)
     client_close(cx, &cl);
 }
 
-static void scenario_empty_held(struct chaos *cx)
+/* Master idx lost its data (kill + restart with its AOF cut back to what it held before
+ * the holder's grant, or FLUSHALL while it runs); returns 0, or -1 (harness failure). */
+/* Sleeps until the wall clock's milliseconds are in [lo, hi). */
+static void wait_subsecond(long lo, long hi)
+{
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long sub = ts.tv_nsec / 1000000;
+        if (sub >= lo && sub < hi)
+            return;
+        sleep_ms(sub < lo ? lo - sub : 1000 - sub + lo);
+    }
+}
+
+static int scenario_aof_cut(struct chaos *cx, int idx)
+{
+    struct master *m = &cx->m[idx];
+    long rec = fault_record_open(cx, F_AOF_CUT);
+    master_kill(cx, m);
+    cx->fault_count[F_AOF_CUT]++;
+    fault_logf(cx, "scenario: master %d killed", idx);
+    if (wait_master_ok(cx, idx, 0, 5000) < 0)
+        return -1;
+    aof_cut_apply(cx, m);
+    /* The worst moment to come back: just before a wall-clock second turns.  Redis
+     * reports uptime_in_seconds as a difference of whole seconds, so right after the
+     * turn it says 1 while the process has run some tens of ms: a service that counts a
+     * restart's delay from that number ends it up to 1 s early.  The proxy keeps the
+     * service out until the master says 1, then lets it in. */
+    (void)proxy_cmd(cx, "mode %d cut", idx);
+    wait_subsecond(900, 950);
+    long long spawned = now_ms();
+    if (master_spawn(cx, m) < 0) {
+        harness_fail(cx, "master %d would not restart after its AOF was cut; see %s", idx, m->log);
+        return -1;
+    }
+    long long up = -1;
+    while (now_ms() - spawned < 3000 && (up = redis_info_field(m->port, "server", "uptime_in_seconds", 1000)) < 1)
+        sleep_ms(2);
+    long long real = now_ms() - spawned;
+    m->lost_at = spawned;
+    (void)proxy_cmd(cx, "mode %d pass", idx);
+    fault_record_close(cx, rec);
+    fault_logf(cx, "scenario: master %d restarted with its last writes cut; let the service in when its"
+                   " uptime_in_seconds said %lld after %lld ms", idx, up, real);
+    printf("chaos: scenario %s: master %d restarted with its last writes cut; the service let in when it"
+           " reported uptime_in_seconds %lld, %lld ms after the restart\n", cx->o.scenario, idx, up, real);
+    return 0;
+}
+
+static int scenario_flushall(struct chaos *cx, int idx)
+{
+    long rec = fault_record_open(cx, F_FLUSHALL);
+    cx->m[idx].lost_at = now_ms();
+    if (master_flushall(cx, &cx->m[idx]) < 0)
+        return -1;
+    cx->fault_count[F_FLUSHALL]++;
+    fault_record_close(cx, rec);
+    fault_logf(cx, "scenario: master %d wiped (FLUSHALL), still running", idx);
+    return 0;
+}
+
+/* empty-held, aof-cut-held, flushall-held: a lock held on exactly masters 0..2, then
+ * master 0 forgets it (loss: F_KILL_EMPTY, F_AOF_CUT or F_FLUSHALL); a rival must not get
+ * it while the holder's validity lasts (0, 3, 4 would be a quorum if 0 counted). */
+static void scenario_held(struct chaos *cx, enum fault_kind loss)
 {
     struct client holder, rival;
     char hlease[129], rlease[129];
+    const char *sc = cx->o.scenario;
     int st;
     if (client_open(cx, &holder, 0) < 0 || client_open(cx, &rival, 1) < 0)
         return;
+    if (loss == F_AOF_CUT && aof_record(&cx->m[0]) < 0) { /* before the holder's write */
+        harness_fail(cx, "scenario %s: no incr AOF found for master 0", sc);
+        goto out;
+    }
+    /* aof-cut-held: grant at .6 s of a wall-clock second, kill and cut at once, restart
+     * at .9 s (see scenario_aof_cut): a delay counted from uptime_in_seconds then ends
+     * ~1 s early while the holder's key, written ~0.3 s before the restart, still lives */
+    if (loss == F_AOF_CUT)
+        wait_subsecond(600, 650);
     /* the holder's keys go to masters 0..2 only: 3 and 4 never see its script */
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
     cx->fault_count[F_DROP]++;
+    /* a warm-up client may have left the name to expire (ttl <= 400 ms): wait it out */
     long hi = client_acquire(&holder, 0, cx->o.max_ttl, 0, &st, hlease);
+    for (int k = 0; k < 20 && hi >= 0 && st == 409; k++) {
+        sleep_ms(100);
+        hi = client_acquire(&holder, 0, cx->o.max_ttl, 0, &st, hlease);
+    }
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "pass");
     if (hi < 0 || st != 201) {
-        harness_fail(cx, "scenario empty-held: the holder got status %d, not a grant", st);
+        harness_fail(cx, "scenario %s: the holder got status %d, not a grant", sc, st);
         goto out;
     }
     int64_t until = holder.local.ev[hi].t_send + (holder.local.ev[hi].validity_ms - 20) * 1000000LL;
-    printf("chaos: scenario empty-held: %s held with token %" PRId64 " for %" PRId64 " ms on masters 0..%d\n",
+    printf("chaos: scenario %s: %s held with token %" PRId64 " for %" PRId64 " ms on masters 0..%d\n", sc,
            cx->hist.names[0], holder.local.ev[hi].token, holder.local.ev[hi].validity_ms, QUORUM - 1);
-    for (int i = QUORUM; i < N_MASTERS; i++)
+    /* the rival needs 3 and 4 back (the service reconnects after the drop); aof-cut-held
+     * waits for them after the restart instead, so the restart comes soon after the grant */
+    for (int i = QUORUM; i < N_MASTERS && loss != F_AOF_CUT; i++)
         if (wait_master_ok(cx, i, 1, 5000) < 0)
             goto out;
-    if (scenario_kill_empty(cx, 0) < 0)
+    const char *how = "restarted empty";
+    if (loss == F_AOF_CUT) {
+        if (scenario_aof_cut(cx, 0) < 0)
+            goto out;
+        how = "restarted with its last writes cut";
+        printf("chaos: scenario %s: the restart came %lld ms after the holder's grant\n", sc,
+               cx->m[0].lost_at - holder.local.ev[hi].t_recv / 1000000);
+        for (int i = QUORUM; i < N_MASTERS; i++)
+            if (wait_master_ok(cx, i, 1, 5000) < 0)
+                goto out;
+        /* the cut must have taken the holder's key with it, or this proves nothing */
+        char key[128], reply[64];
+        snprintf(key, sizeof key, "EXISTS redlock:%s", cx->hist.names[0]);
+        if (redis_command(cx->m[0].port, key, reply, sizeof reply, 2000) == 0 && !strcmp(reply, ":1")) {
+            harness_fail(cx, "scenario %s: master 0 still has the holder's key after the cut", sc);
+            goto out;
+        }
+    } else if (loss == F_FLUSHALL) {
+        if (scenario_flushall(cx, 0) < 0)
+            goto out;
+        how = "was wiped by FLUSHALL";
+    } else if (scenario_kill_empty(cx, 0) < 0) {
         goto out;
+    }
     long tries = 0, grants = 0, first_after_ms = -1;
-    int64_t restarted = http_now_ns();
+    int64_t lost_at = cx->m[0].lost_at * 1000000LL; /* the restart, or the wipe */
     while (http_now_ns() < until && !atomic_load(&cx->abort_run)) {
         long gi = client_acquire(&rival, 0, 500, 0, &st, rlease);
         tries++;
         if (gi >= 0 && st == 201) {
             if (!grants++)
-                first_after_ms = (long)((rival.local.ev[gi].t_recv - restarted) / 1000000);
+                first_after_ms = (long)((rival.local.ev[gi].t_recv - lost_at) / 1000000);
             client_release(&rival, gi, rlease, 1);
         }
         sleep_ms(20);
     }
-    printf("chaos: scenario empty-held: a rival tried %ld times during the holder's validity and was granted %ld"
+    printf("chaos: scenario %s: a rival tried %ld times during the holder's validity and was granted %ld"
            " times%s\n",
-           tries, grants, grants ? " (a double grant: see (a))" : "");
+           sc, tries, grants, grants ? " (a double grant: see (a))" : "");
     if (grants)
-        printf("chaos: scenario empty-held: the first rival grant came %ld ms after master 0 restarted empty\n",
-               first_after_ms);
+        printf("chaos: scenario %s: the first rival grant came %ld ms after master 0 %s\n", sc, first_after_ms, how);
     client_release(&holder, hi, hlease, 1);
 out:
     client_close(cx, &holder);
     client_close(cx, &rival);
+}
+
+/* For each (a)/(b) violation, the most recent data-loss fault (kill_restart_empty,
+ * aof_cut, flushall) on any master that began before it, and whether that was within
+ * 2 x max ttl + 2 s (what a master forgot expires within a ttl; a quarantine lasts about
+ * one).  A violation with no data-loss fault before it came from the other kinds.  An
+ * indication of the culprit, not a proof: a wiped fencing counter can bite much later. */
+static void print_violations_by_fault(struct chaos *cx, const chaos_judge_stats *js)
+{
+    long by[2][F_NKINDS], recent[2][F_NKINDS], none[2] = {0, 0}, total[2] = {0, 0};
+    memset(by, 0, sizeof by);
+    memset(recent, 0, sizeof recent);
+    long long window = 2LL * cx->o.max_ttl + 2000;
+    for (long i = 0; i < js->n_v; i++) {
+        int p = js->v[i].prop == 'a' ? 0 : 1;
+        long long t = js->v[i].t_ns / 1000000;
+        long best = -1;
+        for (long r = 0; r < cx->n_frec; r++)
+            if (fault_table[cx->frec[r].kind].data_loss && cx->frec[r].start_ms <= t &&
+                (best < 0 || cx->frec[r].start_ms > cx->frec[best].start_ms))
+                best = r;
+        total[p]++;
+        if (best < 0) {
+            none[p]++;
+            continue;
+        }
+        by[p][cx->frec[best].kind]++;
+        recent[p][cx->frec[best].kind] += t - cx->frec[best].start_ms <= window;
+    }
+    for (int p = 0; p < 2; p++) {
+        if (!total[p])
+            continue;
+        printf("chaos: %s: %ld violations%s; the last data-loss fault before each:", p ? "(b) fencing" : "(a) mutual exclusion",
+               total[p], js->n_v == CHAOS_MAX_VIOLATIONS ? " (first recorded)" : "");
+        for (int k = 0; k < F_NKINDS; k++)
+            if (by[p][k])
+                printf(" %s %ld (%ld within %lld ms),", fault_table[k].name, by[p][k], recent[p][k], window);
+        printf(" none %ld\n", none[p]);
+    }
 }
 
 static void usage(FILE *f)
@@ -1364,8 +1913,14 @@ static void usage(FILE *f)
             "  --cold-names N         names picked by 2%% of requests only (4)\n"
             "  --node-timeout-ms MS   the service's node timeout, also used by verdict (c) (50)\n"
             "  --margin-ms MS         allowance added to every latency bound (250)\n"
-            "  --empty-restarts auto|on|off  restart masters empty too (auto: on iff the\n"
-            "                         service has --quarantine-ms)\n"
+            "  --data-loss auto|on|off  faults that lose acknowledged writes too:\n"
+            "                         kill_restart_empty, aof_cut, flushall (auto: on iff the\n"
+            "                         service has --quarantine-ms); --empty-restarts is a synonym\n"
+            "  --faults K1,K2,...     deal only these kinds (freeze_minority, freeze_majority,\n"
+            "                         kill_restart_aof, kill_restart_empty, slow, drop, cut,\n"
+            "                         aof_cut, flushall; '-' for '_' is fine); all by default\n"
+            "  --retention-ms MS      the service's --retention-ms (fencing counters expire);\n"
+            "                         default 2 x max ttl if it has the flag; 0: don't pass it\n"
             "  --seed N               fault schedule and client choices (random)\n"
             "  --service-arg ARG      one more argument for redlockd (repeatable)\n"
             "  --fd-slack N           fds allowed above baseline after the run (8)\n"
@@ -1377,6 +1932,11 @@ static void usage(FILE *f)
             "     empty-held    a lock is held on masters 0-2 (3,4 cut off); master 0 restarts\n"
             "                   empty; a rival tries all through the holder's validity: it must\n"
             "                   never get the lock (issue 4 part 2)\n"
+            "     aof-cut-held  the same (ttl 6000), but master 0 restarts with its AOF cut back\n"
+            "                   to what it held just before the holder's grant (its marker\n"
+            "                   survives), ~0.3 s after it, just before a wall-clock second\n"
+            "                   turns (uptime_in_seconds then overstates its uptime by ~0.9 s)\n"
+            "     flushall-held the same, but master 0 gets FLUSHALL and keeps running\n"
             "     counter-loss  masters 0, 1, 2 lose their data one after another (each\n"
             "                   quarantined and readmitted); then a grant through masters 0-2\n"
             "                   only must still get a fencing token above every earlier one\n");
@@ -1390,6 +1950,33 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     if (errno || *end || end == s || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* "aof_cut,flushall" (or "aof-cut,...") into a mask of fault kinds. */
+static int parse_faults(const char *v, unsigned *mask)
+{
+    *mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *p = buf; *p; p++)
+        if (*p == '-')
+            *p = '_';
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < F_NKINDS && strcmp(fault_table[k].name, t) != 0)
+            k++;
+        if (k == F_NKINDS) {
+            fprintf(stderr, "chaos: unknown fault kind '%s' in --faults\n", t);
+            return -1;
+        }
+        *mask |= 1u << k;
+    }
+    if (!*mask) {
+        fprintf(stderr, "chaos: --faults needs at least one kind\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -1429,7 +2016,9 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
     o->cold_names = 4;
     o->node_timeout_ms = 50;
     o->margin_ms = 250;
-    o->empty_restarts = -1;
+    o->data_loss = -1;
+    o->fault_mask = (1u << F_NKINDS) - 1;
+    o->retention_ms = -1;
     o->seed = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
     o->fd_slack = 8;
     o->rss_slack_kb = 16384;
@@ -1526,29 +2115,47 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
             o->extra_args[o->n_extra++] = v;
             continue;
         }
-        if (!strcmp(a, "--empty-restarts")) {
+        if (!strcmp(a, "--data-loss") || !strcmp(a, "--empty-restarts")) {
             NEED_VALUE;
             if (!strcmp(v, "auto"))
-                o->empty_restarts = -1;
+                o->data_loss = -1;
             else if (!strcmp(v, "on"))
-                o->empty_restarts = 1;
+                o->data_loss = 1;
             else if (!strcmp(v, "off"))
-                o->empty_restarts = 0;
+                o->data_loss = 0;
             else {
-                fprintf(stderr, "chaos: bad --empty-restarts '%s' (auto, on, off)\n", v);
+                fprintf(stderr, "chaos: bad %s '%s' (auto, on, off)\n", a, v);
                 return -1;
             }
             continue;
         }
+        if (!strcmp(a, "--faults")) {
+            NEED_VALUE;
+            if (parse_faults(v, &o->fault_mask) < 0)
+                return -1;
+            o->faults_given = 1;
+            continue;
+        }
+        if (!strcmp(a, "--retention-ms")) {
+            NEED_VALUE;
+            if (parse_int(v, 0, 1000L * 86400 * 365, &n) < 0) {
+                fprintf(stderr, "chaos: bad --retention-ms '%s'\n", v);
+                return -1;
+            }
+            o->retention_ms = n;
+            continue;
+        }
         if (!strcmp(a, "--scenario")) {
             NEED_VALUE;
-            if (strcmp(v, "counter-loss") != 0 && strcmp(v, "empty-held") != 0) {
-                fprintf(stderr, "chaos: unknown --scenario '%s' (counter-loss, empty-held)\n", v);
+            if (strcmp(v, "counter-loss") != 0 && strcmp(v, "empty-held") != 0 && strcmp(v, "aof-cut-held") != 0 &&
+                strcmp(v, "flushall-held") != 0) {
+                fprintf(stderr, "chaos: unknown --scenario '%s' (counter-loss, empty-held, aof-cut-held,"
+                                " flushall-held)\n", v);
                 return -1;
             }
             o->scenario = v;
-            if (!strcmp(v, "empty-held"))
-                o->max_ttl = 4000; /* the holder's ttl must outlast a kill, restart and reconnect */
+            if (strstr(v, "-held")) /* the holder's ttl must outlast a kill, restart and reconnect */
+                o->max_ttl = !strcmp(v, "aof-cut-held") ? 6000 : 4000;
             continue;
         }
         if (!strcmp(a, "--keep")) {
@@ -1632,26 +2239,62 @@ int main(int argc, char **argv)
     snprintf(fpath, sizeof fpath, "%.255s/faults.log", cx->dir);
     cx->fault_log = fopen(fpath, "we");
 
-    cx->quarantine_flag = service_has_flag(cx, "--quarantine-ms");
-    if (o->empty_restarts >= 0) {
-        cx->empty_on = o->empty_restarts;
-        snprintf(cx->empty_reason, sizeof cx->empty_reason, "%s (--empty-restarts %s)%s",
-                 cx->empty_on ? "on" : "off", cx->empty_on ? "on" : "off",
-                 cx->empty_on && !cx->quarantine_flag ? "; the service has no --quarantine-ms, so a double"
-                                                        " grant through an emptied master is possible" : "");
+    /* Faults that lose acknowledged writes (an empty restart, a cut AOF, FLUSHALL) can
+     * only be survived by a service that keeps such a master out of quorums until every
+     * lock it may have forgotten has expired; a service without --quarantine-ms makes no
+     * such claim, so under auto they are dealt only to one that has it.  Asking for a kind
+     * by name (--faults) deals it whatever the service claims. */
+    service_probe_flags(cx);
+    if (o->data_loss < 0 && o->faults_given) {
+        for (int k = 0; k < F_NKINDS; k++)
+            if ((o->fault_mask & (1u << k)) && fault_table[k].data_loss)
+                o->data_loss = 1;
+    }
+    if (o->data_loss >= 0) {
+        cx->data_loss_on = o->data_loss;
+        snprintf(cx->data_loss_reason, sizeof cx->data_loss_reason, "%s%s", cx->data_loss_on ? "on" : "off",
+                 cx->data_loss_on && !cx->quarantine_flag ? " (the service has no --quarantine-ms, so a double"
+                                                            " grant through a master that lost data is possible)"
+                                                          : "");
     } else {
-        cx->empty_on = cx->quarantine_flag;
-        snprintf(cx->empty_reason, sizeof cx->empty_reason, "%s (auto: the service %s --quarantine-ms)",
-                 cx->empty_on ? "on" : "off", cx->quarantine_flag ? "has" : "lacks");
+        cx->data_loss_on = cx->quarantine_flag;
+        snprintf(cx->data_loss_reason, sizeof cx->data_loss_reason, "%s (auto: the service %s --quarantine-ms)",
+                 cx->data_loss_on ? "on" : "off", cx->quarantine_flag ? "has" : "lacks");
+    }
+    int n_kinds = 0;
+    char kinds[256] = "";
+    for (int k = 0, off = 0; k < F_NKINDS; k++)
+        if (kind_enabled(cx, k)) {
+            n_kinds++;
+            off += snprintf(kinds + off, sizeof kinds - (size_t)off, "%s%s", off ? "," : "", fault_table[k].name);
+        }
+    if (!o->scenario && n_kinds == 0) {
+        fprintf(stderr, "chaos: no fault kind left to deal (--faults and --data-loss off)\n");
+        rm_rf(cx->dir);
+        return 2;
+    }
+    cx->frec = calloc(MAX_FAULT_RECORDS, sizeof *cx->frec);
+    cx->quarantine_ms = cx->quarantine_flag ? o->max_ttl : 0;
+    for (int i = 0; i < o->n_extra; i++) {
+        const char *a = o->extra_args[i];
+        if (!strncmp(a, "--quarantine-ms=", 16))
+            cx->quarantine_ms = strtol(a + 16, NULL, 10);
+        else if (!strcmp(a, "--quarantine-ms") && i + 1 < o->n_extra)
+            cx->quarantine_ms = strtol(o->extra_args[i + 1], NULL, 10);
     }
     if (o->scenario)
         printf("chaos: scenario %s, max ttl %d ms, the service %s --quarantine-ms\n", o->scenario, o->max_ttl,
                cx->quarantine_flag ? "has" : "lacks");
     else
         printf("chaos: seed %" PRIu64 ", %d s of faults, %d clients on %d hot + %d cold names, ttl %d..%d ms, wait 0..%d ms, "
-               "node timeout %d ms, empty restarts %s\n",
+               "node timeout %d ms, data-loss faults %s\n",
                o->seed, o->duration_s, o->clients, o->names, o->cold_names, o->min_ttl, o->max_ttl, o->max_wait, o->node_timeout_ms,
-               cx->empty_reason);
+               cx->data_loss_reason);
+    if (!o->scenario)
+        printf("chaos: fault kinds dealt: %s\n", kinds);
+    if (extra_has(cx, "--trust-fsync-always") && !o->scenario && kind_enabled(cx, F_AOF_CUT))
+        printf("chaos: note: --trust-fsync-always readmits a restarted appendfsync-always master at once; aof_cut"
+               " breaks that trust (fsynced writes lost), so a double grant is then expected\n");
     printf("chaos: run directory %s\n", cx->dir);
 
     int exit_code = 0;
@@ -1675,6 +2318,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < N_MASTERS; i++)
         printf(" %d(via %d)", cx->m[i].port, cx->m[i].proxy_port);
     printf(", redlockd pid %d on 127.0.0.1:%d\n", (int)cx->svc_pid, cx->svc_port);
+    printf("chaos: redlockd flags: %s\n", cx->svc_flags);
     if (pthread_create(&mon_th, NULL, monitor_main, &mo) != 0) {
         harness_broken = 1;
         goto cleanup;
@@ -1691,8 +2335,12 @@ int main(int argc, char **argv)
     if (o->scenario) {
         if (!strcmp(o->scenario, "counter-loss"))
             scenario_counter_loss(cx);
+        else if (!strcmp(o->scenario, "aof-cut-held"))
+            scenario_held(cx, F_AOF_CUT);
+        else if (!strcmp(o->scenario, "flushall-held"))
+            scenario_held(cx, F_FLUSHALL);
         else
-            scenario_empty_held(cx);
+            scenario_held(cx, F_KILL_EMPTY);
         fault_to = cx->hist.n;
         heal_all(cx);
     } else {
@@ -1767,6 +2415,7 @@ cleanup:
         starve_sampler_free(starve);
         printf("chaos: HARNESS ERROR: setup failed; run directory kept: %s\n", cx->dir);
         chaos_history_free(&cx->hist);
+        free(cx->frec);
         return 3;
     }
 
@@ -1783,6 +2432,8 @@ cleanup:
     jo.node_timeout_ms = o->node_timeout_ms;
     jo.margin_ms = o->margin_ms;
     jo.t0 = cx->t0;
+    static chaos_judge_stats js;
+    jo.stats = &js;
     char hpath[300];
     snprintf(hpath, sizeof hpath, "%.255s/history.tsv", cx->dir);
     FILE *hf = fopen(hpath, "we");
@@ -1826,7 +2477,9 @@ cleanup:
     if (!res_ok)
         strcat(failed, " (f)");
 
-    if (ready_ms >= 0)
+    if (ready_ms < 0 && cx->harness_err[0] && !cx->svc_exited)
+        printf("chaos: ---- (g) recovery: not judged (the run stopped on a harness error)\n");
+    else if (ready_ms >= 0)
         printf("chaos: PASS (g) recovery: /readyz reported all %d masters ok %ld ms after the faults were healed\n",
                N_MASTERS, ready_ms);
     else {
@@ -1865,10 +2518,12 @@ cleanup:
     for (int k = 0; k < F_NKINDS; k++) {
         printf(" %s %ld%s", fault_table[k].name, cx->fault_count[k], k + 1 < F_NKINDS ? "," : "");
         total_faults += cx->fault_count[k];
-        if (cx->fault_count[k] == 0 && (k != F_KILL_EMPTY || cx->empty_on) && !o->scenario)
+        if (cx->fault_count[k] == 0 && kind_enabled(cx, k) && !o->scenario)
             missing = 1;
     }
     printf(" (total %ld); timeline in %s/faults.log\n", total_faults, cx->dir);
+    if (js.n_v)
+        print_violations_by_fault(cx, &js);
 
     if (cx->harness_err[0]) {
         printf("chaos: HARNESS ERROR: %s\n", cx->harness_err);
@@ -1882,13 +2537,22 @@ cleanup:
                (now_ms() - t_start) / 1000.0, cx->dir);
         exit_code = 1;
     } else if (!exit_code) {
-        printf("chaos: RESULT: all properties held in %.1f s (%ld requests, %ld faults)\n",
-               (now_ms() - t_start) / 1000.0, cx->hist.n, total_faults);
+        printf("chaos: RESULT: all properties held in %.1f s: %ld requests, %ld grants, %ld overlaps, %ld token"
+               " inversions, %ld duplicate tokens; %ld faults:",
+               (now_ms() - t_start) / 1000.0, cx->hist.n, js.grants, js.overlaps, js.inversions, js.duplicates,
+               total_faults);
+        for (int k = 0, first = 1; k < F_NKINDS; k++)
+            if (cx->fault_count[k] || (kind_enabled(cx, k) && !o->scenario)) {
+                printf("%s %s %ld", first ? "" : ",", fault_table[k].name, cx->fault_count[k]);
+                first = 0;
+            }
+        printf("\n");
     }
     if ((exit_code == 0 && !o->keep) || o->discard)
         rm_rf(cx->dir);
     else
         printf("chaos: run directory kept: %s\n", cx->dir);
     chaos_history_free(&cx->hist);
+    free(cx->frec);
     return exit_code;
 }

@@ -2,16 +2,20 @@
 #
 #   make chaos-selftest        the judge on synthetic histories + the fault proxy (seconds)
 #   make chaos-short           30 s of faults against $(BINDIR)/redlockd; `make test` runs it
-#   make chaos DURATION=600    the long run (default 600 s), empty restarts always on
-#   make chaos-scenarios       directed scenarios: empty-held, its positive control, counter-loss
+#   make chaos DURATION=600    the long run (default 600 s), data-loss faults always on
+#   make chaos-scenarios       directed scenarios: empty-held, aof-cut-held, flushall-held
+#                              (each with its positive control), counter-loss
 #   CHAOS_ARGS='--seed N --keep ...' passes more options (see `chaos --help`).
 #
-# chaos-short restarts masters empty only if the service has --quarantine-ms (otherwise a
-# double grant through an emptied master is expected, not a regression).  Cold names (a
-# rarely used name whose counter a restarted master lost) are in every run since the
-# service repairs counters before such a master rejoins; `make chaos-scenarios`
-# (counter-loss) is the deterministic gate for that.  `make chaos` always restarts masters
-# empty and reports whatever it finds.
+# Data-loss faults (kill_restart_empty, aof_cut: restart with the last writes cut off the
+# AOF, flushall: FLUSHALL while the master runs) are in chaos-short only if the service has
+# --quarantine-ms (otherwise a double grant through such a master is expected, not a
+# regression).  Cold names (a rarely used name whose counter a master lost) are in every
+# run since the service repairs counters before such a master rejoins; `make
+# chaos-scenarios` (counter-loss) is the deterministic gate for that.  `make chaos` always
+# deals data-loss faults and reports whatever it finds.  The checker passes
+# --quarantine-ms = --max-ttl-ms (1000, the clients' longest ttl) and, if the service has
+# it, --retention-ms = 2 x max ttl; never --trust-fsync-always (the delay is under test).
 TEST_EXTRA += chaos-selftest chaos-scenarios chaos-short
 
 CHAOS_DIR := $(BUILD)/chaos
@@ -48,23 +52,33 @@ chaos-selftest: $(CHAOS_BINS)
 	$(CHAOS_DIR)/chaos_selftest --proxy $(CHAOS_DIR)/faultproxy
 
 chaos-short: $(BINDIR)/redlockd $(CHAOS_BINS)
-	$(CHAOS_RUN) --duration 30 --empty-restarts auto $(CHAOS_ARGS)
+	$(CHAOS_RUN) --duration 30 --data-loss auto $(CHAOS_ARGS)
 
 chaos: $(BINDIR)/redlockd $(CHAOS_BINS)
-	$(CHAOS_RUN) --duration $(or $(DURATION),600) --empty-restarts on $(CHAOS_ARGS)
+	$(CHAOS_RUN) --duration $(or $(DURATION),600) --data-loss on $(CHAOS_ARGS)
 
-# Directed scenarios (seconds each), all run, then the target fails if any did:
-# empty-held must hold; the same with the quarantine switched off is the positive control
-# and must FAIL (a), or the checker is blind; counter-loss must hold (fencing counters
-# survive masters losing their data one at a time).
+# Directed scenarios (seconds each), all run, then the target fails if any did.
+# empty-held, aof-cut-held, flushall-held: a lock held on exactly 3 of 5 masters, one of
+# which then restarts empty / restarts with its last writes cut off its AOF / is wiped by
+# FLUSHALL; a rival must not get the lock (aof-cut-held restarts it just before a
+# wall-clock second turns, where Redis's uptime_in_seconds overstates the uptime by ~1 s).
+# Each has a positive control with the
+# quarantine switched off (--quarantine-ms 0) that must FAIL (a), or the checker is blind.
+# counter-loss must hold (fencing counters survive masters losing their data one at a time).
+CHAOS_SCENARIOS_HELD := empty-held aof-cut-held flushall-held
+CHAOS_CONTROL_ARGS ?= --service-arg --quarantine-ms --service-arg 0
+
 chaos-scenarios: $(BINDIR)/redlockd $(CHAOS_BINS)
 	@bad=""; \
-	$(CHAOS_RUN) --scenario empty-held $(CHAOS_ARGS) || bad="$$bad empty-held"; \
-	echo "chaos: positive control: empty-held with --quarantine-ms 0 must FAIL (a)"; \
-	$(CHAOS_RUN) --scenario empty-held --service-arg --quarantine-ms --service-arg 0 --discard $(CHAOS_ARGS) \
-	    > $(CHAOS_DIR)/control.out 2>&1; rc=$$?; grep -E 'scenario|\(a\)|RESULT' $(CHAOS_DIR)/control.out; \
-	if [ $$rc -eq 1 ] && grep -q 'FAIL (a)' $(CHAOS_DIR)/control.out; then \
-	    echo "chaos: positive control caught the planted double grant, as it must"; \
-	else echo "chaos: positive control did NOT fail (a) (exit $$rc): the checker is blind"; bad="$$bad control"; fi; \
+	for sc in $(CHAOS_SCENARIOS_HELD); do \
+	    $(CHAOS_RUN) --scenario $$sc $(CHAOS_ARGS) || bad="$$bad $$sc"; \
+	    echo "chaos: positive control: $$sc with $(strip $(subst --service-arg,,$(CHAOS_CONTROL_ARGS))) must FAIL (a)"; \
+	    $(CHAOS_RUN) --scenario $$sc $(CHAOS_CONTROL_ARGS) --discard $(CHAOS_ARGS) \
+	        > $(CHAOS_DIR)/control-$$sc.out 2>&1; rc=$$?; \
+	    grep -E 'scenario|\(a\)|RESULT|HARNESS' $(CHAOS_DIR)/control-$$sc.out; \
+	    if [ $$rc -eq 1 ] && grep -q 'FAIL (a)' $(CHAOS_DIR)/control-$$sc.out; then \
+	        echo "chaos: positive control caught the planted double grant, as it must"; \
+	    else echo "chaos: positive control did NOT fail (a) (exit $$rc): the checker is blind"; bad="$$bad $$sc-control"; fi; \
+	done; \
 	$(CHAOS_RUN) --scenario counter-loss $(CHAOS_ARGS) || bad="$$bad counter-loss"; \
 	if [ -n "$$bad" ]; then echo "chaos-scenarios: FAILED:$$bad"; exit 1; fi; echo "chaos-scenarios: all held"

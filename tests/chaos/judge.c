@@ -196,6 +196,13 @@ static void print_grant(const chaos_history *h, const chaos_judge_opts *o, FILE 
             e->ttl_ms, rel_ms(o, g->end), g->end_by_release ? "release sent" : "validity ran out");
 }
 
+static void note_violation(const chaos_judge_opts *o, char prop, int name, int64_t t_ns)
+{
+    chaos_judge_stats *st = o->stats;
+    if (st && st->n_v < CHAOS_MAX_VIOLATIONS)
+        st->v[st->n_v++] = (chaos_violation){.prop = prop, .name = name, .t_ns = t_ns};
+}
+
 /* Sweep line over each name's holds sorted by start: a hold that starts before the
  * latest end seen so far overlaps the hold that owns that end. */
 static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FILE *out, int client_view,
@@ -228,6 +235,8 @@ static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FI
                 int64_t ov_end = hs[j].end < hs[owner].end ? hs[j].end : hs[owner].end;
                 double ov = (double)(ov_end - hs[j].start) / 1e6;
                 violations++;
+                if (print)
+                    note_violation(o, 'a', nm, hs[j].start);
                 if (ov > *worst_ms)
                     *worst_ms = ov;
                 if (print && shown++ < o->max_evidence) {
@@ -259,6 +268,10 @@ long chaos_judge_mutex(const chaos_history *h, const chaos_judge_opts *o, FILE *
     fprintf(out, "chaos: %s (a) mutual exclusion: %ld grants, %ld overlapping holds%s"
                  " [hold = recv .. min(release sent, sent + validity_ms)]\n",
             v ? "FAIL" : "PASS", grants, v, v ? "" : "");
+    if (o->stats) {
+        o->stats->grants = grants;
+        o->stats->overlaps = v;
+    }
     if (v && worst > 0)
         fprintf(out, "    worst overlap %.3f ms; first %d shown:\n", worst, o->max_evidence);
     if (buf && v)
@@ -350,6 +363,7 @@ long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE
             pairs += (double)lo;
             if (lo > 0 && h->ev[pm[lo - 1]].token >= b->token) {
                 inversions++;
+                note_violation(o, 'b', nm, b->t_send);
                 if (shown++ < o->max_evidence) {
                     fprintf(eo, "    name %s: token %" PRId64 " issued after token %" PRId64 " was already out\n",
                             name_of(h, nm), b->token, h->ev[pm[lo - 1]].token);
@@ -362,6 +376,8 @@ long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE
         for (long j = 1; j < k; j++) {
             if (h->ev[ix[j]].token == h->ev[ix[j - 1]].token) {
                 dups++;
+                note_violation(o, 'b', nm, h->ev[ix[j]].t_send > h->ev[ix[j - 1]].t_send ? h->ev[ix[j]].t_send
+                                                                                        : h->ev[ix[j - 1]].t_send);
                 if (shown++ < o->max_evidence) {
                     fprintf(eo, "    name %s: token %" PRId64 " issued twice\n", name_of(h, nm), h->ev[ix[j]].token);
                     print_ev(h, o, eo, "one  ", ix[j - 1]);
@@ -373,6 +389,10 @@ long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE
     if (ev)
         fclose(ev);
     long v = inversions + dups;
+    if (o->stats) {
+        o->stats->inversions = inversions;
+        o->stats->duplicates = dups;
+    }
     fprintf(out, "chaos: %s (b) fencing tokens: %ld grants, %.0f ordered pairs checked, %ld inversions, %ld duplicates\n",
             v ? "FAIL" : "PASS", grants, pairs, inversions, dups);
     if (v && buf)

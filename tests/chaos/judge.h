@@ -47,6 +47,25 @@ typedef struct chaos_history {
     int n_names;
 } chaos_history;
 
+/* One (a) or (b) violation: the property, the name, and when it happened (CLOCK_MONOTONIC
+ * ns: the start of the overlap; the later grant's t_send for a token inversion/duplicate). */
+typedef struct chaos_violation {
+    char prop; /* 'a' or 'b' */
+    int name;
+    int64_t t_ns;
+} chaos_violation;
+
+#define CHAOS_MAX_VIOLATIONS 4096
+
+/* Filled by chaos_judge_mutex and chaos_judge_fencing when chaos_judge_opts.stats is set
+ * (zero it first): the counts behind their verdict lines, and the first
+ * CHAOS_MAX_VIOLATIONS violations, so the caller can relate them to its faults. */
+typedef struct chaos_judge_stats {
+    long grants, overlaps, inversions, duplicates;
+    long n_v;
+    chaos_violation v[CHAOS_MAX_VIOLATIONS];
+} chaos_judge_stats;
+
 /* What the verdicts are judged against. */
 typedef struct chaos_judge_opts {
     int64_t node_timeout_ms; /* the service's --node-timeout-ms */
@@ -55,6 +74,7 @@ typedef struct chaos_judge_opts {
     int64_t margin_ms;       /* scheduling/HTTP allowance added to every latency bound */
     int max_evidence;        /* evidence lines printed per failed property */
     int64_t t0;              /* timestamps are printed relative to this (ns) */
+    chaos_judge_stats *stats; /* NULL, or filled as described above */
 } chaos_judge_opts;
 
 /* Sets the documented defaults: 50 ms node timeout, 3 and 1 rounds, 200 ms margin. */

@@ -163,18 +163,24 @@ int net_free_port(void)
     return port;
 }
 
-int redis_ping(int port, int timeout_ms)
+int redis_command(int port, const char *cmd, char *reply, size_t replysz, int timeout_ms)
 {
     long long deadline = now_ms() + timeout_ms;
+    if (replysz)
+        reply[0] = '\0';
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return 0;
+        return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int ok = 0;
-    char buf[128];
-    size_t len = 0;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0 || send(fd, "PING\r\n", 6, MSG_NOSIGNAL) != 6)
+    int rc = -1;
+    char buf[256], line[256];
+    size_t len = 0, cl = strlen(cmd);
+    if (cl > sizeof line - 3)
+        goto out;
+    memcpy(line, cmd, cl);
+    memcpy(line + cl, "\r\n", 2);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0 || send(fd, line, cl + 2, MSG_NOSIGNAL) != (ssize_t)(cl + 2))
         goto out;
     while (len < sizeof buf - 1) {
         long long left = deadline - now_ms();
@@ -186,14 +192,66 @@ int redis_ping(int port, int timeout_ms)
             break;
         len += (size_t)n;
         buf[len] = '\0';
-        if (strstr(buf, "\r\n")) {
-            ok = !strncmp(buf, "+PONG", 5);
+        char *eol = strstr(buf, "\r\n");
+        if (eol) {
+            *eol = '\0';
+            if (replysz)
+                snprintf(reply, replysz, "%s", buf);
+            rc = 0;
             break;
         }
     }
 out:
     close(fd);
-    return ok;
+    return rc;
+}
+
+long long redis_info_field(int port, const char *section, const char *field, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms, val = -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char cmd[128], buf[16384];
+    size_t len = 0;
+    int cl = snprintf(cmd, sizeof cmd, "INFO %s\r\n", section);
+    if (cl <= 0 || (size_t)cl >= sizeof cmd || connect(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        send(fd, cmd, (size_t)cl, MSG_NOSIGNAL) != cl)
+        goto out;
+    while (len < sizeof buf - 1) {
+        long long left = deadline - now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+        long blen;
+        char *eol = strstr(buf, "\r\n");
+        if (buf[0] != '$' || !eol || sscanf(buf + 1, "%ld", &blen) != 1)
+            break;
+        if ((size_t)(eol + 2 - buf) + (size_t)blen > len)
+            continue; /* not all of it yet */
+        char key[96];
+        snprintf(key, sizeof key, "\n%s:", field);
+        char *f = strstr(eol, key);
+        if (f)
+            val = atoll(f + strlen(key));
+        break;
+    }
+out:
+    close(fd);
+    return val;
+}
+
+int redis_ping(int port, int timeout_ms)
+{
+    char reply[64];
+    return redis_command(port, "PING", reply, sizeof reply, timeout_ms) == 0 && !strcmp(reply, "+PONG");
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

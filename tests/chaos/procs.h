@@ -28,6 +28,13 @@ long proc_rss_kb(pid_t pid);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago, or -1. */
 int net_free_port(void);
+/* Sends one inline command (e.g. "FLUSHALL SYNC") to the Redis on 127.0.0.1:port on a
+ * connection of its own and copies the first line of the reply ("+OK", "-ERR ...", ":1")
+ * to reply.  0 if a reply line came within timeout_ms, else -1. */
+int redis_command(int port, const char *cmd, char *reply, size_t replysz, int timeout_ms);
+/* The integer field (e.g. "uptime_in_seconds") of `INFO section` from the Redis on
+ * 127.0.0.1:port, or -1. */
+long long redis_info_field(int port, const char *section, const char *field, int timeout_ms);
 /* 1 if a Redis on 127.0.0.1:port answers PING with +PONG within timeout_ms, else 0. */
 int redis_ping(int port, int timeout_ms);
 
