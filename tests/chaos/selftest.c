@@ -275,6 +275,7 @@ static void status_accepts_exactly_the_documented_set(void)
         int ok;
     } cases[] = {
         {CHAOS_ACQUIRE, 409, "lock_held", 1},
+        {CHAOS_ACQUIRE, 409, "lock_contended", 1},
         {CHAOS_ACQUIRE, 503, "quorum_unavailable", 1},
         {CHAOS_ACQUIRE, 503, "validity_exhausted", 1},
         {CHAOS_ACQUIRE, 503, "shutting_down", 0},
