@@ -36,7 +36,6 @@ void config_defaults(config *cfg)
     cfg->max_connections = 10000;
     cfg->max_waiters = 10000;
     cfg->quarantine_ms = -1; /* -1: follow max_ttl_ms */
-    cfg->retention_ms = -1; /* -1: 24 h, or the max ttl if longer */
     cfg->header_timeout_ms = 15000;
     cfg->log_json = 1;
     cfg->log_level = LOG_INFO;
@@ -230,8 +229,6 @@ static const struct opt opts[] = {
      "parked waiting acquirers, whole process"},
     {"quarantine-ms", "REDLOCK_QUARANTINE_MS", OPT_LONG, OFF(quarantine_ms), 0, 86400000L * 30,
      "how long a master that restarted or lost its data stays out of quorums (default: max ttl)"},
-    {"retention-ms", "REDLOCK_RETENTION_MS", OPT_LONG, OFF(retention_ms), 1, 86400000L * 365,
-     "a name's fencing counter unused (no grant, no extension) this long expires on the masters (default 24 h, >= max ttl)"},
     {"trust-fsync-always", "REDLOCK_TRUST_FSYNC_ALWAYS", OPT_BOOL, OFF(trust_fsync_always), 0, 1,
      "1: a restarted master running AOF with appendfsync always skips the delay (not after a restore)"},
     {"header-timeout-ms", "REDLOCK_HEADER_TIMEOUT_MS", OPT_LONG, OFF(header_timeout_ms), 100, 3600000,
@@ -412,13 +409,6 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen)
     }
     if (cfg->quarantine_ms < 0)
         cfg->quarantine_ms = cfg->max_ttl_ms;
-    if (cfg->retention_ms < 0)
-        cfg->retention_ms = cfg->max_ttl_ms > 86400000L ? cfg->max_ttl_ms : 86400000L;
-    if (cfg->retention_ms < cfg->max_ttl_ms) {
-        snprintf(err, errlen, "invalid retention %ld: below the max ttl %ld (a counter must "
-                 "outlive every lock of its name)", cfg->retention_ms, cfg->max_ttl_ms);
-        return CONFIG_ERROR;
-    }
     if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
         snprintf(err, errlen, "invalid TLS setting: --tls-cert and --tls-key go together");
         return CONFIG_ERROR;

@@ -34,7 +34,6 @@ typedef struct config {
     long max_waiters;      /* parked acquirers, whole process */
     long quarantine_ms;    /* how long a master that restarted or lost its data stays out of
                             * quorums (the delayed restart; default: max ttl) */
-    long retention_ms;     /* a fencing counter unused this long expires (>= max ttl) */
     int trust_fsync_always; /* 1: a restarted master whose config is AOF with appendfsync
                              * always rejoins without the delay (still repaired) */
     long header_timeout_ms; /* a request header must arrive within this (slow clients) */

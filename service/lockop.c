@@ -121,10 +121,9 @@ static waitq *waitq_find(lockop_env *env, const char *name, size_t len)
 
 typedef struct keybuf {
     char key[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 1];
-    char fkey[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 8];
     char chan[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 12];
     char bucket[16];
-    size_t key_len, fkey_len, chan_len, bucket_len;
+    size_t key_len, chan_len, bucket_len;
 } keybuf;
 
 /* The counter bucket of a name (scripts.c: the floor its missing counter starts above). */
@@ -138,7 +137,6 @@ static void make_keys(const lockop *op, keybuf *kb)
     const char *prefix = op->env->conf->key_prefix;
     kb->bucket_len = bucket_of_name(op->name, op->name_len, kb->bucket, sizeof kb->bucket);
     kb->key_len = (size_t)snprintf(kb->key, sizeof kb->key, "%s%.*s", prefix, (int)op->name_len, op->name);
-    kb->fkey_len = (size_t)snprintf(kb->fkey, sizeof kb->fkey, "%s#fence:%.*s", prefix, (int)op->name_len, op->name);
     kb->chan_len = notify_channel(prefix, op->name, op->name_len, kb->chan, sizeof kb->chan);
 }
 
@@ -756,9 +754,9 @@ static void attempt(lockop *op)
     make_keys(op, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    const char *argv[] = {kb.key, kb.fkey, kb.bucket, op->value, ttl};
-    size_t lens[] = {kb.key_len, kb.fkey_len, kb.bucket_len, op->value_len, (size_t)tl};
-    round_send(rd, SCRIPT_ACQUIRE, 2, 3, argv, lens, round_all(op->env->rounds));
+    const char *argv[] = {kb.key, kb.bucket, op->value, ttl};
+    size_t lens[] = {kb.key_len, kb.bucket_len, op->value_len, (size_t)tl};
+    round_send(rd, SCRIPT_ACQUIRE, 1, 3, argv, lens, round_all(op->env->rounds));
 }
 
 /* A single-name acquire arrives on the worker that keeps its name.  One attempt per
@@ -1072,10 +1070,10 @@ static void acquire_done(round *rd)
         make_keys(op, &kb);
         char tok[24];
         int tl = snprintf(tok, sizeof tok, "%llu", (unsigned long long)token);
-        const char *argv[] = {kb.fkey, kb.bucket, tok};
-        size_t lens[] = {kb.fkey_len, kb.bucket_len, (size_t)tl};
+        const char *argv[] = {kb.bucket, tok};
+        size_t lens[] = {kb.bucket_len, (size_t)tl};
         /* op->rd keeps the acquire replies until the raise is judged. */
-        round_send(rr, SCRIPT_RAISE, 1, 2, argv, lens, mask);
+        round_send(rr, SCRIPT_RAISE, 0, 2, argv, lens, mask);
         round_unref(rr); /* commands in flight or the ready list hold it */
         return;
     }
@@ -1266,11 +1264,6 @@ static void attempt_multi(lockop *op, round *rd)
         mk->argv[a] = mk->buf[a];
         a++;
     }
-    for (size_t j = 0; j < n; j++) {
-        mk->lens[a] = (size_t)snprintf(mk->buf[a], sizeof mk->buf[a], "%s#fence:%s", prefix, mu->names[j]);
-        mk->argv[a] = mk->buf[a];
-        a++;
-    }
     mk->lens[a] = set_key(op, mk->buf[a], sizeof mk->buf[a]);
     mk->argv[a] = mk->buf[a];
     a++;
@@ -1292,7 +1285,7 @@ static void attempt_multi(lockop *op, round *rd)
         mk->argv[a++] = bks[j];
     }
     rd->decode = multi_decode;
-    round_send(rd, SCRIPT_MACQUIRE, (int)(2 * n + 1), (int)(4 + n), mk->argv, mk->lens, round_all(op->env->rounds));
+    round_send(rd, SCRIPT_MACQUIRE, (int)(n + 1), (int)(4 + n), mk->argv, mk->lens, round_all(op->env->rounds));
     free(mk);
 }
 
@@ -1351,16 +1344,13 @@ static void macquire_done(round *rd)
         multikeys *mk = malloc(sizeof *mk);
         char toks[LOCKOP_MULTI_MAX][24], bks[LOCKOP_MULTI_MAX][16];
         if (mk) {
-            const char *prefix = op->env->conf->key_prefix;
             for (size_t j = 0; j < n; j++) {
-                mk->lens[j] = (size_t)snprintf(mk->buf[j], sizeof mk->buf[j], "%s#fence:%s", prefix, mu->names[j]);
-                mk->argv[j] = mk->buf[j];
-                mk->lens[n + j] = (size_t)snprintf(toks[j], sizeof toks[j], "%llu", (unsigned long long)mu->tokens[j]);
-                mk->argv[n + j] = toks[j];
-                mk->lens[2 * n + j] = bucket_of_name(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
-                mk->argv[2 * n + j] = bks[j];
+                mk->lens[j] = (size_t)snprintf(toks[j], sizeof toks[j], "%llu", (unsigned long long)mu->tokens[j]);
+                mk->argv[j] = toks[j];
+                mk->lens[n + j] = bucket_of_name(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
+                mk->argv[n + j] = bks[j];
             }
-            round_send(rr, SCRIPT_MRAISE, (int)n, (int)(2 * n), mk->argv, mk->lens, mask);
+            round_send(rr, SCRIPT_MRAISE, 0, (int)(2 * n), mk->argv, mk->lens, mask);
             free(mk);
         } else {
             round_send(rr, SCRIPT_MRAISE, 0, 0, NULL, NULL, 0);
@@ -1461,12 +1451,12 @@ static int try_handoff(lockop *r)
     make_keys(h, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
-    const char *argv[] = {kb.key, kb.fkey, kb.bucket, r->lease, h->value, ttl};
-    size_t lens[] = {kb.key_len, kb.fkey_len, kb.bucket_len, r->lease_len, h->value_len, (size_t)tl};
+    const char *argv[] = {kb.key, kb.bucket, r->lease, h->value, ttl};
+    size_t lens[] = {kb.key_len, kb.bucket_len, r->lease_len, h->value_len, (size_t)tl};
     h->handoff_from = r;
     q->inflight = h;
     stat_inc(&env->counters[CNT_HANDOFFS]);
-    round_send(rd, SCRIPT_HANDOFF, 2, 4, argv, lens, round_all(env->rounds));
+    round_send(rd, SCRIPT_HANDOFF, 1, 4, argv, lens, round_all(env->rounds));
     return 1;
 }
 
@@ -1665,8 +1655,10 @@ void lockop_start(lockop *op)
         rd = round_new(env->rounds, extend_done, op);
         if (!rd)
             break;
-        const char *argv[] = {kb.key, kb.fkey, kb.bucket, op->lease, ttl};
-        size_t lens[] = {kb.key_len, kb.fkey_len, kb.bucket_len, op->lease_len, (size_t)tl};
+        char setk[512];
+        size_t setl = set_key(op, setk, sizeof setk);
+        const char *argv[] = {kb.key, setk, kb.bucket, op->lease, ttl};
+        size_t lens[] = {kb.key_len, setl, kb.bucket_len, op->lease_len, (size_t)tl};
         op->rd = rd;
         round_send(rd, SCRIPT_EXTEND, 2, 3, argv, lens, round_all(env->rounds));
         round_unref(rd);
@@ -1677,10 +1669,10 @@ void lockop_start(lockop *op)
         if (!rd)
             break;
         rd->wait_all = 1;
-        const char *argv[] = {kb.key, kb.fkey};
-        size_t lens[] = {kb.key_len, kb.fkey_len};
+        const char *argv[] = {kb.key, kb.bucket};
+        size_t lens[] = {kb.key_len, kb.bucket_len};
         op->rd = rd;
-        round_send(rd, SCRIPT_INSPECT, 2, 0, argv, lens, round_all(env->rounds));
+        round_send(rd, SCRIPT_INSPECT, 1, 1, argv, lens, round_all(env->rounds));
         round_unref(rd);
         return;
     }

@@ -182,7 +182,7 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
     handshake_step_done(m);
 }
 
-/* The reply of SCRIPT_MARKER: {state, quarantine pttl, floor}. */
+/* The reply of SCRIPT_MARKER: {state, quarantine pttl, counters}. */
 static void apply_marker(master_conn *m, redisReply *reply)
 {
     if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
@@ -202,7 +202,7 @@ static void apply_marker(master_conn *m, redisReply *reply)
     int st = (int)reply->element[0]->integer;
     long long pttl = reply->element[1]->integer;
     m->seen_state = st;
-    m->seen_floor = reply->element[2]->integer;
+    m->seen_counters = reply->element[2]->integer;
     m->check_recv_us = now;
     if (st == 0) {
         if (m->state != MASTER_UNMARKED)
@@ -262,11 +262,11 @@ static int64_t restart_delay_ms(const master_conn *m)
 }
 
 static int send_marker(master_conn *m, const char *action, int64_t delay_ms, const char *instance,
-                       uint64_t floor)
+                       uint64_t base)
 {
     char dbuf[24], fbuf[24];
     snprintf(dbuf, sizeof dbuf, "%lld", (long long)delay_ms);
-    snprintf(fbuf, sizeof fbuf, "%llu", (unsigned long long)floor);
+    snprintf(fbuf, sizeof fbuf, "%llu", (unsigned long long)base);
     const char *argv[] = {"EVALSHA", m->sha[SCRIPT_MARKER], "2", m->mkey, m->qkey, action,
                           m->run_id, dbuf, instance ? instance : "", fbuf};
     batch_send(m); /* keep the connection's order */
@@ -307,11 +307,11 @@ void master_recheck(master_conn *m)
         master_close(m, 1, "cannot queue the marker check");
 }
 
-void master_rejoin(master_conn *m, uint64_t floor)
+void master_rejoin(master_conn *m, uint64_t base)
 {
     if (m->state != MASTER_QUARANTINED || !m->ac || m->check_inflight)
         return;
-    if (send_marker(m, "rejoin", restart_delay_ms(m), NULL, floor) != 0)
+    if (send_marker(m, "rejoin", restart_delay_ms(m), NULL, base) != 0)
         master_close(m, 1, "cannot queue the rejoin");
 }
 
@@ -535,7 +535,6 @@ void master_init(master_conn *m, const config *conf, int index, void *owner, loo
     m->seen_state = -1;
     m->mkey_len = (size_t)snprintf(m->mkey, sizeof m->mkey, "%s#master", conf->key_prefix);
     snprintf(m->qkey, sizeof m->qkey, "%s#quarantine", conf->key_prefix);
-    m->ret_len = (size_t)snprintf(m->ret, sizeof m->ret, "%ld", conf->retention_ms);
     stat_set_int(&m->state, MASTER_DOWN);
 }
 
@@ -623,7 +622,7 @@ static char *put_evalsha_head(char *p, size_t nkeys, size_t nargs, const char *s
 }
 
 /* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH: the head,
- * the master's record key, the operations' keys, the retention, their arguments. */
+ * the master's record key, the operations' keys, their arguments. */
 static void batch_send(master_conn *m)
 {
     master_outbatch *o = &m->out;
@@ -637,13 +636,12 @@ static void batch_send(master_conn *m)
     int alone = b->n == 1;
     size_t skip = alone ? CODE_BULK_LEN : 0; /* alone: its own script, without the code */
     char head[160];
-    size_t hl = (size_t)(put_evalsha_head(head, o->nkeys + 1, o->nargs + 1 - (alone ? 1 : 0),
+    size_t hl = (size_t)(put_evalsha_head(head, o->nkeys + 1, o->nargs - (alone ? 1 : 0),
                                           m->sha[alone ? o->first_script : SCRIPT_BATCH]) -
                          head);
-    char pre[224], post[48];
+    char pre[224];
     size_t pl = (size_t)(put_bulk(pre, m->mkey, m->mkey_len) - pre);
-    size_t rl = (size_t)(put_bulk(post, m->ret, m->ret_len) - post);
-    size_t len = hl + pl + o->keys_len + rl + o->args_len - skip;
+    size_t len = hl + pl + o->keys_len + o->args_len - skip;
     /* The head and the record key go in front of the keys: the keys buffer keeps
      * room for them (batch_add). */
     if (grow(&o->keys, &o->keys_cap, len) != 0) {
@@ -653,9 +651,7 @@ static void batch_send(master_conn *m)
     memmove(o->keys + hl + pl, o->keys, o->keys_len);
     memcpy(o->keys, head, hl);
     memcpy(o->keys + hl, pre, pl);
-    char *p = o->keys + hl + pl + o->keys_len;
-    memcpy(p, post, rl);
-    memcpy(p + rl, o->args + skip, o->args_len - skip);
+    memcpy(o->keys + hl + pl + o->keys_len, o->args + skip, o->args_len - skip);
     batch_reset(o);
     int rc = alone ? redisAsyncFormattedCommand(m->ac, on_eval_reply, b->privs[0], o->keys, len)
                    : redisAsyncFormattedCommand(m->ac, on_batch_reply, b, o->keys, len);
@@ -709,8 +705,7 @@ static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs
     size_t kneed = 0, aneed = 32;
     for (int i = 0; i < nkeys + nargs; i++)
         *(i < nkeys ? &kneed : &aneed) += lens[i] + 32;
-    /* 400: room batch_send() keeps for the command's head, the record key and the
-     * retention */
+    /* 400: room batch_send() keeps for the command's head and the record key */
     if (grow(&o->keys, &o->keys_cap, 400 + o->keys_len + kneed + o->args_len + aneed) != 0 ||
         grow(&o->args, &o->args_cap, o->args_len + aneed) != 0)
         return -1;
@@ -828,12 +823,9 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf)
         return -1;
-    char *p = put_evalsha_head(buf, (size_t)nkeys + 1, (size_t)nargs + 1, m->sha[script]);
+    char *p = put_evalsha_head(buf, (size_t)nkeys + 1, (size_t)nargs, m->sha[script]);
     p = put_bulk(p, m->mkey, m->mkey_len);
-    for (int i = 0; i < nkeys; i++)
-        p = put_bulk(p, argv[i], lens[i]);
-    p = put_bulk(p, m->ret, m->ret_len);
-    for (int i = nkeys; i < nkeys + nargs; i++)
+    for (int i = 0; i < nkeys + nargs; i++)
         p = put_bulk(p, argv[i], lens[i]);
     int rc = redisAsyncFormattedCommand(m->ac, on_eval_reply, priv, buf, (size_t)(p - buf));
     if (buf != stackbuf)

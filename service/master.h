@@ -4,7 +4,7 @@
  * and reconnection with back-off.
  *
  * Trust in a master comes from its own record "<prefix>#master" (scripts.c): the run
- * id it was last trusted under, its counters' floor and base, and a quarantine mark.
+ * id it was last trusted under, its fencing counters and base, and a quarantine mark.
  * The handshake compares the run id with INFO's (a restart since the master was
  * trusted puts it in quarantine, the delay counted from the restart), and every lock
  * script checks the record first, so a wipe or a quarantine recorded by any instance
@@ -91,16 +91,14 @@ struct master_conn {
     int fsync_always;          /* appendonly yes and appendfsync always */
     /* the last check of the master's record (for the verdict on unmarked masters) */
     int seen_state;            /* -1 unknown, 0 unmarked, 1 ready, 2 quarantined */
-    int64_t seen_floor;
+    int64_t seen_counters;     /* fencing counters in its record (0: never granted) */
     int64_t check_sent_us, check_recv_us;
     int check_inflight;
     int64_t unmarked_at_us;    /* when it was last found without its record */
     int64_t waiting_logged_us; /* "waiting for every master" said at this time */
-    /* keys and the retention argument every lock script carries */
+    /* the keys of the master's record and quarantine (every lock script carries the first) */
     char mkey[160], qkey[160];
     size_t mkey_len;
-    char ret[24];
-    size_t ret_len;
     char sha[SCRIPT__COUNT][41];
     master_outbatch out;
     /* figures for /readyz and metrics (owner thread writes, others may read relaxed) */
@@ -155,8 +153,8 @@ void master_resolve_marker(master_conn *m, int quarantine, const char *instance)
  * connected); the answer updates seen_* and the state. */
 void master_recheck(master_conn *m);
 
-/* End m's quarantine with its counters repaired to floor (see resync.h). */
-void master_rejoin(master_conn *m, uint64_t floor);
+/* End m's quarantine with its counters repaired to base (see resync.h). */
+void master_rejoin(master_conn *m, uint64_t base);
 
 /* Name of a state for logs and /readyz. */
 const char *master_state_name(int state);

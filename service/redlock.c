@@ -153,8 +153,8 @@ int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n)
             all = 0;
             continue;
         }
-        /* A floor above 0 is a grant on record; a quarantine is a master that forgot. */
-        if (peers[i].state == 2 || peers[i].floor > 0)
+        /* A counter is a grant on record; a quarantine is a master that forgot. */
+        if (peers[i].state == 2 || peers[i].counters > 0)
             return RL_VERDICT_QUARANTINE;
     }
     return all ? RL_VERDICT_MARK : RL_VERDICT_WAIT;

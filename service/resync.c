@@ -3,6 +3,7 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 struct resync {
@@ -60,15 +61,11 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *priv)
     free(s);
     if (stale)
         return;
-    if (rep && rep->type == REDIS_REPLY_STRING) {
-        char *end;
-        unsigned long long v = strtoull(rep->str, &end, 10);
-        if (end != rep->str && *end == '\0') {
-            if (v > r->largest)
-                r->largest = v;
-            r->any_ok++;
-            r->ready_ok += ready;
-        }
+    if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0) {
+        if ((uint64_t)rep->integer > r->largest)
+            r->largest = (uint64_t)rep->integer;
+        r->any_ok++;
+        r->ready_ok += ready;
     }
     if (--r->pending == 0)
         finish(r);
@@ -97,26 +94,26 @@ void resync_start(resync *r)
 {
     if (r->running)
         return;
-    master_conn *t = &r->masters[r->target];
     if (!r->first_start_us)
         r->first_start_us = clock_now_us();
     r->running = 1;
     r->gen++;
     r->pending = 1; /* held until every request is out */
     r->ready_ok = r->any_ok = 0;
-    r->largest = t->seen_floor > 0 ? (uint64_t)t->seen_floor : 0;
+    r->largest = 0;
     for (size_t i = 0; i < r->n; i++) {
+        /* Its own counters count too (they only add), but never towards the quorum. */
         master_conn *p = &r->masters[i];
-        if (i == r->target || (p->state != MASTER_READY && p->state != MASTER_QUARANTINED))
+        if (p->state != MASTER_READY && p->state != MASTER_QUARANTINED)
             continue;
         struct step *s = malloc(sizeof *s);
         if (!s)
             continue;
         s->r = r;
         s->gen = r->gen;
-        s->ready = p->state == MASTER_READY;
-        const char *argv[] = {"HGET", p->mkey, "floor"};
-        if (master_command(p, 3, argv, NULL, on_floor, s) != 0) {
+        s->ready = i != r->target && p->state == MASTER_READY;
+        const char *argv[] = {"EVALSHA", p->sha[SCRIPT_TOP], "1", p->mkey};
+        if (master_command(p, 4, argv, NULL, on_floor, s) != 0) {
             free(s);
             continue;
         }

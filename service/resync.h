@@ -3,14 +3,15 @@
  * A master that restarted or lost its data may have forgotten fencing counters, or
  * hold older values of them.  Its record's base (scripts.c) makes every counter on it
  * read at least that value, so one number repairs it, whatever the number of names:
- * the largest floor among at least a quorum of ready peers.  Any quorum of peers meets
- * the quorum that issued each token in a master that kept it, and a peer's floor is at
- * least every counter it holds, so no name's next token can go back (docs/DESIGN.md).
+ * the largest counter among at least a quorum of ready peers (SCRIPT_TOP).  Any quorum
+ * of peers meets the quorum that issued each token in a master that kept it, so no
+ * name's next token can go back (docs/DESIGN.md).
  *
  * With fewer than a quorum of ready peers for resync_wait_ms() (a majority restarted
- * or lost its data at once), it repairs from every peer that answers and adds
- * RESYNC_GAP to the base: tokens then jump, and stay above what the lost writes can
- * have issued (at most RESYNC_GAP grants of one name in the writes a master can lose). */
+ * or lost its data at once), it repairs from every master that answers (itself too)
+ * and adds RESYNC_GAP to the base: tokens then jump, and stay above what the lost
+ * writes can have issued (at most RESYNC_GAP grants of one bucket in the writes a
+ * master can lose). */
 #ifndef RL_RESYNC_H
 #define RL_RESYNC_H
 

@@ -19,7 +19,7 @@
 /* The verdict on a master found without its record (docs/DESIGN.md, "Master trust").
  * It may join without quarantine only if the cluster has never granted anything:
  * every other master answered a check sent after this one was found bare, and none
- * shows a floor above 0 or a quarantine.  Any such sign means it lost its data:
+ * shows a fencing counter or a quarantine.  Any such sign means it lost its data:
  * quarantine.  Until every master has answered, it stays out (a new cluster needs all
  * of its masters up once). */
 static void judge_unmarked(worker *w)
@@ -37,7 +37,7 @@ static void judge_unmarked(worker *w)
             if (j == i)
                 continue;
             views[k].state = p->state >= MASTER_UNMARKED ? p->seen_state : -1;
-            views[k].floor = p->seen_floor;
+            views[k].counters = p->seen_counters;
             views[k].fresh = p->check_sent_us >= m->unmarked_at_us &&
                              p->check_recv_us >= p->check_sent_us && !p->check_inflight;
             if (!views[k].fresh || views[k].state < 0)

@@ -88,9 +88,8 @@ TestSuite(scripts_live, .init = start, .fini = stop, .timeout = 60);
 
 #define MK "redlock:#master"
 
-/* EVAL a lock script as master.c sends it: the record key first, the retention first. */
-static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, const char **args,
-                               const char *retention)
+/* EVAL a lock script as master.c sends it: the record key first. */
+static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, const char **args)
 {
     const char *argv[64];
     char nk[8];
@@ -102,7 +101,6 @@ static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, 
     argv[a++] = MK;
     for (int i = 0; i < nkeys; i++)
         argv[a++] = keys[i];
-    argv[a++] = retention ? retention : "60000";
     for (int i = 0; i < nargs; i++)
         argv[a++] = args[i];
     redisReply *r = redisCommandArgv(R, a, argv, NULL);
@@ -144,20 +142,24 @@ static void str_cmd(char *out, size_t cap, const char *fmt, ...)
     freeReplyObject(r);
 }
 
-/* acquire -> {kind, F} or {0, pttl, F}: returns kind, F in *f */
-static long long acquire(const char *name, const char *value, long long *f)
+/* acquire name in bucket -> {kind, F} or {0, pttl, F, holder}: returns kind, F in *f */
+static long long acquire_in(const char *name, const char *bucket, const char *value, long long *f)
 {
-    char key[128], fkey[128];
+    char key[128];
     snprintf(key, sizeof key, "redlock:%s", name);
-    snprintf(fkey, sizeof fkey, "redlock:#fence:%s", name);
-    const char *keys[] = {key, fkey};
-    const char *args[] = {"b7", value, "10000"}; /* every name of these tests in bucket b7 */
-    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 3, args, NULL);
+    const char *keys[] = {key};
+    const char *args[] = {bucket, value, "10000"};
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 1, keys, 3, args);
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
     long long kind = r->element[0]->integer;
-    *f = r->element[r->elements - 1]->integer;
+    *f = r->element[kind == 0 ? 2 : 1]->integer;
     freeReplyObject(r);
     return kind;
+}
+
+static long long acquire(const char *name, const char *value, long long *f)
+{
+    return acquire_in(name, "b7", value, f);
 }
 
 static long long release(const char *name, const char *who)
@@ -166,34 +168,46 @@ static long long release(const char *name, const char *who)
     snprintf(key, sizeof key, "redlock:%s", name);
     const char *keys[] = {key};
     const char *args[] = {who, "redlock:#released:x", "origin"};
-    redisReply *r = lock_script(SCRIPT_RELEASE, 1, keys, 3, args, NULL);
+    redisReply *r = lock_script(SCRIPT_RELEASE, 1, keys, 3, args);
     cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
     long long v = r->integer;
     freeReplyObject(r);
     return v;
 }
 
-static void mark(void) { cmd("HSET " MK " run r1 floor 0 base 0"); }
+static void mark(void) { cmd("HSET " MK " cluster c run r1 base 0 nb 0"); }
 
-Test(scripts_live, a_master_without_its_record_refuses_before_any_write)
+static int refused_as(redisReply *r, const char *code)
 {
-    const char *keys[] = {"redlock:x", "redlock:#fence:x"};
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, code, strlen(code)) == 0;
+}
+
+Test(scripts_live, a_master_without_its_whole_record_refuses_before_any_write)
+{
+    const char *keys[] = {"redlock:x"};
     const char *args[] = {"b1", "lease.0000000000000001", "10000"};
-    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, keys, 3, args, NULL);
-    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
-    cr_assert(strncmp(r->str, SCRIPT_ERR_UNMARKED, strlen(SCRIPT_ERR_UNMARKED)) == 0, "%s", r->str);
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 1, keys, 3, args);
+    cr_assert(refused_as(r, SCRIPT_ERR_UNMARKED), "%s", r->str);
     freeReplyObject(r);
     cr_assert_eq(int_cmd("DBSIZE"), 0, "nothing written");
     mark();
     cmd("HSET " MK " q 1");
-    r = lock_script(SCRIPT_ACQUIRE, 2, keys, 3, args, NULL);
-    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
-    cr_assert(strncmp(r->str, SCRIPT_ERR_QUARANTINED, strlen(SCRIPT_ERR_QUARANTINED)) == 0, "%s", r->str);
+    r = lock_script(SCRIPT_ACQUIRE, 1, keys, 3, args);
+    cr_assert(refused_as(r, SCRIPT_ERR_QUARANTINED), "%s", r->str);
     freeReplyObject(r);
     cr_assert_eq(int_cmd("EXISTS redlock:x"), 0);
+    /* A record that lost one of its counters (a field deleted by hand) is a lost record. */
+    cmd("HDEL " MK " q");
+    long long f;
+    cr_assert_eq(acquire_in("x", "b1", "L.0000000000000001", &f), 1);
+    cr_assert_eq(release("x", "L"), 1);
+    cmd("HDEL " MK " b1");
+    r = lock_script(SCRIPT_ACQUIRE, 1, keys, 3, args);
+    cr_assert(refused_as(r, SCRIPT_ERR_UNMARKED), "a damaged record: %s", r->str);
+    freeReplyObject(r);
 }
 
-Test(scripts_live, grants_raise_the_floor_and_a_lost_counter_starts_above_it)
+Test(scripts_live, tokens_grow_per_bucket_and_nothing_per_name_outlives_its_lock)
 {
     mark();
     long long f;
@@ -202,38 +216,27 @@ Test(scripts_live, grants_raise_the_floor_and_a_lost_counter_starts_above_it)
     cr_assert_eq(release("a", "L1"), 1);
     cr_assert_eq(acquire("a", "L2.0000000000000002", &f), 1);
     cr_assert_eq(f, 2);
-    cr_assert_eq(int_cmd("HGET " MK " b7"), 2, "the bucket's floor");
-    cr_assert_eq(int_cmd("HGET " MK " floor"), 2, "the master's floor");
     cr_assert_eq(acquire("b", "L3.0000000000000003", &f), 1);
-    cr_assert_eq(f, 3, "a new name starts above its bucket's floor");
+    cr_assert_eq(f, 3, "a name of the same bucket continues its counter");
+    cr_assert_eq(acquire_in("c", "b9", "L4.0000000000000004", &f), 1);
+    cr_assert_eq(f, 1, "another bucket has its own");
+    cr_assert_eq(int_cmd("HGET " MK " nb"), 2, "the record counts its counters");
     cr_assert_eq(release("a", "L2"), 1);
-    cmd("DEL redlock:#fence:a");
-    cr_assert_eq(acquire("a", "L4.0000000000000004", &f), 1);
-    cr_assert_eq(f, 4, "a deleted counter restarts at floor + 1, not at 1");
-    long long pttl = int_cmd("PTTL redlock:#fence:a");
-    cr_assert(pttl > 0 && pttl <= 60000, "counters expire after the retention: %lld", pttl);
-    /* Every grant renews it: a counter expires only once its name went unused. */
-    cr_assert_eq(release("a", "L4"), 1);
-    cmd("PEXPIRE redlock:#fence:a 500");
+    cr_assert_eq(release("b", "L3"), 1);
+    cr_assert_eq(release("c", "L4"), 1);
+    cr_assert_eq(int_cmd("DBSIZE"), 1, "only the record is left once the locks are gone");
     cr_assert_eq(acquire("a", "L5.0000000000000005", &f), 1);
-    cr_assert_eq(f, 5);
-    cr_assert_gt(int_cmd("PTTL redlock:#fence:a"), 50000, "renewed by the grant");
+    cr_assert_eq(f, 4, "and a name's tokens still grow");
 }
 
 Test(scripts_live, new_names_in_other_buckets_start_alike_whatever_the_order)
 {
-    /* Two masters see two new names in opposite orders: each name starts at the same
-     * value on both (its own bucket's floor), so no raise round is needed. */
+    /* Two masters see two new names in opposite orders: each name gets the same value
+     * on both (its own bucket's counter), so no raise round is needed. */
     mark();
     long long f1, f2;
-    const char *ka[] = {"redlock:n1", "redlock:#fence:n1"}, *kb[] = {"redlock:n2", "redlock:#fence:n2"};
-    const char *aa[] = {"b10", "A.0000000000000001", "10000"}, *ab[] = {"b11", "B.0000000000000002", "10000"};
-    redisReply *r = lock_script(SCRIPT_ACQUIRE, 2, kb, 3, ab, NULL);
-    f2 = r->element[1]->integer;
-    freeReplyObject(r);
-    r = lock_script(SCRIPT_ACQUIRE, 2, ka, 3, aa, NULL);
-    f1 = r->element[1]->integer;
-    freeReplyObject(r);
+    cr_assert_eq(acquire_in("n2", "b11", "B.0000000000000002", &f2), 1);
+    cr_assert_eq(acquire_in("n1", "b10", "A.0000000000000001", &f1), 1);
     cr_assert_eq(f1, 1);
     cr_assert_eq(f2, 1);
 }
@@ -241,22 +244,27 @@ Test(scripts_live, new_names_in_other_buckets_start_alike_whatever_the_order)
 Test(scripts_live, base_lifts_a_stale_counter)
 {
     mark();
-    cmd("SET redlock:#fence:s 3");
-    cmd("HSET " MK " base 10 floor 10");
+    cmd("HSET " MK " b7 3 nb 1 base 10");
     long long f;
     cr_assert_eq(acquire("s", "L1.0000000000000001", &f), 1);
     cr_assert_eq(f, 11, "a counter below the base reads as the base");
-    const char *keys[] = {"redlock:#fence:s"};
     const char *args[] = {"b7", "5"};
-    redisReply *r = lock_script(SCRIPT_RAISE, 1, keys, 2, args, NULL);
+    redisReply *r = lock_script(SCRIPT_RAISE, 0, NULL, 2, args);
     cr_assert_eq(r->integer, 11, "a raise never lowers");
     freeReplyObject(r);
     const char *args2[] = {"b7", "20"};
-    r = lock_script(SCRIPT_RAISE, 1, keys, 2, args2, NULL);
+    r = lock_script(SCRIPT_RAISE, 0, NULL, 2, args2);
     cr_assert_eq(r->integer, 20);
     freeReplyObject(r);
-    cr_assert_eq(int_cmd("HGET " MK " floor"), 20, "a raise raises the floor too");
-    cr_assert_eq(int_cmd("HGET " MK " b7"), 20, "and its bucket's");
+    cr_assert_eq(int_cmd("HGET " MK " b7"), 20);
+    const char *args3[] = {"b8", "30"};
+    r = lock_script(SCRIPT_RAISE, 0, NULL, 2, args3);
+    cr_assert_eq(r->integer, 30);
+    freeReplyObject(r);
+    cr_assert_eq(int_cmd("HGET " MK " nb"), 2, "a raise that creates a counter counts it");
+    r = redisCommand(R, "EVAL %s 1 %s", script_source(SCRIPT_TOP), MK);
+    cr_assert_eq(r->integer, 30, "the largest counter, for a repair");
+    freeReplyObject(r);
 }
 
 Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_it)
@@ -277,24 +285,20 @@ Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_
     cr_assert_eq(release("r", "LEASE"), 0, "a lease that is a prefix of another is not it");
 }
 
-Test(scripts_live, a_batch_checks_the_record_once_and_writes_the_floor_once)
+Test(scripts_live, a_batch_checks_the_record_once_and_a_wipe_refuses_it_whole)
 {
     mark();
-    /* p and q in one bucket: the second new name starts above the first */
-    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "5", MK, "redlock:p", "redlock:#fence:p",
-                          "redlock:q", "redlock:#fence:q", "60000", "a", "b3", "P.0000000000000001", "10000",
-                          "a", "b3", "Q.0000000000000002", "10000"};
-    redisReply *r = redisCommandArgv(R, 17, argv, NULL);
+    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "3", MK, "redlock:p", "redlock:q",
+                          "a", "b3", "P.0000000000000001", "10000", "a", "b3", "Q.0000000000000002", "10000"};
+    redisReply *r = redisCommandArgv(R, 14, argv, NULL);
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
     cr_assert_eq(r->element[0]->element[1]->integer, 1);
     cr_assert_eq(r->element[1]->element[1]->integer, 2);
     freeReplyObject(r);
-    cr_assert_eq(int_cmd("HGET " MK " floor"), 2);
-    cr_assert_eq(int_cmd("HGET " MK " b3"), 2);
     cmd("FLUSHALL");
-    r = redisCommandArgv(R, 17, argv, NULL);
-    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, SCRIPT_ERR_UNMARKED));
+    r = redisCommandArgv(R, 14, argv, NULL);
+    cr_assert(r && refused_as(r, SCRIPT_ERR_UNMARKED));
     freeReplyObject(r);
     cr_assert_eq(int_cmd("DBSIZE"), 0, "a wiped master refuses the whole batch, before any write");
 }
@@ -320,12 +324,13 @@ Test(scripts_live, the_marker_quarantines_every_restart_and_rejoins_with_the_rep
     cr_assert_eq(o[0], 1);
     marker("check", "run1", "5000", "0", o);
     cr_assert_eq(o[0], 1, "same run id: ready");
-    cmd("HSET " MK " floor 7");
+    cr_assert_eq(o[2], 0, "nothing granted yet");
+    cmd("HSET " MK " b5 7 nb 1");
     /* The process restarted (another run id): quarantined, the delay from the restart. */
     marker("check", "run2", "3000", "0", o);
     cr_assert_eq(o[0], 2);
     cr_assert(o[1] > 2000 && o[1] <= 3000, "pttl %lld", o[1]);
-    cr_assert_eq(o[2], 7);
+    cr_assert_eq(o[2], 1, "one counter: something was granted");
     /* Another instance connecting later does not extend it, nor end it. */
     marker("check", "run2", "100", "0", o);
     cr_assert_eq(o[0], 2);
@@ -335,7 +340,6 @@ Test(scripts_live, the_marker_quarantines_every_restart_and_rejoins_with_the_rep
     cmd("DEL redlock:#quarantine");
     marker("rejoin", "run2", "0", "50", o);
     cr_assert_eq(o[0], 1, "rejoined");
-    cr_assert_eq(o[2], 50);
     cr_assert_eq(int_cmd("HGET " MK " base"), 50);
     cr_assert_eq(int_cmd("HEXISTS " MK " q"), 0);
     marker("check", "run2", "3000", "0", o);
@@ -347,4 +351,12 @@ Test(scripts_live, the_marker_quarantines_every_restart_and_rejoins_with_the_rep
     cr_assert(o[1] > 3000 && o[1] <= 4000);
     marker("mark", "run2", "4000", "0", o);
     cr_assert_eq(o[0], 2, "mark on a marked master only reports its state");
+    /* A damaged record reads as none, and is quarantined as a lost one. */
+    cmd("DEL redlock:#quarantine");
+    cmd("HDEL " MK " q");
+    cmd("HSET " MK " nb 3");
+    marker("check", "run2", "4000", "0", o);
+    cr_assert_eq(o[0], 0, "fewer fields than it counts: unmarked");
+    marker("quarantine", "run2", "4000", "0", o);
+    cr_assert_eq(o[0], 2);
 }

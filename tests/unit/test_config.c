@@ -456,7 +456,6 @@ Test(config, defaults_are_the_documented_ones)
     cr_assert_str_eq(c->key_prefix, "redlock:");
     cr_assert(c->threads >= 1 && c->threads <= 64);
     cr_assert_eq(c->quarantine_ms, -1);
-    cr_assert_eq(c->retention_ms, -1);
     cr_assert_eq(c->trust_fsync_always, 0);
     cr_assert_eq(c->header_timeout_ms, 15000);
     cr_assert_str_eq(c->auth_tokens_file, "");
@@ -493,26 +492,9 @@ Test(config, load_without_anything_gives_defaults_and_quarantine_follows_max_ttl
     cr_assert_eq(load(c, err, sizeof err, NULL), CONFIG_OK, "%s", err);
     cr_assert_eq(c->n_masters, 5);
     cr_assert_eq(c->quarantine_ms, c->max_ttl_ms);
-    cr_assert_eq(c->retention_ms, 86400000, "24 h by default");
     free(c);
 }
 
-Test(config, retention_is_never_below_the_max_ttl)
-{
-    config *c = new_cfg();
-    char err[512];
-    cr_assert_eq(load(c, err, sizeof err, "--max-ttl-ms", "5000", "--default-ttl-ms", "1000",
-                      "--retention-ms", "4999", NULL),
-                 CONFIG_ERROR);
-    cr_assert(strstr(err, "retention 4999") && strstr(err, "max ttl 5000"), "%s", err);
-    cr_assert_eq(load(c, err, sizeof err, "--max-ttl-ms", "5000", "--default-ttl-ms", "1000",
-                      "--retention-ms", "5000", NULL),
-                 CONFIG_OK, "%s", err);
-    cr_assert_eq(c->retention_ms, 5000);
-    cr_assert_eq(load(c, err, sizeof err, "--max-ttl-ms", "172800000", NULL), CONFIG_OK, "%s", err);
-    cr_assert_eq(c->retention_ms, 172800000, "the default follows a max ttl above 24 h");
-    free(c);
-}
 
 Test(config, load_reads_every_flag_both_spellings)
 {
@@ -618,7 +600,7 @@ Test(config, help_prints_usage_with_every_variable_and_asks_to_exit)
                           "REDLOCK_DRIFT_FACTOR", "REDLOCK_DEFAULT_TTL_MS", "REDLOCK_MAX_TTL_MS",
                           "REDLOCK_MAX_WAIT_MS", "REDLOCK_KEY_PREFIX", "REDLOCK_THREADS",
                           "REDLOCK_MAX_CONNECTIONS", "REDLOCK_MAX_WAITERS",
-                          "REDLOCK_QUARANTINE_MS", "REDLOCK_RETENTION_MS", "REDLOCK_TRUST_FSYNC_ALWAYS",
+                          "REDLOCK_QUARANTINE_MS", "REDLOCK_TRUST_FSYNC_ALWAYS",
                           "REDLOCK_HEADER_TIMEOUT_MS", "REDLOCK_AUTH_TOKENS_FILE",
                           "REDLOCK_AUTH_PROBES", "REDLOCK_TLS_CERT", "REDLOCK_TLS_KEY",
                           "REDLOCK_REDIS_PASSWORD_FILE", "REDLOCK_LOG_FORMAT",
@@ -670,7 +652,6 @@ ParameterizedTestParameters(config, bad_flags_are_refused_naming_flag_and_value)
         {"--key-prefix", "a b", "--key-prefix", "'a b'"},
         {"--log-format", "xml", "--log-format", "'xml'"},
         {"--log-level", "loud", "--log-level", "'loud'"},
-        {"--retention-ms", "0", "--retention-ms", "'0'"},
         {"--trust-fsync-always", "2", "--trust-fsync-always", "'2'"},
         {"--header-timeout-ms", "99", "--header-timeout-ms", "'99'"},
         {"--auth-probes", "maybe", "--auth-probes", "'maybe'"},

@@ -643,9 +643,9 @@ Test(redlock, unmarked_master_joins_only_a_cluster_that_never_granted)
 {
     redlock_peer_view v[4] = {{0, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 1}};
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK, "all answered, no grant anywhere");
-    v[2].floor = 1;
-    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a floor above 0 is a grant");
-    v[2].floor = 0;
+    v[2].counters = 1;
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a counter is a grant on record");
+    v[2].counters = 0;
     v[3].state = 2;
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a quarantined peer forgot");
 }
@@ -664,7 +664,7 @@ Test(redlock, unmarked_master_waits_for_every_fresh_answer)
     redlock_peer_view w[3] = {{1, 7, 1}, {-1, 0, 0}, {1, 0, 0}};
     cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_QUARANTINE);
     w[0].fresh = 0;
-    cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_WAIT, "a stale floor proves nothing");
+    cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_WAIT, "a stale answer proves nothing");
     cr_assert_eq(redlock_judge_unmarked(NULL, 0), RL_VERDICT_MARK, "a cluster of one");
 }
 
