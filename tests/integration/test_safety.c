@@ -811,3 +811,41 @@ Test(safety, readyz_and_metrics_show_a_quarantined_master)
      * agree, briefly.) */
     cr_assert(h_wait_until(metrics_show_quarantine, NULL, 5000), "%s", metrics_seen);
 }
+
+/* ---- a master that answers the handshake but refuses the record's writes ---- */
+
+static long long connections_received(h_redis *r)
+{
+    char info[8192];
+    h_redis_cmd(r, info, sizeof info, "INFO stats");
+    const char *p = strstr(info, "total_connections_received:");
+    return p ? atoll(p + strlen("total_connections_received:")) : -1;
+}
+
+Test(safety, a_master_refusing_the_records_write_is_retried_with_back_off, .timeout = 60)
+{
+    /* Master 0 comes back empty and read-only (a replica of nothing, as a misconfigured
+     * master would be): it answers the handshake and the checks, and the quarantine
+     * that must be written on it fails.  The service must back off between attempts
+     * (up to a second), not reconnect tens of times a second. */
+    h_cluster_start(&C, 5, 0, "--threads 1 --quarantine-ms 60000");
+    h_require_local(&C);
+    cr_assert_eq(grant_once(&C.svc, "ro.x") > 0, 1);
+    h_redis_kill(&C.masters[0]);
+    h_redis_restart(&C.masters[0], 1);
+    h_redis_cmd(&C.masters[0], NULL, 0, "FLUSHALL"); /* whatever got written before the next */
+    h_redis_cmd(&C.masters[0], NULL, 0, "REPLICAOF 127.0.0.1 1");
+    long long c0 = connections_received(&C.masters[0]);
+    double t0 = h_now_ms();
+    while (h_now_ms() - t0 < 4000)
+        usleep(100 * 1000);
+    long long c1 = connections_received(&C.masters[0]);
+    /* Each of our own INFO calls is a connection too: 2. */
+    long long n = c1 - c0 - 1;
+    fprintf(stderr, "read-only master: %lld connections in 4 s\n", n);
+    cr_assert(n <= 16, "%lld connections in 4 s: no back-off", n);
+    cr_assert(n >= 2, "it keeps trying (%lld connections in 4 s)", n);
+    char st[32];
+    h_master_state(&C, NULL, 0, st, sizeof st, NULL);
+    cr_assert(strcmp(st, "ready") != 0, "never trusted while it refuses writes: %s", st);
+}
