@@ -497,46 +497,197 @@ return 0"
     scripts_shape
 }
 
-# scripts_shape: since the master-trust change (c9cf42e) every lock script takes
-# the master's record as KEYS[1] and the counters' retention as ARGV[1] ahead of
-# its own arguments, and refuses unless the record exists: CEIL_REC / CEIL_RET
-# hold those leading arguments (empty for the scripts before), ceiling_record
-# writes the record
-CEIL_REC=()
-CEIL_RET=()
+# The shapes the lock scripts have had.  Each is "record retention fence bucket":
+#   record     KEYS[1] is the master's record "<prefix>#master" (a hash that must
+#              exist: the script refuses with REDLOCKD_UNMARKED otherwise)
+#   retention  ARGV[1] is the counters' retention in ms, ahead of the op's own ARGV
+#   fence      acquire takes a per-name fence key after the lock key
+#   bucket     acquire's ARGV start with the name's counter bucket "b<k>"
+# and what follows:
+#   old                      (up to 6962230)  acquire KEYS lock, fence; ARGV lease, ttl
+#   record+retention         (c9cf42e)        KEYS record, lock, fence; ARGV retention, lease, ttl
+#   record+retention+bucket  (c66b46e..39ec6de) ... ARGV retention, bucket, lease, ttl
+#   record+bucket            (cfade72-)       KEYS record, lock; ARGV bucket, lease, ttl
+# release is KEYS [record,] lock; ARGV [retention,] lease, channel, origin in all;
+# SCRIPT_BATCH takes KEYS [record,] op keys...; ARGV [retention,] code, args, ...
+# with each op's keys and args as above.  check_scripts does not trust the
+# source: it tries the shapes (the likeliest first, from the source) on one
+# master and keeps the first under which acquire, a refused second acquire,
+# release and the batched acquire and release all do exactly what they should
+# to the lock key; none fitting stops the bench.
+declare -A CEIL_SHAPES=(
+    [old]="0 0 1 0"
+    [record+retention]="1 1 1 0"
+    [record+retention+bucket]="1 1 1 1"
+    [record+bucket]="1 0 0 1"
+)
+CEIL_SHAPE=
+CEIL_CANDIDATES=()
+SH_REC=0 SH_RET=0 SH_FENCE=1 SH_BUCKET=0
+CEIL_REC_KEY="ceil:#master"
+CEIL_RETENTION=86400000
+CEIL_TTL=30000
+
+# scripts_shape: the order in which check_scripts tries the shapes for
+# ACQ_SRC (a script that never reads a record is the old shape, most likely)
 scripts_shape() {
-    CEIL_REC=()
-    CEIL_RET=()
+    CEIL_SHAPE=
     if [[ $ACQ_SRC == *REDLOCKD_UNMARKED* ]]; then
-        CEIL_REC=("ceil:#master")
-        CEIL_RET=(86400000)
+        CEIL_CANDIDATES=(record+bucket record+retention+bucket record+retention old)
+    else
+        CEIL_CANDIDATES=(old record+bucket record+retention+bucket record+retention)
     fi
 }
+
+use_shape() {
+    CEIL_SHAPE=$1
+    read -r SH_REC SH_RET SH_FENCE SH_BUCKET <<<"${CEIL_SHAPES[$1]}"
+}
+
+# ceiling_record [PORT...]: writes the master's record the shape needs (all masters by default)
 ceiling_record() {
-    local p
-    ((${#CEIL_REC[@]})) || return 0
-    for p in "${REDIS_PORTS[@]}"; do
-        redis-cli -p "$p" -n 1 hset "${CEIL_REC[0]}" floor 0 base 0 >/dev/null
+    local p ports=("$@")
+    ((SH_REC)) || return 0
+    ((${#ports[@]})) || ports=("${REDIS_PORTS[@]}")
+    for p in "${ports[@]}"; do
+        if ((SH_RET)); then
+            redis-cli -p "$p" -n 1 hset "$CEIL_REC_KEY" floor 0 base 0 >/dev/null
+        else
+            redis-cli -p "$p" -n 1 hset "$CEIL_REC_KEY" cluster bench run bench base 0 nb 0 >/dev/null
+        fi
     done
 }
 
-# The ceiling's arguments follow service/scripts.h: acquire KEYS lock, fence;
-# ARGV lease, ttl.  release KEYS lock; ARGV lease, channel (each after the
-# record and retention of scripts_shape when there are).  check_scripts
-# runs each once and stops the bench when the replies do not match, so a
-# change of signature cannot go unnoticed.
+# ceiling_prepare N: the record on every master before a ceiling (shapes with
+# one) and, for the record+bucket shape, a counter in each of the N buckets the
+# phases draw from ("b" and redis-benchmark's 12-digit __rand_int__): the
+# service's names fall in SCRIPT_BUCKETS (16384) buckets, which all hold a
+# counter after the first tens of thousands of grants, so the ceiling measures
+# that steady state rather than every grant being its bucket's first (each
+# counter starts at 1: a bucket's first grant is the one that counts it in nb,
+# which a 0 would count again, and the record would then look damaged).  Done
+# before the ceiling reads the masters' CPU.
+ceiling_prepare() {
+    local p
+    ceiling_record
+    ((SH_REC && SH_BUCKET && !SH_RET)) || return 0
+    for p in "${REDIS_PORTS[@]}"; do
+        redis-cli -p "$p" -n 1 eval "local n = tonumber(ARGV[1])
+for i = 0, n - 1 do redis.call('HSET', KEYS[1], string.format('b%012d', i), 1) end
+redis.call('HSET', KEYS[1], 'nb', n)" 1 "$CEIL_REC_KEY" "$1" >/dev/null
+    done
+}
+
+# acq_call TOKEN BUCKET LEASE / rel_call TOKEN LEASE: set CALL to "numkeys keys... args..."
+# of one acquire / release of lock key ceil:TOKEN under the current shape
+CALL=()
+acq_call() {
+    local keys=() argv=()
+    if ((SH_REC)); then keys+=("$CEIL_REC_KEY"); fi
+    keys+=("ceil:$1")
+    if ((SH_FENCE)); then keys+=("ceil:#fence:$1"); fi
+    if ((SH_RET)); then argv+=("$CEIL_RETENTION"); fi
+    if ((SH_BUCKET)); then argv+=("$2"); fi
+    argv+=("$3" "$CEIL_TTL")
+    CALL=("${#keys[@]}" "${keys[@]}" "${argv[@]}")
+}
+rel_call() {
+    local keys=() argv=()
+    if ((SH_REC)); then keys+=("$CEIL_REC_KEY"); fi
+    keys+=("ceil:$1")
+    if ((SH_RET)); then argv+=("$CEIL_RETENTION"); fi
+    argv+=("$2" "ceil:#chan:$1" bench)
+    CALL=("${#keys[@]}" "${keys[@]}" "${argv[@]}")
+}
+# batch_call KIND NOPS TOKEN BUCKET LEASE: CALL for SCRIPT_BATCH carrying NOPS
+# acquires (or releases) of ceil:TOKEN
+batch_call() {
+    local kind=$1 nops=$2 keys=() argv=() k
+    if ((SH_REC)); then keys+=("$CEIL_REC_KEY"); fi
+    if ((SH_RET)); then argv+=("$CEIL_RETENTION"); fi
+    for ((k = 0; k < nops; k++)); do
+        keys+=("ceil:$3")
+        if [[ $kind == acquire ]]; then
+            if ((SH_FENCE)); then keys+=("ceil:#fence:$3"); fi
+            argv+=(a)
+            if ((SH_BUCKET)); then argv+=("$4"); fi
+            argv+=("$5" "$CEIL_TTL")
+        else
+            argv+=(r "$5" "ceil:#chan:x" bench)
+        fi
+    done
+    CALL=("${#keys[@]}" "${keys[@]}" "${argv[@]}")
+}
+
+# probe_shape PORT: whether the scripts behave under the current shape on db 1
+# of that master (flushed before and after); PROBE_WHY says what went wrong
+PROBE_WHY=
+probe_shape() {
+    local p=$1 a a2 r v t b bb br lease2=OTHERotherOTHERotherOTHERother99
+    # a refused script is an answer here (redis-cli may exit non-zero on it)
+    redis-cli -p "$p" -n 1 flushdb >/dev/null
+    ceiling_record "$p"
+    acq_call check b42 "$CEIL_LEASE"
+    a=$(redis-cli -p "$p" -n 1 eval "$ACQ_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
+    v=$(redis-cli -p "$p" -n 1 get ceil:check)
+    t=$(redis-cli -p "$p" -n 1 pttl ceil:check)
+    acq_call check b42 "$lease2"
+    a2=$(redis-cli -p "$p" -n 1 eval "$ACQ_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
+    rel_call check "$CEIL_LEASE"
+    r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
+    b=$(redis-cli -p "$p" -n 1 exists ceil:check)
+    PROBE_WHY="acquire '$a' (key '$v', pttl $t), second acquire '$a2', release '$r' (key left $b)"
+    if [[ $a != 1 || $v != "$CEIL_LEASE" || ! $t =~ ^[0-9]+$ || $t -le 0 || $t -gt $CEIL_TTL ||
+        $a2 != 0 || $r != 1 || $b != 0 ]]; then
+        redis-cli -p "$p" -n 1 flushdb >/dev/null
+        return 1
+    fi
+    if [[ -n $BATCH_SRC ]]; then
+        batch_call acquire 1 bcheck b43 "$CEIL_LEASE"
+        bb=$(redis-cli -p "$p" -n 1 eval "$BATCH_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
+        v=$(redis-cli -p "$p" -n 1 get ceil:bcheck)
+        batch_call release 1 bcheck b43 "$CEIL_LEASE"
+        br=$(redis-cli -p "$p" -n 1 eval "$BATCH_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
+        b=$(redis-cli -p "$p" -n 1 exists ceil:bcheck)
+        PROBE_WHY+="; batched acquire '$bb' (key '$v'), batched release '$br' (key left $b)"
+        if [[ $bb != 1 || $v != "$CEIL_LEASE" || $br != 1 || $b != 0 ]]; then
+            redis-cli -p "$p" -n 1 flushdb >/dev/null
+            return 1
+        fi
+    fi
+    redis-cli -p "$p" -n 1 flushdb >/dev/null
+    return 0
+}
+
+# check_scripts: picks the shape the scripts answer to (see above), or stops the
+# bench, so that a change of signature cannot go unnoticed
 CEIL_LEASE=LEASEleaseLEASEleaseLEASElease12
 check_scripts() {
-    local p=${REDIS_PORTS[0]} a r nr=${#CEIL_REC[@]}
-    ceiling_record
-    a=$(redis-cli -p "$p" -n 1 eval "$ACQ_SRC" $((2 + nr)) "${CEIL_REC[@]}" ceil:check "ceil:#fence:check" \
-        "${CEIL_RET[@]}" "$CEIL_LEASE" 30000 | head -1)
-    r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" $((1 + nr)) "${CEIL_REC[@]}" ceil:check \
-        "${CEIL_RET[@]}" "$CEIL_LEASE" "ceil:#chan:check" bench)
-    redis-cli -p "$p" -n 1 flushdb >/dev/null
-    if [[ $a != 1 || $r != 1 ]]; then
-        die "the ceiling's script arguments no longer fit $SCRIPTS_FROM (acquire replied '$a', release '$r'): update check_scripts/ceiling_phase in $0"
-    fi
+    local p=${REDIS_PORTS[0]} s tried=""
+    ((${#CEIL_CANDIDATES[@]})) || scripts_shape
+    for s in "${CEIL_CANDIDATES[@]}"; do
+        use_shape "$s"
+        if probe_shape "$p"; then
+            CEIL_CANDIDATES=("$s") # the same scripts next time: no other shape to try
+            return 0
+        fi
+        tried+="
+  $s: $PROBE_WHY"
+    done
+    CEIL_SHAPE=
+    die "the ceiling's script arguments fit none of the known shapes for $SCRIPTS_FROM:$tried
+update the shapes (CEIL_SHAPES, acq_call/rel_call/batch_call) in $0"
+}
+
+# shape_desc: the current shape in words
+shape_desc() {
+    local k="" a=""
+    if ((SH_REC)); then k+="record, "; fi
+    k+="lock"
+    if ((SH_FENCE)); then k+=", fence"; fi
+    if ((SH_RET)); then a+="retention, "; fi
+    if ((SH_BUCKET)); then a+="bucket, "; fi
+    echo "$CEIL_SHAPE shape: acquire KEYS $k; ARGV ${a}lease, ttl"
 }
 
 errors_total() { # PORT...: error replies the masters have sent so far
@@ -559,29 +710,26 @@ expires_db1() { # PORT...: keys with an expiry in db 1 (the lock keys)
 
 # ceiling_phase N PIPELINE KIND: sets PHASE_SECS, the wall time of N commands
 # on every master at once.  Keys are random in a key space of N per master
-# (redis-benchmark's __rand_int__, drawn anew in each phase), so some
-# acquires find their key taken and some releases find no key: the counts
-# are reported next to the figure.
+# (redis-benchmark's __rand_int__, drawn anew in each phase and for each
+# placeholder: the bucket "b__rand_int__" is a random "b<number>" of its own),
+# so some acquires find their key taken and some releases find no key: the
+# counts are reported next to the figure.
 PHASE_SECS=
 ceiling_phase() {
-    local n=$1 pipe=$2 kind=$3 p t0 t1 e0 e1 pids=() i=0 shas=() src nr=${#CEIL_REC[@]}
+    local n=$1 pipe=$2 kind=$3 p t0 t1 e0 e1 pids=() i=0 shas=() src
     src=$ACQ_SRC
     [[ $kind == release ]] && src=$REL_SRC
     for p in "${REDIS_PORTS[@]}"; do shas+=("$(redis-cli -p "$p" script load "$src")"); done
-    ceiling_record
+    if [[ $kind == acquire ]]; then
+        acq_call __rand_int__ b__rand_int__ "$CEIL_LEASE"
+    else
+        rel_call __rand_int__ "$CEIL_LEASE"
+    fi
     e0=$(errors_total "${REDIS_PORTS[@]}")
     t0=$(date +%s%N)
     for p in "${REDIS_PORTS[@]}"; do
-        if [[ $kind == acquire ]]; then
-            timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P "$pipe" -n "$n" -r "$n" --csv \
-                evalsha "${shas[$i]}" $((2 + nr)) "${CEIL_REC[@]}" "ceil:__rand_int__" "ceil:#fence:__rand_int__" \
-                "${CEIL_RET[@]}" "$CEIL_LEASE" 30000 >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
-        else
-            timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P "$pipe" -n "$n" -r "$n" --csv \
-                evalsha "${shas[$i]}" $((1 + nr)) "${CEIL_REC[@]}" "ceil:__rand_int__" \
-                "${CEIL_RET[@]}" "$CEIL_LEASE" "ceil:#chan:__rand_int__" bench \
-                >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
-        fi
+        timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P "$pipe" -n "$n" -r "$n" --csv \
+            evalsha "${shas[$i]}" "${CALL[@]}" >"$TMP/rb-$kind-$pipe-$i.csv" 2>&1 &
         pids+=($!)
         i=$((i + 1))
     done
@@ -589,7 +737,7 @@ ceiling_phase() {
     t1=$(date +%s%N)
     e1=$(errors_total "${REDIS_PORTS[@]}")
     if ((e1 > e0)); then
-        die "the masters answered $((e1 - e0)) errors to the $kind script during the ceiling"
+        die "the masters answered $((e1 - e0)) errors to the $kind script during the ceiling ($(shape_desc)): $(redis-cli -p "${REDIS_PORTS[0]}" info errorstats | tr -d '\r' | grep '^errorstat' | paste -sd' ' -)"
     fi
     PHASE_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
 }
@@ -598,28 +746,14 @@ ceiling_phase() {
 # SCRIPT_BATCH carrying BATCH_OPS of them per call (N operations in N/BATCH_OPS calls)
 BATCH_OPS=8
 batched_phase() {
-    local n=$1 kind=$2 p t0 t1 pids=() i=0 shas=() args=() k
+    local n=$1 kind=$2 p t0 t1 pids=() i=0 shas=() e0 e1
     for p in "${REDIS_PORTS[@]}"; do shas+=("$(redis-cli -p "$p" script load "$BATCH_SRC")"); done
-    ceiling_record
-    args=("${CEIL_REC[@]}")
-    for ((k = 0; k < BATCH_OPS; k++)); do
-        if [[ $kind == acquire ]]; then
-            args+=("ceil:__rand_int__" "ceil:#fence:__rand_int__")
-        else
-            args+=("ceil:__rand_int__")
-        fi
-    done
-    args+=("${CEIL_RET[@]}")
-    for ((k = 0; k < BATCH_OPS; k++)); do
-        if [[ $kind == acquire ]]; then args+=(a "$CEIL_LEASE" 30000); else args+=(r "$CEIL_LEASE" "ceil:#chan:x" bench); fi
-    done
-    local nk=$((BATCH_OPS + ${#CEIL_REC[@]})) e0 e1
-    [[ $kind == acquire ]] && nk=$((2 * BATCH_OPS + ${#CEIL_REC[@]}))
+    batch_call "$kind" "$BATCH_OPS" __rand_int__ b__rand_int__ "$CEIL_LEASE"
     e0=$(errors_total "${REDIS_PORTS[@]}")
     t0=$(date +%s%N)
     for p in "${REDIS_PORTS[@]}"; do
         timeout 120 redis-benchmark -p "$p" --dbnum 1 -c "$REDIS_CLIENTS" -P 4 -n "$((n / BATCH_OPS))" -r "$n" --csv \
-            evalsha "${shas[$i]}" "$nk" "${args[@]}" >"$TMP/rbb-$kind-$i.csv" 2>&1 &
+            evalsha "${shas[$i]}" "${CALL[@]}" >"$TMP/rbb-$kind-$i.csv" 2>&1 &
         pids+=($!)
         i=$((i + 1))
     done
@@ -627,7 +761,7 @@ batched_phase() {
     t1=$(date +%s%N)
     e1=$(errors_total "${REDIS_PORTS[@]}")
     if ((e1 > e0)); then
-        die "the masters answered $((e1 - e0)) errors to the batched $kind script during the ceiling"
+        die "the masters answered $((e1 - e0)) errors to the batched $kind script during the ceiling ($(shape_desc)): $(redis-cli -p "${REDIS_PORTS[0]}" info errorstats | tr -d '\r' | grep '^errorstat' | paste -sd' ' -)"
     fi
     PHASE_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
 }
@@ -635,6 +769,7 @@ batched_phase() {
 # ceiling_batched N: sets CEIL_OUT to "cycles/s redis-us-per-cycle" with batched calls
 ceiling_batched() {
     local n=$1 ta tr c0 c1 p
+    ceiling_prepare "$n"
     c0=$(cpu_ticks "${REDIS_PIDS[@]}")
     batched_phase "$n" acquire
     ta=$PHASE_SECS
@@ -651,6 +786,7 @@ ceiling_batched() {
 CEIL_OUT=
 ceiling() {
     local n=$1 pipe=$2 ta tr p k0 k1 k2 c0 c1
+    ceiling_prepare "$n"
     k0=$(expires_db1 "${REDIS_PORTS[@]}")
     c0=$(cpu_ticks "${REDIS_PIDS[@]}")
     ceiling_phase "$n" "$pipe" acquire
@@ -683,14 +819,15 @@ ceiling_run() {
     if [[ -z $ACQ_SRC ]]; then
         scripts_source
         check_scripts
-        echo "bench: raw-Redis ceiling: redis-benchmark on all $NMASTERS masters at once, EVALSHA of the scripts from $SCRIPTS_FROM"
+        SCRIPTS_FROM+=", $CEIL_SHAPE shape"
+        echo "bench: raw-Redis ceiling: redis-benchmark on all $NMASTERS masters at once, EVALSHA of the scripts from $SCRIPTS_FROM ($(shape_desc))"
     fi
     local u1 u2
     ceiling "$REDIS_N" "$REDIS_PIPE"
     read -r c1 a1 r1 ok hit u1 <<<"$CEIL_OUT"
-    # counted from the keys with an expiry: the counters have one too since the
-    # record/retention scripts, so these no longer tell lock keys apart
-    if ((${#CEIL_REC[@]})); then ok=-; hit=-; fi
+    # counted from the keys with an expiry: the counters of the retention shapes
+    # have one too, so there these do not tell lock keys apart
+    if ((SH_RET)); then ok=-; hit=-; fi
     ceiling "$((REDIS_N / 5))" 1
     read -r c2 _ _ _ _ u2 <<<"$CEIL_OUT"
     local c3=0 u3=0
@@ -1172,8 +1309,8 @@ compare_ceiling() {
         ceiling_batched "$COMPARE_CEIL_N"
         read -r c3 u3 <<<"$CEIL_OUT"
     fi
-    echo "  run $run $t ceiling (its own scripts, redis-benchmark on all masters): pipelined $c1 cycles/s, $u1 us/cycle; batched $BATCH_OPS per call $c3 cycles/s, $u3 us/cycle  load $(cut -d' ' -f1-3 /proc/loadavg)"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$t" "$c1" "$u1" "$c3" "$u3" >>"$OUT/ceiling-compare.tsv"
+    echo "  run $run $t ceiling (its own scripts, $CEIL_SHAPE shape, redis-benchmark on all masters): pipelined $c1 cycles/s, $u1 us/cycle; batched $BATCH_OPS per call $c3 cycles/s, $u3 us/cycle  load $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$t" "$c1" "$u1" "$c3" "$u3" "$CEIL_SHAPE" >>"$OUT/ceiling-compare.tsv"
 }
 
 # printscript_for_base: the baseline's scripts printed by its own printscript.c
@@ -1218,7 +1355,7 @@ bench_compare() {
     printf 'base\t%s\nnew\t%s\n' "$BASE_DESC" "$NEW_DESC" >"$OUT/builds.tsv"
     printf 'run\ttarget\tmaster_error_replies\tkeys_left\tkeys_with_expiry\n' >"$OUT/masters.tsv"
     if [[ $COMPARE_CEIL == 1 ]]; then
-        printf 'run\ttarget\tpipelined_cycles_per_s\tpipelined_redis_us_per_cycle\tbatched_cycles_per_s\tbatched_redis_us_per_cycle\n' >"$OUT/ceiling-compare.tsv"
+        printf 'run\ttarget\tpipelined_cycles_per_s\tpipelined_redis_us_per_cycle\tbatched_cycles_per_s\tbatched_redis_us_per_cycle\tscript_shape\n' >"$OUT/ceiling-compare.tsv"
     fi
     header "compare: base = $BASE_DESC
 compare: new  = $NEW_DESC
@@ -1401,6 +1538,7 @@ report_compare() {
     if [[ -f $OUT/ceiling-compare.tsv ]]; then
         echo
         echo "raw-Redis ceiling, each build's own scripts without the service (redis-benchmark, $COMPARE_CEIL_N operations of each kind per master, after each target run on its masters):"
+        echo "  script shapes (as the scripts answered to): $(awk -F'\t' 'NR > 1 && !seen[$2 "=" $7]++ { printf "%s%s %s", (n++ ? ", " : ""), $2, $7 }' "$OUT/ceiling-compare.tsv")"
         awk -F'\t' '
             function med(a, n,   i, j, x) {
                 for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
