@@ -153,8 +153,10 @@ int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n)
             all = 0;
             continue;
         }
-        /* A counter is a grant on record; a quarantine is a master that forgot. */
-        if (peers[i].state == 2 || peers[i].counters > 0)
+        /* A master with a record: the cluster may have granted (a grant needs masters
+         * that carry one), even if no counter shows it yet -- a grant in flight when
+         * this master was wiped.  It lost its data. */
+        if (peers[i].state != 0)
             return RL_VERDICT_QUARANTINE;
     }
     return all ? RL_VERDICT_MARK : RL_VERDICT_WAIT;

@@ -110,8 +110,10 @@ typedef struct redlock_peer_view {
 
 enum redlock_verdict {
     RL_VERDICT_WAIT = 0,    /* not every other master has answered a fresh check */
-    RL_VERDICT_MARK,        /* the cluster never granted anything: join as a new member */
-    RL_VERDICT_QUARANTINE,  /* a grant is on record somewhere: it lost its data */
+    RL_VERDICT_MARK,        /* no master carries a record: a new cluster, nothing was ever
+                             * granted: join it */
+    RL_VERDICT_QUARANTINE,  /* another master carries a record: the cluster may have
+                             * granted through this one, which lost its data */
 };
 
 int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n);

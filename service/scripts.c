@@ -26,7 +26,11 @@
  * cur(b)    the bucket's effective counter: max(its value, base)
  * bump(b)   a grant: cur + 1 (a new bucket field is counted in nb)
  * mine(v, l)  whether lock value v belongs to lease l (any attempt's tag)
- * untag(v)  the lease part of a lock value */
+ * untag(v)  the lease part of a lock value
+ * adopted(v)  the value an attempt writes where it finds its lease already (another
+ *           attempt's key, adopted): marked '!', so that no attempt's clean-up, which
+ *           deletes only its exact value, ever takes a key that another attempt may
+ *           have counted on (docs/DESIGN.md, section 5) */
 #define PRELUDE                                                                      \
     "local M = redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')\n"                    \
     "if not M[1] or redis.call('HLEN', KEYS[1]) < (tonumber(M[3]) or 0) + " RECORD_FIXED " then\n" \
@@ -57,6 +61,10 @@
     "  local d = string.find(v, '.', 1, true)\n"                                       \
     "  if d then return string.sub(v, 1, d - 1) end\n"                                 \
     "  return v\n"                                                                     \
+    "end\n"                                                                            \
+    "local function adopted(v)\n"                                                      \
+    "  if string.find(v, '.', 1, true) then return v .. '!' end\n"                     \
+    "  return v .. '.!'\n"                                                             \
     "end\n"
 
 /* The single-name operations, each written once as a Lua function of (key 1, key 2,
@@ -65,10 +73,10 @@
  * counter take its bucket as their first argument. */
 
 /* value: the lease, or "<lease>.<tag>".  A free key is set and the counter bumped; a
- * key held by the same lease (an idempotent retry) is adopted: this attempt's value
- * replaces the other's, so the other attempt's clean-up no longer matches it.  A
- * refusal names the holding lease, so that a round can tell "held" from votes split
- * between attempts. */
+ * key held by the same lease (an idempotent retry) is adopted: marked so that no
+ * attempt's clean-up deletes it, neither the one that set it nor this one.  A refusal
+ * names the holding lease, so that a round can tell "held" from votes split between
+ * attempts. */
 #define FN_ACQUIRE                                                                   \
     "function(key, _, b, value, ttl)\n"                                              \
     "  if redis.call('SET', key, value, 'NX', 'PX', ttl) then\n"                     \
@@ -76,7 +84,7 @@
     "  end\n"                                                                         \
     "  local v = redis.call('GET', key)\n"                                            \
     "  if mine(v, untag(value)) then\n"                                               \
-    "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
+    "    redis.call('SET', key, adopted(value), 'PX', ttl)\n"                         \
     "    return {2, cur(b)}\n"                                                        \
     "  end\n"                                                                         \
     "  return {0, redis.call('PTTL', key), cur(b), v and untag(v) or ''}\n"           \
@@ -257,7 +265,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         PRELUDE
         "local n = tonumber(ARGV[3])\n"
         "local value, lease = ARGV[1], untag(ARGV[1])\n"
-        "local held, longest, holders = false, -1, {}\n"
+        "local held, longest, holders, adopt = false, -1, {}, ''\n"
         "for i = 1, n do\n"
         "  local v = redis.call('GET', KEYS[1 + i])\n"
         "  holders[i] = ''\n"
@@ -281,11 +289,12 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  if redis.call('SET', KEYS[1 + i], value, 'NX', 'PX', ARGV[2]) then\n"
         "    r[#r + 1] = bump(ARGV[4 + i])\n"
         "  else\n"
-        "    redis.call('SET', KEYS[1 + i], value, 'PX', ARGV[2])\n"
+        "    redis.call('SET', KEYS[1 + i], adopted(value), 'PX', ARGV[2])\n"
+        "    adopt = '!'\n"
         "    r[#r + 1] = cur(ARGV[4 + i])\n"
         "  end\n"
         "end\n"
-        "redis.call('SET', KEYS[n + 2], string.sub(value, #lease + 2) .. '\\n' .. ARGV[4], 'PX', ARGV[2])\n"
+        "redis.call('SET', KEYS[n + 2], string.sub(value, #lease + 2) .. adopt .. '\\n' .. ARGV[4], 'PX', ARGV[2])\n"
         "return r\n",
     /* ARGV: t1..tn, bucket1..n. */
     [SCRIPT_MRAISE] =

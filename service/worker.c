@@ -17,18 +17,55 @@
 /* ---- master hooks ---- */
 
 /* The verdict on a master found without its record (docs/DESIGN.md, "Master trust").
- * It may join without quarantine only if the cluster has never granted anything:
- * every other master answered a check sent after this one was found bare, and none
- * shows a fencing counter or a quarantine.  Any such sign means it lost its data:
- * quarantine.  Until every master has answered, it stays out (a new cluster needs all
- * of its masters up once). */
+ * It may join without quarantine only if no master carries a record (a new cluster:
+ * nothing can have been granted): every other master answered a check sent after this
+ * one was found bare, and every one is bare too.  Any record elsewhere means it lost
+ * its data: quarantine.  Until every master has answered, it stays out (a new cluster
+ * needs all of its masters up once).  The first worker alone judges, so that the
+ * workers of one instance never race each other into quarantining a new cluster's
+ * masters; the others ask again until the verdict is on the master. */
 static void judge_unmarked(worker *w)
 {
     size_t n = w->rounds.n;
     int64_t now = clock_now_us();
+    if (w->id != 0) {
+        for (size_t i = 0; i < n; i++) {
+            master_conn *m = &w->masters[i];
+            if (m->state == MASTER_UNMARKED && now - m->check_sent_us > 20 * 1000)
+                master_recheck(m);
+        }
+        return;
+    }
+    /* A new cluster: every master bare, in answers to checks sent after the last of
+     * them was found bare.  Then all of them are marked in one pass, before any of them
+     * can answer "marked" to a verdict on another. */
+    int64_t last_bare = 0;
+    int all_bare = 1;
     for (size_t i = 0; i < n; i++) {
         master_conn *m = &w->masters[i];
         if (m->state != MASTER_UNMARKED)
+            all_bare = 0;
+        else if (m->unmarked_at_us > last_bare)
+            last_bare = m->unmarked_at_us;
+    }
+    if (all_bare) {
+        int fresh = 1;
+        for (size_t i = 0; i < n; i++) {
+            master_conn *m = &w->masters[i];
+            if (m->check_inflight || m->seen_state != 0 || m->check_sent_us < last_bare ||
+                m->check_recv_us < m->check_sent_us) {
+                fresh = 0;
+                master_recheck(m);
+            }
+        }
+        if (fresh)
+            for (size_t i = 0; i < n; i++)
+                master_resolve_marker(&w->masters[i], 0, w->app->origin);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        master_conn *m = &w->masters[i];
+        if (m->state != MASTER_UNMARKED || m->check_inflight)
             continue;
         redlock_peer_view views[CONFIG_MAX_MASTERS];
         size_t k = 0;
@@ -40,17 +77,15 @@ static void judge_unmarked(worker *w)
             views[k].counters = p->seen_counters;
             views[k].fresh = p->check_sent_us >= m->unmarked_at_us &&
                              p->check_recv_us >= p->check_sent_us && !p->check_inflight;
-            if (!views[k].fresh || views[k].state < 0)
+            if (!views[k].fresh)
                 master_recheck(p); /* no-op while one is in flight or it is down */
             k++;
         }
-        int verdict = redlock_judge_unmarked(views, k);
-        if (verdict == RL_VERDICT_QUARANTINE) {
+        /* With some master not bare, MARK cannot come out (that needs all of them bare,
+         * handled above): a record anywhere means this one lost its data. */
+        if (redlock_judge_unmarked(views, k) == RL_VERDICT_QUARANTINE) {
             master_resolve_marker(m, 1, w->app->origin);
-        } else if (verdict == RL_VERDICT_MARK) {
-            master_resolve_marker(m, 0, w->app->origin);
-        } else if (w->id == 0 && now - m->waiting_logged_us > 10 * 1000 * 1000 &&
-                   now - m->unmarked_at_us > 1000 * 1000) {
+        } else if (now - m->waiting_logged_us > 10 * 1000 * 1000 && now - m->unmarked_at_us > 1000 * 1000) {
             m->waiting_logged_us = now;
             char fields[512];
             jw j;

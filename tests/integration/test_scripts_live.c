@@ -275,8 +275,9 @@ Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_
     cr_assert_eq(acquire("r", "LEASE.bbbbbbbbbbbbbbbb", &f), 2, "same lease: an idempotent retry");
     char v[128];
     str_cmd(v, sizeof v, "GET redlock:r");
-    cr_assert_str_eq(v, "LEASE.bbbbbbbbbbbbbbbb", "the retry's tag replaced the first attempt's");
+    cr_assert_str_eq(v, "LEASE.bbbbbbbbbbbbbbbb!", "adopted: marked so that no clean-up takes it");
     cr_assert_eq(release("r", "LEASE.aaaaaaaaaaaaaaaa"), 0, "the first attempt's clean-up misses");
+    cr_assert_eq(release("r", "LEASE.bbbbbbbbbbbbbbbb"), 0, "and so does the adopter's own");
     cr_assert_eq(int_cmd("EXISTS redlock:r"), 1);
     cr_assert_eq(acquire("r", "OTHER.cccccccccccccccc", &f), 0, "another lease is refused");
     cr_assert_eq(release("r", "LEASE"), 1, "the client's release matches any tag");

@@ -639,29 +639,29 @@ Test(redlock, retry_delay_handles_the_largest_pttl_redis_can_report)
 
 /* ---- the verdict on a master found without its record (docs/DESIGN.md, rule 3) ---- */
 
-Test(redlock, unmarked_master_joins_only_a_cluster_that_never_granted)
+Test(redlock, unmarked_master_joins_only_a_cluster_where_no_master_has_a_record)
 {
-    redlock_peer_view v[4] = {{0, 0, 1}, {1, 0, 1}, {1, 0, 1}, {0, 0, 1}};
-    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK, "all answered, no grant anywhere");
-    v[2].counters = 1;
-    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a counter is a grant on record");
-    v[2].counters = 0;
-    v[3].state = 2;
-    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a quarantined peer forgot");
+    redlock_peer_view v[4] = {{0, 0, 1}, {0, 0, 1}, {0, 0, 1}, {0, 0, 1}};
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK, "all bare: a new cluster");
+    v[2].state = 1;
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE,
+                 "a record elsewhere, even with no counter yet: a grant may be in flight");
+    v[2].state = 2;
+    cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE, "a quarantined peer too");
 }
 
 Test(redlock, unmarked_master_waits_for_every_fresh_answer)
 {
-    redlock_peer_view v[4] = {{1, 0, 1}, {1, 0, 1}, {1, 0, 1}, {-1, 0, 0}};
+    redlock_peer_view v[4] = {{0, 0, 1}, {0, 0, 1}, {0, 0, 1}, {-1, 0, 0}};
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_WAIT, "one master never answered");
-    v[3] = (redlock_peer_view){1, 0, 0};
+    v[3] = (redlock_peer_view){0, 0, 0};
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_WAIT,
-                 "an answer older than the observation may hide a grant and a wipe");
+                 "an answer older than the observation may hide a record written since");
     v[3].fresh = 1;
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK);
-    /* A stale view that shows no grant never marks; a fresh one that shows a grant
-     * quarantines at once, whatever the others. */
-    redlock_peer_view w[3] = {{1, 7, 1}, {-1, 0, 0}, {1, 0, 0}};
+    /* A fresh record anywhere quarantines at once, whatever the others; a stale one
+     * proves nothing. */
+    redlock_peer_view w[3] = {{1, 7, 1}, {-1, 0, 0}, {0, 0, 0}};
     cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_QUARANTINE);
     w[0].fresh = 0;
     cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_WAIT, "a stale answer proves nothing");
