@@ -155,8 +155,10 @@ class Env:
                            "--masters", ",".join("127.0.0.1:%d" % m for m in self.masters)]
                 p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
             self.procs.append(p)
-            wait_until(lambda: p.poll() is not None or http_get(url + "/healthz")[0] == 200,
-                       15, "the service at %s to answer /healthz" % url)
+            # /readyz: a quorum of masters trusted by every worker (a new cluster's
+            # masters are judged and marked first); /healthz only says it serves HTTP.
+            wait_until(lambda: p.poll() is not None or http_get(url + "/readyz")[0] == 200,
+                       15, "the service at %s to answer /readyz" % url)
             if p.poll() is None:
                 self.services.append((p, url, log))
                 if self.url is None:
