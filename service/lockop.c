@@ -68,8 +68,24 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     return env->buckets && env->epochs ? 0 : -1;
 }
 
+static void q_drop_all(lockop_env *env, waitq *q)
+{
+    while (q) {
+        waitq *next = q->next;
+        loop_timer_stop(env->rounds->loop, &q->retry);
+        loop_timer_stop(env->rounds->loop, &q->gc);
+        free(q);
+        q = next;
+    }
+}
+
 void lockop_env_fini(lockop_env *env)
 {
+    /* Queues that only what was known still kept (their waiters were answered). */
+    for (size_t b = 0; env->buckets && b < env->nbuckets; b++)
+        q_drop_all(env, env->buckets[b]);
+    q_drop_all(env, env->mqueues);
+    env->mqueues = NULL;
     free(env->buckets);
     env->buckets = NULL;
     free(env->epochs);
