@@ -80,6 +80,25 @@ def redis_get(addr, key):
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def redis_hget(addr, key, field):
+    """HGET key field on a master with redis-cli (None if unreachable or absent)."""
+    host, port = addr.rsplit(":", 1)
+    try:
+        out = subprocess.run(["redis-cli", "-h", host, "-p", port, "--raw", "HGET", key, field],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def bucket(name):
+    """The service's counter bucket of a name: FNV-1a 64-bit modulo 16384."""
+    h = 1469598103934665603
+    for b in name.encode():
+        h = ((h ^ b) * 1099511628211) % (1 << 64)
+    return "b%d" % (h % 16384)
+
+
 def uniq(prefix):
     return f"{prefix}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
 
@@ -107,9 +126,10 @@ def step_api(c, masters, key_prefix):
         held = [m for m in masters if redis_get(m, key_prefix + name) == lease]
         check(len(held) >= len(masters) // 2 + 1, f"the lease is the value of {key_prefix}{name} on a quorum of masters",
               f"on {held}")
-        fences = [redis_get(m, f"{key_prefix}#fence:{name}") for m in masters]
+        fences = [redis_hget(m, f"{key_prefix}#master", bucket(name)) for m in masters]
         check(sum(f == str(g1.get("fencing_token")) for f in fences) >= len(masters) // 2 + 1,
-              f"fencing counter {key_prefix}#fence:{name} equals the token on a quorum", str(fences))
+              f"fencing counter {key_prefix}#master {bucket(name)} equals the token on a quorum",
+              str(fences))
 
     s, h, b = c.req("POST", f"/locks/{name}")
     check(s == 409 and b.get("error") == "lock_held", "second POST 409 lock_held", f"{s} {b}")
