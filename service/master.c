@@ -202,7 +202,6 @@ static void apply_marker(master_conn *m, redisReply *reply)
     int st = (int)reply->element[0]->integer;
     long long pttl = reply->element[1]->integer;
     m->seen_state = st;
-    m->seen_counters = reply->element[2]->integer;
     m->check_recv_us = now;
     if (st == 0) {
         if (m->state != MASTER_UNMARKED)

@@ -91,7 +91,6 @@ struct master_conn {
     int fsync_always;          /* appendonly yes and appendfsync always */
     /* the last check of the master's record (for the verdict on unmarked masters) */
     int seen_state;            /* -1 unknown, 0 unmarked, 1 ready, 2 quarantined */
-    int64_t seen_counters;     /* fencing counters in its record (0: never granted) */
     int64_t check_sent_us, check_recv_us;
     int check_inflight;
     int64_t unmarked_at_us;    /* when it was last found without its record */

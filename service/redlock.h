@@ -99,12 +99,9 @@ int64_t redlock_retry_delay_ms(int lock_held, int64_t retry_after_ms, int64_t re
 
 /* The verdict on a master found without its record (docs/DESIGN.md, rule 3), from what
  * the other masters answered.  state: -1 unknown, 0 unmarked, 1 ready, 2 quarantined;
- * counters: how many fencing counters its record holds (above 0 once anything was
- * granted through it); fresh: that answer is to a check sent after the master was
- * found bare. */
+ * fresh: that answer is to a check sent after the master was found bare. */
 typedef struct redlock_peer_view {
     int state;
-    int64_t counters;
     int fresh;
 } redlock_peer_view;
 

@@ -74,7 +74,6 @@ static void judge_unmarked(worker *w)
             if (j == i)
                 continue;
             views[k].state = p->state >= MASTER_UNMARKED ? p->seen_state : -1;
-            views[k].counters = p->seen_counters;
             views[k].fresh = p->check_sent_us >= m->unmarked_at_us &&
                              p->check_recv_us >= p->check_sent_us && !p->check_inflight;
             if (!views[k].fresh)

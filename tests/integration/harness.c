@@ -936,3 +936,15 @@ void h_proxy_stop(h_proxy *p)
     close(p->wake[1]);
     free(p);
 }
+
+void h_align_wall_clock(int from_ms, int to_ms)
+{
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ms = ts.tv_nsec / 1000000;
+        if (ms >= from_ms && ms < to_ms)
+            return;
+        usleep(2000);
+    }
+}

@@ -114,6 +114,10 @@ void h_proxy_set_delay(h_proxy *p, int delay_ms);
 int h_proxy_queued(const h_proxy *p);
 void h_proxy_stop(h_proxy *p);
 
+/* Wait until the wall clock is between from_ms and to_ms into its second (to time a
+ * restart against INFO's whole-second uptime). */
+void h_align_wall_clock(int from_ms, int to_ms);
+
 /* Monotonic milliseconds. */
 double h_now_ms(void);
 /* Wait until cond(arg) is true or timeout_ms passes; returns 1 if it became true. */

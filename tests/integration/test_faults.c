@@ -231,19 +231,6 @@ static int all_ready_and_in(void *arg)
     return all_ready(NULL);
 }
 
-/* Wait until the wall clock is between from_ms and to_ms into its second. */
-static void align_wall_clock(int from_ms, int to_ms)
-{
-    for (;;) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long ms = ts.tv_nsec / 1000000;
-        if (ms >= from_ms && ms < to_ms)
-            return;
-        usleep(2000);
-    }
-}
-
 /* A master restarted with its AOF may have lost the writes of its last moments
  * (appendfsync everysec, or a disk that lied): it sits out the delay all the same,
  * counted from the restart, then rejoins with its data.
@@ -258,12 +245,12 @@ Test(faults, master_restarted_with_its_aof_is_quarantined_for_the_delay)
     h_require_local(&C);
     char lease[200];
     cr_assert_eq(h_acquire(&C, "aof.keep", "ttl_ms=60000", lease, sizeof lease, NULL), 201);
-    align_wall_clock(850, 880);
+    h_align_wall_clock(850, 880);
     double t0 = h_now_ms(); /* before the restart: the delay runs from a later instant */
     h_redis_kill(&C.masters[2]);
     h_redis_restart(&C.masters[2], 0);
     h_redis_freeze(&C.masters[2]); /* its connect is accepted; the handshake waits */
-    align_wall_clock(30, 80);      /* into the next second */
+    h_align_wall_clock(30, 80);      /* into the next second */
     h_redis_thaw(&C.masters[2]);
     cr_assert(h_wait_until(judged, (void *)(intptr_t)2, 10000), "the service looks at the restarted master");
     long long rem = -1;

@@ -297,19 +297,6 @@ Test(safety, master_that_lost_its_last_writes_is_kept_out_by_a_new_instance)
     later_token_is_larger(&S2, "lost.writes", lease, tok);
 }
 
-/* Wait until the wall clock is between from_ms and to_ms into its second. */
-static void align_wall_clock(int from_ms, int to_ms)
-{
-    for (;;) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long ms = ts.tv_nsec / 1000000;
-        if (ms >= from_ms && ms < to_ms)
-            return;
-        usleep(2000);
-    }
-}
-
 /* The same loss, with the timing of a real crash: the grant, the crash and the
  * restart late in one wall-clock second, the service's first look at the restarted
  * master early in the next (the new process is held with SIGSTOP until then, as a
@@ -323,7 +310,7 @@ Test(safety, quarantine_is_not_cut_short_by_a_whole_second_uptime)
     take_out(&C.svc, 3, 4);
     long long before = h_redis_aof_size(&C.masters[2]);
     cr_assert_gt(before, 0);
-    align_wall_clock(700, 750);
+    h_align_wall_clock(700, 750);
     char lease[200];
     long long tok = 0, validity = 0;
     double t0 = h_now_ms();
@@ -335,7 +322,7 @@ Test(safety, quarantine_is_not_cut_short_by_a_whole_second_uptime)
     h_redis_aof_truncate(&C.masters[2], before);
     h_redis_restart(&C.masters[2], 0);
     h_redis_freeze(&C.masters[2]);
-    align_wall_clock(30, 80); /* the next second */
+    h_align_wall_clock(30, 80); /* the next second */
     h_redis_thaw(&C.masters[2]);
     cr_assert_eq(exists(2, "redlock:late.second"), 0, "master 2 lost the grant");
     bring_back(&C.svc, 3, 4);

@@ -641,7 +641,7 @@ Test(redlock, retry_delay_handles_the_largest_pttl_redis_can_report)
 
 Test(redlock, unmarked_master_joins_only_a_cluster_where_no_master_has_a_record)
 {
-    redlock_peer_view v[4] = {{0, 0, 1}, {0, 0, 1}, {0, 0, 1}, {0, 0, 1}};
+    redlock_peer_view v[4] = {{0, 1}, {0, 1}, {0, 1}, {0, 1}};
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK, "all bare: a new cluster");
     v[2].state = 1;
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_QUARANTINE,
@@ -652,16 +652,16 @@ Test(redlock, unmarked_master_joins_only_a_cluster_where_no_master_has_a_record)
 
 Test(redlock, unmarked_master_waits_for_every_fresh_answer)
 {
-    redlock_peer_view v[4] = {{0, 0, 1}, {0, 0, 1}, {0, 0, 1}, {-1, 0, 0}};
+    redlock_peer_view v[4] = {{0, 1}, {0, 1}, {0, 1}, {-1, 0}};
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_WAIT, "one master never answered");
-    v[3] = (redlock_peer_view){0, 0, 0};
+    v[3] = (redlock_peer_view){0, 0};
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_WAIT,
                  "an answer older than the observation may hide a record written since");
     v[3].fresh = 1;
     cr_assert_eq(redlock_judge_unmarked(v, 4), RL_VERDICT_MARK);
     /* A fresh record anywhere quarantines at once, whatever the others; a stale one
      * proves nothing. */
-    redlock_peer_view w[3] = {{1, 7, 1}, {-1, 0, 0}, {0, 0, 0}};
+    redlock_peer_view w[3] = {{1, 1}, {-1, 0}, {0, 0}};
     cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_QUARANTINE);
     w[0].fresh = 0;
     cr_assert_eq(redlock_judge_unmarked(w, 3), RL_VERDICT_WAIT, "a stale answer proves nothing");
