@@ -8,7 +8,7 @@
 #include <string.h>
 #include <hiredis/hiredis.h>
 
-#include "notify.h"
+#include "keys.h"
 #include "reply.h"
 #include "scripts.h"
 
@@ -78,6 +78,11 @@ static void q_drop_all(lockop_env *env, waitq *q)
     }
 }
 
+uint64_t lockop_counter(const lockop_env *env, int c)
+{
+    return c >= 0 && c < CNT__COUNT ? __atomic_load_n(&env->counters[c], __ATOMIC_RELAXED) : 0;
+}
+
 void lockop_env_fini(lockop_env *env)
 {
     /* Queues that only what was known still kept (their waiters were answered). */
@@ -91,14 +96,6 @@ void lockop_env_fini(lockop_env *env)
     env->epochs = NULL;
 }
 
-size_t lockop_name_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return (size_t)h;
-}
-
 /* Releases seen of names with this hash.  A waiter's attempt notes the count when it
  * is sent; if it moved by the time the attempt is refused, a release came while it
  * was in flight and the attempt may have lost to nothing: it retries at once.  This
@@ -106,7 +103,7 @@ size_t lockop_name_hash(const char *s, size_t n)
  * cost a spurious retry. */
 static uint32_t *epoch_slot(lockop_env *env, const char *name, size_t len)
 {
-    return &env->epochs[lockop_name_hash(name, len) & (LOCKOP_EPOCHS - 1)];
+    return &env->epochs[keys_name_hash(name, len) & (LOCKOP_EPOCHS - 1)];
 }
 
 static uint32_t op_epoch(lockop *op)
@@ -121,7 +118,7 @@ static uint32_t op_epoch(lockop *op)
 
 static waitq **bucket_of(lockop_env *env, const char *name, size_t len)
 {
-    return &env->buckets[lockop_name_hash(name, len) & (env->nbuckets - 1)];
+    return &env->buckets[keys_name_hash(name, len) & (env->nbuckets - 1)];
 }
 
 static waitq *waitq_find(lockop_env *env, const char *name, size_t len)
@@ -135,24 +132,16 @@ static waitq *waitq_find(lockop_env *env, const char *name, size_t len)
 /* ---- keys and script arguments ---- */
 
 typedef struct keybuf {
-    char key[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 1];
-    char chan[sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 12];
-    char bucket[16];
+    char key[KEYS_MAX], chan[KEYS_MAX], bucket[KEYS_BUCKET_MAX];
     size_t key_len, chan_len, bucket_len;
 } keybuf;
-
-/* The counter bucket of a name (scripts.c: the floor its missing counter starts above). */
-static size_t bucket_of_name(const char *name, size_t len, char *buf, size_t cap)
-{
-    return (size_t)snprintf(buf, cap, "b%zu", lockop_name_hash(name, len) % SCRIPT_BUCKETS);
-}
 
 static void make_keys(const lockop *op, keybuf *kb)
 {
     const char *prefix = op->env->conf->key_prefix;
-    kb->bucket_len = bucket_of_name(op->name, op->name_len, kb->bucket, sizeof kb->bucket);
-    kb->key_len = (size_t)snprintf(kb->key, sizeof kb->key, "%s%.*s", prefix, (int)op->name_len, op->name);
-    kb->chan_len = notify_channel(prefix, op->name, op->name_len, kb->chan, sizeof kb->chan);
+    kb->bucket_len = keys_bucket(op->name, op->name_len, kb->bucket, sizeof kb->bucket);
+    kb->key_len = keys_lock(prefix, op->name, op->name_len, kb->key, sizeof kb->key);
+    kb->chan_len = keys_released(prefix, op->name, op->name_len, kb->chan, sizeof kb->chan);
 }
 
 /* Completion: always from the loop, through the wait timer set to "now". */
@@ -238,7 +227,7 @@ int lockop_hot(const int64_t *heat, const char *name, size_t len, int64_t now_us
 {
     if (!heat)
         return 0;
-    return __atomic_load_n(&heat[lockop_name_hash(name, len) & (LOCKOP_EPOCHS - 1)], __ATOMIC_RELAXED) > now_us;
+    return __atomic_load_n(&heat[keys_name_hash(name, len) & (LOCKOP_EPOCHS - 1)], __ATOMIC_RELAXED) > now_us;
 }
 
 /* name saw contention: route its operations to this worker for a while. */
@@ -246,7 +235,7 @@ static void heat_up(lockop *op)
 {
     if (!op->env->heat || op->multi)
         return;
-    int64_t *slot = &op->env->heat[lockop_name_hash(op->name, op->name_len) & (LOCKOP_EPOCHS - 1)];
+    int64_t *slot = &op->env->heat[keys_name_hash(op->name, op->name_len) & (LOCKOP_EPOCHS - 1)];
     __atomic_store_n(slot, clock_now_us() + (int64_t)HEAT_MS * 1000, __ATOMIC_RELAXED);
 }
 
@@ -366,9 +355,9 @@ static void publish(waitq *q)
 {
     if (!q->env->known)
         return;
-    uint64_t nh = lockop_name_hash(q->name, q->name_len);
+    uint64_t nh = keys_name_hash(q->name, q->name_len);
     publish_slot(q->env->known + (nh & (LOCKOP_EPOCHS - 1)), nh,
-                 lockop_name_hash(q->known_lease, q->known_len), q->known_until_us, q->known_free_us);
+                 keys_name_hash(q->known_lease, q->known_len), q->known_until_us, q->known_free_us);
 }
 
 int lockop_known_held(const lockop_known *known, const char *name, size_t len, const char *lease,
@@ -376,7 +365,7 @@ int lockop_known_held(const lockop_known *known, const char *name, size_t len, c
 {
     if (!known)
         return 0;
-    uint64_t nh = lockop_name_hash(name, len);
+    uint64_t nh = keys_name_hash(name, len);
     const lockop_known *k = known + (nh & (LOCKOP_EPOCHS - 1));
     uint32_t s1 = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
     if (s1 & 1)
@@ -388,7 +377,7 @@ int lockop_known_held(const lockop_known *known, const char *name, size_t len, c
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&k->seq, __ATOMIC_RELAXED) != s1)
         return 0;
-    if (h != nh || until <= now_us || (lease && lh == lockop_name_hash(lease, lease_len)))
+    if (h != nh || until <= now_us || (lease && lh == keys_name_hash(lease, lease_len)))
         return 0;
     *retry_after_ms = (free_us - now_us + 999) / 1000;
     return 1;
@@ -398,7 +387,7 @@ static void know(waitq *q, const char *lease, size_t len, int64_t free_in_ms)
 {
     int64_t now = clock_now_us();
     lockop_env *env = q->env;
-    if (env->nkeepers > 1 && lockop_name_hash(q->name, q->name_len) % env->nkeepers != env->keeper_id)
+    if (env->nkeepers > 1 && keys_name_hash(q->name, q->name_len) % env->nkeepers != env->keeper_id)
         return; /* not this worker's name: its releases may never be heard here */
     if (len > LEASE_MAX_LEN || free_in_ms <= 0) {
         q->known_until_us = 0;
@@ -566,7 +555,7 @@ void lockop_wake(lockop_env *env, const char *name, size_t len)
     } else if (env->known) {
         /* Released here while another worker keeps the name: take back at once what
          * that worker published (it forgets its own when the wake reaches it). */
-        uint64_t nh = lockop_name_hash(name, len);
+        uint64_t nh = keys_name_hash(name, len);
         publish_slot(env->known + (nh & (LOCKOP_EPOCHS - 1)), nh, 0, 0, 0);
     }
     for (waitq *m = env->mqueues; m; m = m->next)
@@ -1209,7 +1198,7 @@ static void multi_decode(round *rd, size_t i, const struct redisReply *r, redloc
         for (size_t j = 0; j < n; j++) { /* who holds each name here (0: free or ours) */
             const redisReply *h = rep->elements == 2 * n + 2 ? rep->element[2 + n + j] : NULL;
             mu->holders[i * n + j] = h && h->type == REDIS_REPLY_STRING && h->len
-                                         ? lockop_name_hash(h->str, h->len) | 1 : 0;
+                                         ? keys_name_hash(h->str, h->len) | 1 : 0;
         }
     } else {
         return;
@@ -1232,20 +1221,19 @@ static void multi_decode(round *rd, size_t i, const struct redisReply *r, redloc
 
 /* Keys of a multi-name op: lock keys, fence keys, then the set key. */
 typedef struct multikeys {
-    char buf[LOCKOP_MULTI_MAX * 2 + 1][sizeof(((config *)0)->key_prefix) + NAME_MAX_LEN + 160];
+    char buf[LOCKOP_MULTI_MAX + 1][KEYS_MAX];
     const char *argv[LOCKOP_MULTI_MAX * 3 + 8];
     size_t lens[LOCKOP_MULTI_MAX * 3 + 8];
 } multikeys;
 
 static size_t set_key(const lockop *op, char *buf, size_t cap)
 {
-    return (size_t)snprintf(buf, cap, "%s#set:%.*s", op->env->conf->key_prefix, (int)op->lease_len,
-                            op->lease);
+    return keys_set(op->env->conf->key_prefix, op->lease, op->lease_len, buf, cap);
 }
 
 static void mrelease_send(lockop *op, round *rd)
 {
-    char key[512];
+    char key[KEYS_MAX];
     size_t kl = set_key(op, key, sizeof key);
     const char *prefix = op->env->conf->key_prefix;
     /* The client's release: by lease, within its token's scope.  A failed attempt's
@@ -1275,7 +1263,7 @@ static void attempt_multi(lockop *op, round *rd)
     const char *prefix = op->env->conf->key_prefix;
     size_t n = mu->n, a = 0;
     for (size_t j = 0; j < n; j++) {
-        mk->lens[a] = (size_t)snprintf(mk->buf[a], sizeof mk->buf[a], "%s%s", prefix, mu->names[j]);
+        mk->lens[a] = keys_lock(prefix, mu->names[j], mu->lens[j], mk->buf[a], sizeof mk->buf[a]);
         mk->argv[a] = mk->buf[a];
         a++;
     }
@@ -1294,9 +1282,9 @@ static void attempt_multi(lockop *op, round *rd)
     mk->argv[a] = ttl; mk->lens[a++] = (size_t)snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
     mk->argv[a] = cnt; mk->lens[a++] = (size_t)snprintf(cnt, sizeof cnt, "%zu", n);
     mk->argv[a] = joined; mk->lens[a++] = jl;
-    char bks[LOCKOP_MULTI_MAX][16];
+    char bks[LOCKOP_MULTI_MAX][KEYS_BUCKET_MAX];
     for (size_t j = 0; j < n; j++) {
-        mk->lens[a] = bucket_of_name(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
+        mk->lens[a] = keys_bucket(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
         mk->argv[a++] = bks[j];
     }
     rd->decode = multi_decode;
@@ -1357,12 +1345,12 @@ static void macquire_done(round *rd)
         rr->wait_all = 1;
         rr->decode = multi_decode;
         multikeys *mk = malloc(sizeof *mk);
-        char toks[LOCKOP_MULTI_MAX][24], bks[LOCKOP_MULTI_MAX][16];
+        char toks[LOCKOP_MULTI_MAX][24], bks[LOCKOP_MULTI_MAX][KEYS_BUCKET_MAX];
         if (mk) {
             for (size_t j = 0; j < n; j++) {
                 mk->lens[j] = (size_t)snprintf(toks[j], sizeof toks[j], "%llu", (unsigned long long)mu->tokens[j]);
                 mk->argv[j] = toks[j];
-                mk->lens[n + j] = bucket_of_name(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
+                mk->lens[n + j] = keys_bucket(mu->names[j], mu->lens[j], bks[j], sizeof bks[j]);
                 mk->argv[n + j] = bks[j];
             }
             round_send(rr, SCRIPT_MRAISE, 0, (int)(2 * n), mk->argv, mk->lens, mask);
@@ -1670,7 +1658,7 @@ void lockop_start(lockop *op)
         rd = round_new(env->rounds, extend_done, op);
         if (!rd)
             break;
-        char setk[512];
+        char setk[KEYS_MAX];
         size_t setl = set_key(op, setk, sizeof setk);
         const char *argv[] = {kb.key, setk, kb.bucket, op->lease, ttl};
         size_t lens[] = {kb.key_len, setl, kb.bucket_len, op->lease_len, (size_t)tl};

@@ -148,9 +148,8 @@ typedef struct lockop_multi {
     int out_of_scope;           /* MRELEASE: a master said a name is outside op->scope */
 } lockop_multi;
 
-/* The hash names are kept under (also how worker.c picks the worker that keeps a
- * name's waiters). */
-size_t lockop_name_hash(const char *name, size_t len);
+/* A counter of env's (any thread: a relaxed read). */
+uint64_t lockop_counter(const lockop_env *env, int counter);
 
 /* Make op a multi-name op over names (valid, distinct, 1..LOCKOP_MULTI_MAX).
  * Returns 0 or -1 (allocation). */

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "keys.h"
+
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
@@ -532,8 +534,8 @@ void master_init(master_conn *m, const config *conf, int index, void *owner, loo
     m->timer.cb = on_timer;
     m->backoff_ms = BACKOFF_MIN_MS;
     m->seen_state = -1;
-    m->mkey_len = (size_t)snprintf(m->mkey, sizeof m->mkey, "%s#master", conf->key_prefix);
-    snprintf(m->qkey, sizeof m->qkey, "%s#quarantine", conf->key_prefix);
+    m->mkey_len = keys_record(conf->key_prefix, m->mkey, sizeof m->mkey);
+    keys_quarantine(conf->key_prefix, m->qkey, sizeof m->qkey);
     stat_set_int(&m->state, MASTER_DOWN);
 }
 

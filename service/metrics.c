@@ -54,7 +54,7 @@ static uint64_t sum_counter(app *a, int c)
 {
     uint64_t s = 0;
     for (size_t i = 0; i < a->nworkers; i++)
-        s += ld(&a->workers[i]->ops.counters[c]);
+        s += lockop_counter(&a->workers[i]->ops, c);
     return s;
 }
 

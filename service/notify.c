@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "keys.h"
+
 typedef struct sub_conn {
     notify *n;
     const config_master *cfg;
@@ -30,12 +32,6 @@ struct notify {
     char **channels;
     size_t nchannels, cap;
 };
-
-size_t notify_channel(const char *prefix, const char *name, size_t len, char *buf, size_t cap)
-{
-    int k = snprintf(buf, cap, "%s#released:%.*s", prefix, (int)len, name);
-    return k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
-}
 
 /* ---- event adapter ---- */
 
@@ -111,10 +107,10 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     if (!confirmed && origin && msg->type == REDIS_REPLY_STRING && strlen(origin) == msg->len &&
         memcmp(msg->str, origin, msg->len) == 0)
         return; /* released through this instance: its waiters were woken then */
-    char prefix[160];
-    size_t pl = (size_t)snprintf(prefix, sizeof prefix, "%s#released:", s->n->cfg->key_prefix);
-    if (chan->len > pl && memcmp(chan->str, prefix, pl) == 0)
-        s->n->cb(s->n->owner, chan->str + pl, chan->len - pl);
+    size_t nl;
+    const char *name = keys_released_name(s->n->cfg->key_prefix, chan->str, chan->len, &nl);
+    if (name)
+        s->n->cb(s->n->owner, name, nl);
 }
 
 static void send_subscribe(sub_conn *s, const char *channel, int subscribe)
@@ -243,7 +239,7 @@ void notify_free(notify *n)
 void notify_subscribe(notify *n, const char *name, size_t len)
 {
     char ch[512];
-    notify_channel(n->cfg->key_prefix, name, len, ch, sizeof ch);
+    keys_released(n->cfg->key_prefix, name, len, ch, sizeof ch);
     if (n->nchannels == n->cap) {
         size_t cap = n->cap ? n->cap * 2 : 16;
         char **nc = realloc(n->channels, cap * sizeof *nc);
@@ -263,7 +259,7 @@ void notify_subscribe(notify *n, const char *name, size_t len)
 void notify_unsubscribe(notify *n, const char *name, size_t len)
 {
     char ch[512];
-    notify_channel(n->cfg->key_prefix, name, len, ch, sizeof ch);
+    keys_released(n->cfg->key_prefix, name, len, ch, sizeof ch);
     for (size_t i = 0; i < n->nchannels; i++)
         if (strcmp(n->channels[i], ch) == 0) {
             free(n->channels[i]);

@@ -1,5 +1,5 @@
 /* notify.h -- release notifications across service instances: one subscriber
- * connection per master per worker, subscribed to "<prefix>#released:<name>" for
+ * connection per master per worker, subscribed to "<prefix>#released:<name>" (keys.h) for
  * exactly the names that have parked waiters on this worker.  The release script
  * publishes on that channel, so a waiter here learns of a release made through any
  * other instance without waiting for its next poll (the poll stays as the fallback). */
@@ -28,8 +28,5 @@ void notify_start(notify *n);
  * queue of waiters created / destroyed). */
 void notify_subscribe(notify *n, const char *name, size_t len);
 void notify_unsubscribe(notify *n, const char *name, size_t len);
-
-/* The channel for name into buf; returns its length. */
-size_t notify_channel(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
 
 #endif

@@ -12,11 +12,13 @@
  * attempt wrote; a release or extend by the client matches the lease whatever the tag.
  *
  * Fencing counters live in the record too, one per bucket of names (a name's bucket is
- * its hash modulo SCRIPT_BUCKETS, chosen by the service, field "b<k>"): nothing per
+ * its hash modulo KEYS_BUCKETS (keys.h), chosen by the service, field "b<k>"): nothing per
  * name outlives its lock, and the master's state stays bounded whatever the number of
  * names.  A bucket's counter only grows, so every name's tokens do.  The record's base
  * (set by a repair) stands in for counters older than what the master forgot. */
 #include "scripts.h"
+
+#include "keys.h"
 
 /* Fields of the record besides the buckets: cluster, run, base, nb (the number of
  * bucket fields).  A record with fewer fields than nb + RECORD_FIXED lost some. */
@@ -331,7 +333,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  local v = redis.call('GET', k)\n"
         "  if (exact and v == who) or (not exact and mine(v, lease)) then\n"
         "    redis.call('DEL', k)\n"
-        "    redis.call('PUBLISH', prefix .. '#released:' .. name, ARGV[3])\n"
+        "    redis.call('PUBLISH', prefix .. '" KEYS_RELEASED "' .. name, ARGV[3])\n"
         "    n = n + 1\n"
         "  end\n"
         "end\n"

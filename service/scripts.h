@@ -9,7 +9,7 @@
 enum script_id {
     /* Every lock script: KEYS[1] the master's record (master.c adds it); the shapes
      * below are what follows it.  A bucket is "b<k>", k a name's hash modulo
-     * SCRIPT_BUCKETS: the name's fencing counter. */
+     * KEYS_BUCKETS (keys.h): the name's fencing counter. */
     SCRIPT_ACQUIRE = 0, /* KEYS lock; ARGV bucket, value, ttl -> {1,F} new | {2,F} same lease
                          * (adopted) | {0,pttl,F,holder lease} */
     SCRIPT_RAISE,       /* ARGV bucket, token -> F after max(F, token) */
@@ -37,9 +37,6 @@ enum script_id {
 
 #define SCRIPT_ERR_UNMARKED "REDLOCKD_UNMARKED"
 #define SCRIPT_ERR_QUARANTINED "REDLOCKD_QUARANTINED"
-
-/* A name's counter bucket (scripts.c): "b" and its hash modulo SCRIPT_BUCKETS. */
-#define SCRIPT_BUCKETS 16384
 
 /* The Lua source of a script. */
 const char *script_source(int id);

@@ -11,6 +11,7 @@
 
 #include "http.h"
 #include "jw.h"
+#include "keys.h"
 
 #define TICK_MS 20
 
@@ -166,7 +167,7 @@ static const master_hooks hooks = {
 
 static worker *keeper_of(const app *a, const char *name, size_t len)
 {
-    return a->workers[lockop_name_hash(name, len) % a->nworkers];
+    return a->workers[keys_name_hash(name, len) % a->nworkers];
 }
 
 static void on_released(lockop_env *env, const char *name, size_t len)

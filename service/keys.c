@@ -1,0 +1,63 @@
+/* keys.c -- the key and channel names of keys.h. */
+#include "keys.h"
+
+#include <stdio.h>
+#include <string.h>
+
+
+uint64_t keys_name_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* see keys.h: never change it */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static size_t fit(int k, size_t cap)
+{
+    if (k < 0)
+        return 0;
+    return (size_t)k < cap ? (size_t)k : (cap ? cap - 1 : 0);
+}
+
+size_t keys_lock(const char *prefix, const char *name, size_t len, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s%.*s", prefix, (int)len, name), cap);
+}
+
+size_t keys_set(const char *prefix, const char *lease, size_t len, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s" KEYS_SET "%.*s", prefix, (int)len, lease), cap);
+}
+
+size_t keys_record(const char *prefix, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s" KEYS_RECORD, prefix), cap);
+}
+
+size_t keys_quarantine(const char *prefix, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s" KEYS_QUARANTINE, prefix), cap);
+}
+
+size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s" KEYS_RELEASED "%.*s", prefix, (int)len, name), cap);
+}
+
+size_t keys_bucket(const char *name, size_t len, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "b%llu",
+                        (unsigned long long)(keys_name_hash(name, len) % KEYS_BUCKETS)), cap);
+}
+
+const char *keys_released_name(const char *prefix, const char *channel, size_t channel_len,
+                               size_t *len)
+{
+    size_t pl = strlen(prefix), sl = sizeof KEYS_RELEASED - 1;
+    if (channel_len <= pl + sl || memcmp(channel, prefix, pl) != 0 ||
+        memcmp(channel + pl, KEYS_RELEASED, sl) != 0)
+        return NULL;
+    *len = channel_len - pl - sl;
+    return channel + pl + sl;
+}

@@ -1,0 +1,54 @@
+/* keys.h -- every key and channel name redlockd uses on a master, in one place.
+ *
+ * Under the configured prefix P:
+ *   P<name>               a lock (names are [A-Za-z0-9._:/-], never '#')
+ *   P#set:<lease>         the names of a multi-name lock, under its lease
+ *   P#master              the master's record: run id, base, counters, quarantine mark
+ *   P#quarantine          the quarantine delay's own key (its pttl is the delay left)
+ *   P#released:<name>     the channel a release of name is announced on
+ *   b<k>                  a field of the record: the fencing counter of the names whose
+ *                         hash is k modulo KEYS_BUCKETS
+ * Lock names cannot contain '#', so no lock key meets the service's own keys.
+ * The scripts (scripts.c) build the multi-name keys and channels from the prefix with
+ * the same suffixes (KEYS_SET, KEYS_RELEASED). */
+#ifndef RL_KEYS_H
+#define RL_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KEYS_SET "#set:"
+#define KEYS_RELEASED "#released:"
+#define KEYS_RECORD "#master"
+#define KEYS_QUARANTINE "#quarantine"
+
+/* Room for any key or channel built here (prefix up to 127 bytes, names up to 255,
+ * leases up to 128). */
+#define KEYS_MAX 512
+/* Room for a bucket field name ("b16383"). */
+#define KEYS_BUCKET_MAX 16
+/* Buckets of fencing counters: a name's is its hash modulo this. */
+#define KEYS_BUCKETS 16384
+
+/* The hash names are kept under: buckets, waiter queues, the worker that keeps a
+ * name, holder fingerprints.  FNV-1a's prime with an offset basis one digit short of
+ * the standard one; it must never change, since a name moved to another bucket could
+ * be granted a token below its last one (tests/unit/test_keys.c pins it). */
+uint64_t keys_name_hash(const char *name, size_t len);
+
+/* Each writes into buf (cap bytes, NUL-terminated) and returns the length; a result
+ * that does not fit is cut (callers size buf with KEYS_MAX). */
+size_t keys_lock(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
+size_t keys_set(const char *prefix, const char *lease, size_t len, char *buf, size_t cap);
+size_t keys_record(const char *prefix, char *buf, size_t cap);
+size_t keys_quarantine(const char *prefix, char *buf, size_t cap);
+size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
+/* The bucket field of name's fencing counter ("b<k>"). */
+size_t keys_bucket(const char *name, size_t len, char *buf, size_t cap);
+
+/* If channel is a release announcement under prefix, the name it announces (a pointer
+ * into channel, *len set); else NULL. */
+const char *keys_released_name(const char *prefix, const char *channel, size_t channel_len,
+                               size_t *len);
+
+#endif

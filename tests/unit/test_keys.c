@@ -1,0 +1,79 @@
+/* test_keys.c -- the key and channel names of keys.h: each kind under its prefix, lock
+ * names that can never meet the service's own keys, release channels parsed back to
+ * their name, buckets in range and stable, results cut to the buffer. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+#include "keys.h"
+
+TestSuite(keys, .fini = unit_fini, .timeout = 30);
+
+Test(keys, each_kind_of_key_sits_under_the_prefix)
+{
+    char b[KEYS_MAX];
+    cr_assert_eq(keys_lock("p:", "a/b", 3, b, sizeof b), 5);
+    cr_assert_str_eq(b, "p:a/b");
+    cr_assert_eq(keys_set("p:", "LEASE", 5, b, sizeof b), strlen("p:#set:LEASE"));
+    cr_assert_str_eq(b, "p:#set:LEASE");
+    cr_assert_eq(keys_record("p:", b, sizeof b), strlen("p:#master"));
+    cr_assert_str_eq(b, "p:#master");
+    keys_quarantine("p:", b, sizeof b);
+    cr_assert_str_eq(b, "p:#quarantine");
+    cr_assert_eq(keys_released("p:", "x.y", 3, b, sizeof b), strlen("p:#released:x.y"));
+    cr_assert_str_eq(b, "p:#released:x.y");
+}
+
+Test(keys, a_release_channel_parses_back_to_its_name_and_nothing_else_does)
+{
+    char b[KEYS_MAX];
+    size_t n = keys_released("redlock:", "jobs/nightly", 12, b, sizeof b), len = 0;
+    const char *name = keys_released_name("redlock:", b, n, &len);
+    cr_assert_not_null(name);
+    cr_assert_eq(len, 12);
+    cr_assert(memcmp(name, "jobs/nightly", 12) == 0);
+    cr_assert_null(keys_released_name("other:", b, n, &len), "another prefix's channel");
+    cr_assert_null(keys_released_name("redlock:", "redlock:#released:", 18, &len), "no name");
+    cr_assert_null(keys_released_name("redlock:", "redlock:#set:x", 14, &len));
+    cr_assert_null(keys_released_name("redlock:", "red", 3, &len), "shorter than the prefix");
+}
+
+Test(keys, buckets_are_stable_in_range_and_spread)
+{
+    char a[KEYS_BUCKET_MAX], b[KEYS_BUCKET_MAX];
+    size_t la = keys_bucket("name", 4, a, sizeof a), lb = keys_bucket("name", 4, b, sizeof b);
+    cr_assert_eq(la, lb);
+    cr_assert_str_eq(a, b);
+    static char seen[KEYS_BUCKETS];
+    size_t distinct = 0;
+    for (int i = 0; i < 4096; i++) {
+        char name[32];
+        int nl = snprintf(name, sizeof name, "lock-%d", i);
+        keys_bucket(name, (size_t)nl, a, sizeof a);
+        cr_assert_eq(a[0], 'b');
+        long k = strtol(a + 1, NULL, 10);
+        cr_assert(k >= 0 && k < KEYS_BUCKETS, "bucket %ld out of range", k);
+        cr_assert_eq((unsigned long long)k, keys_name_hash(name, (size_t)nl) % KEYS_BUCKETS);
+        distinct += !seen[k];
+        seen[k] = 1;
+    }
+    cr_assert_gt(distinct, 3300, "4096 names fell in only %zu buckets", distinct);
+}
+
+Test(keys, a_result_that_does_not_fit_is_cut_and_terminated)
+{
+    char b[8];
+    size_t n = keys_lock("prefix:", "longname", 8, b, sizeof b);
+    cr_assert_eq(n, 7);
+    cr_assert_str_eq(b, "prefix:");
+}
+
+/* Pinned: a name's bucket on the masters comes from this hash, and a name moved to
+ * another bucket could be granted a token below its last one. */
+Test(keys, the_hash_never_changes)
+{
+    cr_assert_eq(keys_name_hash("", 0), 1469598103934665603ull);
+    cr_assert_eq(keys_name_hash("a", 1), 0x44bd8ad473cd9906ull);
+}
