@@ -24,10 +24,10 @@ typedef struct app {
     /* when a worker last found master i untrusted (wiped or quarantined) while it was
      * ready: the other workers check it again at their next tick (atomic; 0: never) */
     int64_t master_alarm_us[CONFIG_MAX_MASTERS];
-    /* by name hash (LOCKOP_EPOCHS slots): until when a name counts as contended, so
+    /* by name hash (WAITQ_SLOTS slots): until when a name counts as contended, so
      * that every worker sends its operations to the worker that keeps it (atomic) */
     int64_t *heat;
-    struct lockop_known *known;  /* by name hash: what each keeper knows (lockop.h) */
+    struct waitq_known *known;   /* by name hash: what each keeper knows (waitq.h) */
     int64_t started_us;
     char origin[24];             /* this instance's random id: its own release messages */
     auth auth;                   /* bearer tokens (n == 0: open) */

@@ -22,6 +22,7 @@
 #include "jw.h"
 #include "log.h"
 #include "loop.h"
+#include "waitq.h"
 #include "version.h"
 #include "worker.h"
 
@@ -254,8 +255,8 @@ int main(int argc, char **argv)
 
     a.nworkers = (size_t)a.cfg.threads;
     a.workers = calloc(a.nworkers, sizeof *a.workers);
-    a.heat = calloc(LOCKOP_EPOCHS, sizeof *a.heat);
-    a.known = calloc(LOCKOP_EPOCHS, sizeof *a.known);
+    a.heat = calloc(WAITQ_SLOTS, sizeof *a.heat);
+    a.known = calloc(WAITQ_SLOTS, sizeof *a.known);
     if (!a.workers || !a.heat || !a.known)
         return 1;
     for (size_t i = 0; i < a.nworkers; i++) {

@@ -58,19 +58,87 @@ uint64_t redlock_token(const redlock_reply *r, size_t n)
     return t;
 }
 
-int redlock_needs_raise(const redlock_reply *r, uint64_t token)
+/* F of master i for name j: fences[i * k + j], or r[i].fence for one name (NULL). */
+static uint64_t fence_of(const redlock_reply *r, const uint64_t *fences, size_t k, size_t i,
+                         size_t j)
 {
-    return (r->state == RL_SLOT_OK || r->state == RL_SLOT_REFUSED) && !r->raised &&
-           r->fence < token;
+    return fences ? fences[i * k + j] : r[i].fence;
 }
 
-size_t redlock_fenced_grants(const redlock_reply *r, size_t n, uint64_t token)
+static int below_a_token(const redlock_reply *r, const uint64_t *fences, size_t k, size_t i,
+                         const uint64_t *tokens)
 {
-    size_t k = 0;
+    for (size_t j = 0; j < k; j++)
+        if (fence_of(r, fences, k, i, j) < tokens[j])
+            return 1;
+    return 0;
+}
+
+uint64_t redlock_plan_raise(const redlock_reply *r, size_t n, size_t quorum, const uint64_t *fences,
+                            size_t k, uint64_t *tokens)
+{
+    for (size_t j = 0; j < k; j++) {
+        tokens[j] = 0;
+        for (size_t i = 0; i < n; i++)
+            if (r[i].state == RL_SLOT_OK && fence_of(r, fences, k, i, j) > tokens[j])
+                tokens[j] = fence_of(r, fences, k, i, j);
+    }
+    uint64_t mask = 0;
+    size_t fenced = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].state != RL_SLOT_OK && r[i].state != RL_SLOT_REFUSED)
+            continue;
+        if (below_a_token(r, fences, k, i, tokens))
+            mask |= i < 64 ? (uint64_t)1 << i : 0;
+        else if (r[i].state == RL_SLOT_OK)
+            fenced++;
+    }
+    return fenced >= quorum ? 0 : mask;
+}
+
+size_t redlock_fenced(const redlock_reply *r, size_t n, const uint64_t *fences, size_t k,
+                      const uint64_t *tokens, uint64_t acked)
+{
+    size_t fenced = 0;
     for (size_t i = 0; i < n; i++)
-        if (r[i].state == RL_SLOT_OK && (r[i].fence >= token || r[i].raised))
-            k++;
-    return k;
+        if (r[i].state == RL_SLOT_OK &&
+            ((i < 64 && (acked >> i & 1)) || !below_a_token(r, fences, k, i, tokens)))
+            fenced++;
+    return fenced;
+}
+
+int redlock_any_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum,
+                               const uint64_t *holders, size_t k)
+{
+    size_t unknown = 0;
+    for (size_t i = 0; i < n; i++)
+        unknown += r[i].state == RL_SLOT_FAILED || r[i].state == RL_SLOT_PENDING;
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < n; i++) {
+            uint64_t h = holders[i * k + j];
+            if (r[i].state != RL_SLOT_REFUSED || !h)
+                continue;
+            size_t same = 0;
+            for (size_t m = 0; m < n; m++)
+                same += r[m].state == RL_SLOT_REFUSED && holders[m * k + j] == h;
+            if (same + unknown >= quorum)
+                return 1;
+        }
+    return 0;
+}
+
+void redlock_handoff_tally(const redlock_reply *r, size_t n, redlock_tally *t)
+{
+    t->n = n;
+    t->ok = t->refused = t->failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].state == RL_SLOT_OK && r[i].released)
+            t->ok++;
+        else if (r[i].state == RL_SLOT_OK || r[i].state == RL_SLOT_REFUSED)
+            t->refused++; /* answered: the old lease was not there */
+        else
+            t->failed++;
+    }
 }
 
 static int cmp_i64(const void *a, const void *b)

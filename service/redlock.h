@@ -60,13 +60,31 @@ int redlock_decide(const redlock_tally *t, size_t quorum, int wait_all);
  * Returns 0 if none granted. */
 uint64_t redlock_token(const redlock_reply *r, size_t n);
 
-/* Whether master i must be raised to token: it answered (granted or refused) with F < token
- * and has not acknowledged a raise yet. */
-int redlock_needs_raise(const redlock_reply *r, uint64_t token);
+/* After a round granted by a quorum over k names (fences[i * k + j]: the counter
+ * master i answered for name j; NULL for one name, whose counters are r[i].fence):
+ * tokens[j] becomes the largest counter among the granting masters, and the result is
+ * the set of answering masters (bit i) below some token, to raise before the tokens
+ * are issued -- or 0 when a quorum of granting masters already hold every token: the
+ * tokens are fenced (docs/DESIGN.md, section 3).  One name and several take the same
+ * plan. */
+uint64_t redlock_plan_raise(const redlock_reply *r, size_t n, size_t quorum, const uint64_t *fences,
+                            size_t k, uint64_t *tokens);
 
-/* How many granting masters are known to hold F >= token (replied it, or acknowledged
- * a raise).  The token may be issued only when this reaches the quorum. */
-size_t redlock_fenced_grants(const redlock_reply *r, size_t n, uint64_t token);
+/* After the raise: how many granting masters hold every token, having answered at or
+ * above it, or acknowledged the raise (bit i of acked).  The tokens may be issued only
+ * when this reaches the quorum. */
+size_t redlock_fenced(const redlock_reply *r, size_t n, const uint64_t *fences, size_t k,
+                      const uint64_t *tokens, uint64_t acked);
+
+/* A refused multi-name round (holders[i * k + j]: a fingerprint of the lease holding
+ * name j on master i, 0 none): whether one lease holds, or may hold counting the
+ * masters that did not answer, a quorum for one of the names.  No: the votes split. */
+int redlock_any_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum,
+                               const uint64_t *holders, size_t k);
+
+/* A handoff round's release side: ok = masters where the old lease was replaced,
+ * refused = masters that answered without it, failed = the others. */
+void redlock_handoff_tally(const redlock_reply *r, size_t n, redlock_tally *t);
 
 /* When the lock frees on a quorum: the quorum-th smallest remaining ttl among the
  * masters (0 for masters where it is free or ours), or fallback_ms when fewer than

@@ -60,7 +60,6 @@ round *round_new(round_env *env, round_cb done, void *owner)
         replies[i].raised = 0;
         replies[i].has_value = 0;
     }
-    env->live++;
     return rd;
 }
 
@@ -70,7 +69,6 @@ void round_unref(round *rd)
         return;
     round_env *env = rd->env;
     loop_timer_stop(env->loop, &rd->timer);
-    env->live--;
     if (env->pooled >= 1024) {
         free(rd); /* keep a bounded pool, not the peak of a burst */
         return;
@@ -84,7 +82,6 @@ static void decide_now(round *rd, int decision)
 {
     rd->decided = 1;
     rd->decision = decision;
-    rd->decided_us = clock_now_us();
     loop_timer_stop(rd->env->loop, &rd->timer);
     rd->refs++; /* held until done() has run */
     rd->next_ready = NULL;
@@ -165,11 +162,6 @@ void round_on_reply(master_conn *m, struct redisReply *r, void *priv)
             reply_decode(rd->script, r, out);
         out->rtt_us = now - rd->start_us;
         check(rd);
-    } else if (rd->late && r && !rd->decode) {
-        redlock_reply late;
-        memset(&late, 0, sizeof late);
-        reply_decode(rd->script, r, &late);
-        rd->late(rd, slot->index, &late);
     }
     round_unref(rd);
 }

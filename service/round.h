@@ -26,7 +26,6 @@ typedef struct round_env {
     int64_t node_timeout_us;
     round *ready_head, *ready_tail; /* decided rounds waiting for their done() */
     round *free_list;
-    size_t live;                    /* rounds allocated and not yet back in the pool */
     size_t pooled;                  /* rounds in free_list */
 } round_env;
 
@@ -34,7 +33,6 @@ typedef void (*round_cb)(round *rd);
 /* A decoder of the owner's own (used instead of reply_decode while undecided). */
 typedef void (*round_decode_cb)(round *rd, size_t master, const struct redisReply *r,
                                 redlock_reply *out);
-typedef void (*round_late_cb)(round *rd, size_t master, const redlock_reply *late);
 
 struct round {
     round_env *env;
@@ -47,11 +45,9 @@ struct round {
                             * quorum; else every master is heard (or the deadline), so that
                             * votes split between attempts are told from "held" */
     int64_t start_us;
-    int64_t decided_us;
     loop_timer timer;
     round *next_ready;
     round_cb done;         /* called once, from the owner's loop, after the decision */
-    round_late_cb late;    /* optional: a reply that came after the decision */
     round_decode_cb decode; /* optional: decodes replies into the owner's storage */
     void *owner;
     uint64_t token;        /* free for the owner (e.g. the token a raise round raises to) */

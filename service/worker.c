@@ -498,10 +498,10 @@ worker *worker_new(app *a, int id)
     if (lockop_env_init(&w->ops, &w->rounds, &a->cfg, w, &a->waiters_total, seed) != 0)
         goto err;
     w->ops.released = on_released;
-    w->ops.heat = a->heat;
-    w->ops.known = a->known;
-    w->ops.keeper_id = (size_t)id;
-    w->ops.nkeepers = a->nworkers;
+    w->ops.wq.heat = a->heat;
+    w->ops.wq.known = a->known;
+    w->ops.wq.keeper_id = (size_t)id;
+    w->ops.wq.nkeepers = a->nworkers;
     w->ops.watch = on_watch;
     w->ops.origin = a->origin;
     w->ops.origin_len = strlen(a->origin);

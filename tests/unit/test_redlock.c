@@ -365,83 +365,139 @@ Test(redlock, token_handles_counters_beyond_32_bits)
 struct raise_case {
     int state;
     uint64_t fence;
-    int raised;
-    uint64_t token;
-    int expect;
+    int expect; /* in the raise plan against token 5 */
 };
 
-ParameterizedTestParameters(redlock, needs_raise_rules)
+ParameterizedTestParameters(redlock, raise_plan_takes_answering_masters_below_the_token)
 {
     static struct raise_case cases[] = {
-        {RL_SLOT_OK, 4, 0, 5, 1},       /* granted below the token */
-        {RL_SLOT_REFUSED, 4, 0, 5, 1},  /* answered below the token: raised too */
-        {RL_SLOT_OK, 5, 0, 5, 0},       /* already at the token */
-        {RL_SLOT_OK, 6, 0, 5, 0},       /* above it */
-        {RL_SLOT_REFUSED, 9, 0, 5, 0},
-        {RL_SLOT_OK, 4, 1, 5, 0},       /* acknowledged a raise already */
-        {RL_SLOT_REFUSED, 0, 1, 5, 0},
-        {RL_SLOT_FAILED, 0, 0, 5, 0},   /* no answer: nothing to raise */
-        {RL_SLOT_PENDING, 0, 0, 5, 0},
-        {RL_SLOT_OK, 0, 0, 0, 0},
+        {RL_SLOT_OK, 4, 1},       /* granted below the token */
+        {RL_SLOT_REFUSED, 4, 1},  /* answered below the token: raised too */
+        {RL_SLOT_OK, 5, 0},       /* already at the token */
+        {RL_SLOT_REFUSED, 9, 0},  /* above it */
+        {RL_SLOT_FAILED, 0, 0},   /* no answer: nothing to raise */
+        {RL_SLOT_PENDING, 0, 0},
     };
     return cr_make_param_array(struct raise_case, cases, sizeof cases / sizeof cases[0]);
 }
 
-ParameterizedTest(struct raise_case *c, redlock, needs_raise_rules)
+/* Master 0 grants at 5 (the token); master 1 is the case; masters 2 and 3 failed, so
+ * no quorum of three holds the token yet and the plan is not empty. */
+ParameterizedTest(struct raise_case *c, redlock, raise_plan_takes_answering_masters_below_the_token)
 {
-    redlock_reply r;
-    memset(&r, 0, sizeof r);
-    r.state = c->state;
-    r.fence = c->fence;
-    r.raised = c->raised;
-    cr_assert_eq(redlock_needs_raise(&r, c->token), c->expect,
-                 "state=%d fence=%llu raised=%d token=%llu", c->state,
-                 (unsigned long long)c->fence, c->raised, (unsigned long long)c->token);
+    redlock_reply r[4] = {ok_f(5), ok_f(0), failed_f(0), failed_f(0)};
+    r[1].state = c->state;
+    r[1].fence = c->fence;
+    uint64_t token = 0;
+    uint64_t mask = redlock_plan_raise(r, 4, 3, NULL, 1, &token);
+    cr_assert_eq(token, c->state == RL_SLOT_OK && c->fence > 5 ? c->fence : 5);
+    cr_assert_eq((mask >> 1) & 1, (uint64_t)c->expect, "state=%d fence=%llu", c->state,
+                 (unsigned long long)c->fence);
+    cr_assert_eq(mask & ~(uint64_t)2, 0, "only the case's master can be below the token");
 }
 
-Test(redlock, fenced_grants_counts_granting_masters_at_or_above_token)
+Test(redlock, raise_plan_is_empty_when_a_quorum_of_grants_hold_the_token)
+{
+    /* docs/DESIGN.md section 3: three of five granting masters at the token fence it;
+     * the laggards need no raise now. */
+    redlock_reply r[5] = {ok_f(9), ok_f(9), ok_f(9), ok_f(2), refused(10, 1)};
+    uint64_t token = 0;
+    cr_assert_eq(redlock_plan_raise(r, 5, 3, NULL, 1, &token), 0);
+    cr_assert_eq(token, 9);
+    r[2].fence = 8; /* now only two hold it */
+    cr_assert_eq(redlock_plan_raise(r, 5, 3, NULL, 1, &token), (1u << 2) | (1u << 3) | (1u << 4));
+}
+
+Test(redlock, fenced_counts_granting_masters_at_or_above_the_token)
 {
     redlock_reply r[5] = {ok_f(9), ok_f(9), ok_f(8), ok_f(7), refused(10, 9)};
-    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 2);
-    cr_assert_eq(redlock_fenced_grants(r, 5, 8), 3);
-    cr_assert_eq(redlock_fenced_grants(r, 5, 7), 4);
+    uint64_t t = 9;
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &t, 0), 2);
+    t = 8;
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &t, 0), 3);
+    t = 7;
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &t, 0), 4);
 }
 
-Test(redlock, fenced_grants_counts_acknowledged_raises)
+Test(redlock, fenced_counts_acknowledged_raises_of_granting_masters_only)
 {
     redlock_reply r[5] = {ok_f(9), ok_f(8), ok_f(7), refused(10, 3), failed_f(0)};
-    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 1);
-    r[1].raised = 1;
-    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 2);
-    r[2].raised = 1;
-    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 3);
+    uint64_t t = 9;
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &t, 0), 1);
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &t, 1u << 1), 2);
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &t, (1u << 1) | (1u << 2)), 3);
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &t, (1u << 3) | (1u << 4)), 1,
+                 "a refusing or failed master's raise makes no grant");
 }
 
-Test(redlock, fenced_grants_never_counts_refusing_or_failed_masters_even_raised)
+Test(redlock, raise_plan_then_fenced_reaches_quorum)
 {
-    redlock_reply r[5] = {ok_f(9), refused(10, 9), refused(10, 2), failed_f(9), pending()};
-    r[2].raised = 1;
-    r[3].raised = 1;
-    r[4].raised = 1;
-    r[4].fence = 9;
-    cr_assert_eq(redlock_fenced_grants(r, 5, 9), 1);
-}
-
-Test(redlock, raise_round_then_fenced_grants_reaches_quorum)
-{
-    /* The flow lockop runs: token from grants, raise the laggards, count again. */
+    /* The flow lockop runs: tokens from grants, raise the laggards, count again. */
     redlock_reply r[5] = {ok_f(12), ok_f(10), ok_f(11), refused(500, 4), failed_f(0)};
-    uint64_t token = redlock_token(r, 5);
+    uint64_t token = 0;
+    uint64_t mask = redlock_plan_raise(r, 5, 3, NULL, 1, &token);
     cr_assert_eq(token, 12);
-    cr_assert_eq(redlock_fenced_grants(r, 5, token), 1);
-    size_t raised = 0;
-    for (size_t i = 0; i < 5; i++)
-        if (redlock_needs_raise(&r[i], token)) {
-            r[i].raised = 1;
-            raised++;
-        }
-    cr_assert_eq(raised, 3); /* two grants and the refusal; not the failed one */
-    cr_assert_eq(redlock_fenced_grants(r, 5, token), 3);
+    cr_assert_eq(mask, (1u << 1) | (1u << 2) | (1u << 3), "two grants and the refusal");
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &token, 0), 1);
+    cr_assert_eq(redlock_fenced(r, 5, NULL, 1, &token, mask), 3);
+}
+
+Test(redlock, multi_name_tokens_are_per_name_maxima_and_one_laggard_name_raises_its_master)
+{
+    /* Three masters, two names: fences[i * 2 + j]. */
+    redlock_reply r[3] = {ok_f(0), ok_f(0), ok_f(0)};
+    uint64_t fences[6] = {5, 7,   /* master 0 */
+                          6, 7,   /* master 1 */
+                          6, 3};  /* master 2: behind on the second name */
+    uint64_t tokens[2];
+    uint64_t mask = redlock_plan_raise(r, 3, 2, fences, 2, tokens);
+    cr_assert_eq(tokens[0], 6);
+    cr_assert_eq(tokens[1], 7);
+    cr_assert_eq(mask, (1u << 0) | (1u << 2),
+                 "only master 1 holds both tokens, one short of the quorum: the two others are raised");
+    fences[0] = 6; /* now masters 0 and 1 hold both */
+    cr_assert_eq(redlock_plan_raise(r, 3, 2, fences, 2, tokens), 0);
+}
+
+Test(redlock, multi_name_plan_needs_a_quorum_holding_every_token)
+{
+    redlock_reply r[3] = {ok_f(0), ok_f(0), refused(100, 0)};
+    uint64_t fences[6] = {5, 7, 6, 3, 9, 9}; /* no granting master holds both 6 and 7 */
+    uint64_t tokens[2];
+    uint64_t mask = redlock_plan_raise(r, 3, 2, fences, 2, tokens);
+    cr_assert_eq(tokens[0], 6, "a refusing master's counters make no token");
+    cr_assert_eq(tokens[1], 7);
+    cr_assert_eq(mask, 3, "both granting masters lag on one name; the refusing one is above");
+    cr_assert_eq(redlock_fenced(r, 3, fences, 2, tokens, 0), 0);
+    cr_assert_eq(redlock_fenced(r, 3, fences, 2, tokens, 1), 1);
+    cr_assert_eq(redlock_fenced(r, 3, fences, 2, tokens, 3), 2);
+    cr_assert_eq(redlock_fenced(r, 3, fences, 2, tokens, 4), 0, "not a grant");
+}
+
+Test(redlock, any_held_by_quorum_looks_at_each_name_and_counts_silent_masters)
+{
+    /* Five masters, two names; holders[i * 2 + j]. */
+    redlock_reply r[5] = {refused(1, 0), refused(1, 0), refused(1, 0), refused(1, 0), refused(1, 0)};
+    uint64_t split[10] = {11, 0, 11, 0, 22, 0, 22, 0, 33, 0};
+    cr_assert_not(redlock_any_held_by_quorum(r, 5, 3, split, 2), "2 + 2 + 1: nobody");
+    uint64_t second[10] = {11, 7, 11, 7, 22, 7, 22, 0, 33, 0};
+    cr_assert(redlock_any_held_by_quorum(r, 5, 3, second, 2), "7 holds the second name on three");
+    r[4] = failed_f(0);
+    cr_assert(redlock_any_held_by_quorum(r, 5, 3, split, 2), "11 may hold the silent one");
+    uint64_t none[10] = {0};
+    cr_assert_not(redlock_any_held_by_quorum(r, 5, 3, none, 2), "free everywhere");
+}
+
+Test(redlock, handoff_tally_counts_replaced_leases_as_released)
+{
+    redlock_reply r[5] = {ok_f(3), ok_f(3), refused(10, 3), failed_f(0), pending()};
+    r[0].released = 1;
+    redlock_tally t;
+    redlock_handoff_tally(r, 5, &t);
+    cr_assert_eq(t.n, 5);
+    cr_assert_eq(t.ok, 1, "only a master where the old lease was replaced released it");
+    cr_assert_eq(t.refused, 2, "a grant without the old lease, and a refusal, answered");
+    cr_assert_eq(t.failed, 2);
 }
 
 Test(redlock, max_fence_covers_answered_masters_only)
