@@ -716,9 +716,12 @@ static void extend_done(round *rd)
             count(op->env, CNT_EXT_UNAVAILABLE);
         }
     } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
-        /* The lock is lost: free what is left of it so others need not wait. */
+        /* The lock is lost: free what is left of it (any attempt's value under the
+         * lease, as a release by the lease would) so others need not wait. */
         op->err = RL_E_LEASE_NOT_FOUND;
         count(op->env, CNT_EXT_NOT_FOUND);
+        memcpy(op->value, op->lease, op->lease_len + 1);
+        op->value_len = op->lease_len;
         release_everywhere(op);
     } else {
         op->err = RL_E_QUORUM_UNAVAILABLE;

@@ -671,3 +671,37 @@ Test(locking, release_with_a_wrong_lease_hands_nothing_over)
     pthread_join(th, NULL);
     cr_assert_eq(w.status, 201);
 }
+
+struct key_probe {
+    h_redis *m;
+    const char *key;
+};
+
+static int key_gone(void *arg)
+{
+    struct key_probe *p = arg;
+    return h_redis_cmd(p->m, NULL, 0, "EXISTS %s", p->key) == 0;
+}
+
+/* An extend that finds its lease on fewer than a quorum answers 404 and deletes what
+ * is left of it, so that nobody waits for the stray keys to expire. */
+Test(locking, an_extend_that_finds_the_lock_lost_frees_what_is_left_of_it)
+{
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "ext.lost", "ttl_ms=60000", lease, sizeof lease, NULL), 201);
+    for (int i = 0; i < 3; i++) /* a quorum of five forgets it */
+        h_redis_cmd(&C.masters[i], NULL, 0, "DEL redlock:ext.lost");
+    cr_assert_eq(h_redis_cmd(&C.masters[4], NULL, 0, "EXISTS redlock:ext.lost"), 1);
+    char body[300];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":60000}", lease);
+    h_resp r;
+    h_http(&C, "PATCH", "/locks/ext.lost", body, &r);
+    cr_assert_eq(r.status, 404, "%s", r.body);
+    h_resp_free(&r);
+    for (int i = 3; i < 5; i++) {
+        struct key_probe p = {&C.masters[i], "redlock:ext.lost"};
+        cr_assert(h_wait_until(key_gone, &p, 5000), "master %d still holds the lost lease's key", i);
+    }
+    /* Another holder gets it at once, not in a minute. */
+    cr_assert_eq(h_acquire(&C, "ext.lost", "ttl_ms=5000", lease, sizeof lease, NULL), 201);
+}
