@@ -469,6 +469,18 @@ static void acquire_fenced(lockop *op, int64_t start_us, size_t fenced)
     }
 }
 
+/* The op a decided round was for, with the masters that answered (into *t too). */
+static lockop *heard(const round *rd, redlock_tally *t)
+{
+    lockop *op = rd->owner;
+    redlock_tally own;
+    if (!t)
+        t = &own;
+    redlock_tally_of(rd->replies, rd->env->n, t);
+    op->nodes_ok = t->ok + t->refused;
+    return op;
+}
+
 /* Masters an attempt may have written to: all but those that refused. */
 static uint64_t maybe_written(const round *rd)
 {
@@ -488,11 +500,9 @@ static void raise_done(round *rr)
 /* One acquire round (either shape, or a handoff's) was decided. */
 static void acquire_done(round *rd)
 {
-    lockop *op = rd->owner;
-    round_env *re = op->env->rounds;
     redlock_tally t;
-    redlock_tally_of(rd->replies, re->n, &t);
-    op->nodes_ok = t.ok + t.refused;
+    lockop *op = heard(rd, &t);
+    round_env *re = op->env->rounds;
     op->release_mask = maybe_written(rd);
     op->partial = t.ok > 0;
     if (rd->decision != RL_DECIDE_QUORUM) {
@@ -678,10 +688,7 @@ static void release_resume(lockop *r)
 
 static void release_done(round *rd)
 {
-    lockop *op = rd->owner;
-    redlock_tally t;
-    redlock_tally_of(rd->replies, rd->env->n, &t);
-    op->nodes_ok = t.ok + t.refused;
+    lockop *op = heard(rd, NULL);
     if (op->multi && op->multi->out_of_scope) {
         /* A name of the set is outside the token's scope: the masters released
          * nothing (each holds the same set and refuses it whole). */
@@ -699,10 +706,7 @@ static void release_done(round *rd)
 
 static void extend_done(round *rd)
 {
-    lockop *op = rd->owner;
-    redlock_tally t;
-    redlock_tally_of(rd->replies, rd->env->n, &t);
-    op->nodes_ok = t.ok + t.refused;
+    lockop *op = heard(rd, NULL);
     if (rd->decision == RL_DECIDE_QUORUM) {
         op->validity_ms = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
                                               op->env->conf->drift_factor);
@@ -733,11 +737,8 @@ static void extend_done(round *rd)
 
 static void inspect_done(round *rd)
 {
-    lockop *op = rd->owner;
+    lockop *op = heard(rd, NULL);
     round_env *re = rd->env;
-    redlock_tally t;
-    redlock_tally_of(rd->replies, re->n, &t);
-    op->nodes_ok = t.ok + t.refused;
     if (op->nodes_ok < re->quorum) {
         op->err = RL_E_QUORUM_UNAVAILABLE;
     } else {

@@ -17,6 +17,22 @@ static void teardown(void) { h_cluster_stop(&C); }
 
 TestSuite(locking, .init = setup, .fini = teardown, .timeout = 90);
 
+/* PATCH /locks/name with lease (ttl_ms 0: the default); the status. */
+static long extend(const char *name, const char *lease, long ttl_ms)
+{
+    char path[300], body[300];
+    snprintf(path, sizeof path, "/locks/%s", name);
+    if (ttl_ms)
+        snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":%ld}", lease, ttl_ms);
+    else
+        snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+    h_resp r;
+    h_http(&C, "PATCH", path, body, &r);
+    long st = r.status;
+    h_resp_free(&r);
+    return st;
+}
+
 Test(locking, fencing_tokens_increase_over_1000_cycles)
 {
     long long last = 0;
@@ -634,13 +650,9 @@ Test(locking, release_hands_the_lock_to_the_parked_waiter)
     cr_assert_gt(w.token, t1, "the waiter's token is above the holder's");
     cr_assert_eq(metric_one("redlockd_handoffs_total"), before + 1, "one round did both");
     /* The old lease is gone everywhere: it neither extends nor releases again. */
-    char body[300];
-    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
-    h_resp r;
-    h_http(&C, "PATCH", "/locks/hand.over", body, &r);
-    cr_assert_eq(r.status, 404, "%s", r.body);
-    h_resp_free(&r);
+    cr_assert_eq(extend("hand.over", lease, 0), 404);
     cr_assert_eq(h_release(&C, "hand.over", lease), 404);
+    h_resp r;
     h_http(&C, "GET", "/locks/hand.over", NULL, &r);
     cr_assert_eq(r.status, 200);
     cr_assert_eq(h_int(&r, "fencing_token"), w.token);
@@ -659,12 +671,7 @@ Test(locking, release_with_a_wrong_lease_hands_nothing_over)
     cr_assert(h_wait_until(parked, &one, 5000), "the waiter parks");
     cr_assert_eq(h_release(&C, "hand.wrong", "not-the-lease-of-anybody-0123456"), 404);
     /* The holder still holds it, and the waiter still waits. */
-    char body[300];
-    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":30000}", lease);
-    h_resp r;
-    h_http(&C, "PATCH", "/locks/hand.wrong", body, &r);
-    cr_assert_eq(r.status, 200, "the holder extends: %s", r.body);
-    h_resp_free(&r);
+    cr_assert_eq(extend("hand.wrong", lease, 30000), 200, "the holder extends");
     cr_assert(h_wait_until(parked, &one, 5000), "the waiter is parked again");
     cr_assert_eq(__atomic_load_n(&w.status, __ATOMIC_SEQ_CST), 0, "no grant to the waiter");
     cr_assert_eq(h_release(&C, "hand.wrong", lease), 200);
@@ -692,12 +699,7 @@ Test(locking, an_extend_that_finds_the_lock_lost_frees_what_is_left_of_it)
     for (int i = 0; i < 3; i++) /* a quorum of five forgets it */
         h_redis_cmd(&C.masters[i], NULL, 0, "DEL redlock:ext.lost");
     cr_assert_eq(h_redis_cmd(&C.masters[4], NULL, 0, "EXISTS redlock:ext.lost"), 1);
-    char body[300];
-    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":60000}", lease);
-    h_resp r;
-    h_http(&C, "PATCH", "/locks/ext.lost", body, &r);
-    cr_assert_eq(r.status, 404, "%s", r.body);
-    h_resp_free(&r);
+    cr_assert_eq(extend("ext.lost", lease, 60000), 404);
     for (int i = 3; i < 5; i++) {
         struct key_probe p = {&C.masters[i], "redlock:ext.lost"};
         cr_assert(h_wait_until(key_gone, &p, 5000), "master %d still holds the lost lease's key", i);
