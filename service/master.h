@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "loop.h"
+#include "redis_ev.h"
 #include "scripts.h"
 
 struct redisAsyncContext;
@@ -73,12 +74,9 @@ struct master_conn {
     void *owner;               /* the worker */
     const master_hooks *hooks;
     loop *loop;
-    struct redisAsyncContext *ac;
+    redis_ev ev;               /* the context on the loop, writes coalesced (dirty: queued
+                                * in the owner's flush list) */
     int state;                 /* enum master_state */
-    int connected;             /* the socket finished connecting */
-    int want_in, want_out;
-    int dirty;                 /* queued in the owner's flush list */
-    loop_io io;
     loop_timer timer;          /* reconnect back-off, handshake deadline, quarantine end */
     int backoff_ms;
     int handshake_left;        /* replies the handshake still waits for */
