@@ -10,6 +10,7 @@
 
 #include "keys.h"
 #include "redis_ev.h"
+#include "resp.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
@@ -509,26 +510,10 @@ struct master_batch {
     void *privs[MASTER_BATCH_MAX];
 };
 
-static int grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need)
-        c *= 2;
-    char *nb = realloc(*buf, c);
-    if (!nb)
-        return -1;
-    *buf = nb;
-    *cap = c;
-    return 0;
-}
-
 static void batch_reset(master_outbatch *o)
 {
     o->cur = NULL;
-    o->keys_len = o->args_len = 0;
-    o->nkeys = o->nargs = 0;
+    resp_batch_clear(&o->fmt);
 }
 
 static void batch_recycle(master_conn *m, master_batch *b)
@@ -551,24 +536,6 @@ static void batch_fail(master_conn *m)
 
 static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv);
 static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv);
-static char *put_bulk(char *p, const char *s, size_t n);
-static char *put_decimal(char *p, size_t v);
-
-#define CODE_BULK_LEN 7 /* "$1\r\nX\r\n": an operation's code in the batch's arguments */
-
-/* "*<argc> EVALSHA <sha> <nkeys>" in RESP; the keys and arguments follow.  Commands
- * are formatted here, without hiredis's printf-style formatter: this is the hot path. */
-static char *put_evalsha_head(char *p, size_t nkeys, size_t nargs, const char *sha)
-{
-    char nk[24];
-    *p++ = '*';
-    p = put_decimal(p, 3 + nkeys + nargs);
-    *p++ = '\r';
-    *p++ = '\n';
-    p = put_bulk(p, "EVALSHA", 7);
-    p = put_bulk(p, sha, 40);
-    return put_bulk(p, nk, (size_t)(put_decimal(nk, nkeys) - nk));
-}
 
 /* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH: the head,
  * the master's record key, the operations' keys, their arguments. */
@@ -582,28 +549,17 @@ static void batch_send(master_conn *m)
         batch_fail(m);
         return;
     }
-    int alone = b->n == 1;
-    size_t skip = alone ? CODE_BULK_LEN : 0; /* alone: its own script, without the code */
-    char head[160];
-    size_t hl = (size_t)(put_evalsha_head(head, o->nkeys + 1, o->nargs - (alone ? 1 : 0),
-                                          m->sha[alone ? o->first_script : SCRIPT_BATCH]) -
-                         head);
-    char pre[224];
-    size_t pl = (size_t)(put_bulk(pre, m->mkey, m->mkey_len) - pre);
-    size_t len = hl + pl + o->keys_len + o->args_len - skip;
-    /* The head and the record key go in front of the keys: the keys buffer keeps
-     * room for them (batch_add). */
-    if (grow(&o->keys, &o->keys_cap, len) != 0) {
+    int alone = b->n == 1; /* alone: its own script, without the code */
+    size_t len;
+    const char *cmd = resp_batch_join(&o->fmt, m->sha[alone ? o->first_script : SCRIPT_BATCH],
+                                      m->mkey, m->mkey_len, alone, &len);
+    if (!cmd) {
         batch_fail(m);
         return;
     }
-    memmove(o->keys + hl + pl, o->keys, o->keys_len);
-    memcpy(o->keys, head, hl);
-    memcpy(o->keys + hl, pre, pl);
-    memcpy(o->keys + hl + pl + o->keys_len, o->args + skip, o->args_len - skip);
-    batch_reset(o);
-    int rc = alone ? redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, b->privs[0], o->keys, len)
-                   : redisAsyncFormattedCommand(m->ev.ac, on_batch_reply, b, o->keys, len);
+    o->cur = NULL;
+    int rc = alone ? redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, b->privs[0], cmd, len)
+                   : redisAsyncFormattedCommand(m->ev.ac, on_batch_reply, b, cmd, len);
     if (rc != REDIS_OK) {
         o->cur = b; /* fail them as queued */
         batch_fail(m);
@@ -651,34 +607,24 @@ static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs
     master_outbatch *o = &m->out;
     if (o->cur && o->cur->n == MASTER_BATCH_MAX)
         batch_send(m);
-    size_t kneed = 0, aneed = 32;
-    for (int i = 0; i < nkeys + nargs; i++)
-        *(i < nkeys ? &kneed : &aneed) += lens[i] + 32;
-    /* 400: room batch_send() keeps for the command's head and the record key */
-    if (grow(&o->keys, &o->keys_cap, 400 + o->keys_len + kneed + o->args_len + aneed) != 0 ||
-        grow(&o->args, &o->args_cap, o->args_len + aneed) != 0)
-        return -1;
-    if (!o->cur) {
-        master_batch *b = o->spare;
-        if (b)
+    master_batch *b = o->cur;
+    if (!b) {
+        if ((b = o->spare))
             o->spare = b->next;
         else if (!(b = malloc(sizeof *b)))
             return -1;
         b->n = 0;
+    }
+    if (resp_batch_add(&o->fmt, code, (size_t)nkeys, (size_t)nargs, argv, lens) != 0) {
+        if (!o->cur)
+            batch_recycle(m, b);
+        return -1;
+    }
+    if (!o->cur) {
         o->cur = b;
         o->first_script = script;
     }
-    char *k = o->keys + o->keys_len, *a = o->args + o->args_len;
-    for (int i = 0; i < nkeys; i++)
-        k = put_bulk(k, argv[i], lens[i]);
-    a = put_bulk(a, &code, 1);
-    for (int i = nkeys; i < nkeys + nargs; i++)
-        a = put_bulk(a, argv[i], lens[i]);
-    o->keys_len = (size_t)(k - o->keys);
-    o->args_len = (size_t)(a - o->args);
-    o->nkeys += (unsigned)nkeys;
-    o->nargs += (unsigned)nargs + 1;
-    o->cur->privs[o->cur->n++] = priv;
+    b->privs[b->n++] = priv;
     redis_ev_want_flush(&m->ev);
     return 0;
 }
@@ -691,10 +637,7 @@ void master_fini(master_conn *m)
         m->out.spare = b->next;
         free(b);
     }
-    free(m->out.keys);
-    free(m->out.args);
-    m->out.keys = m->out.args = NULL;
-    m->out.keys_cap = m->out.args_cap = 0;
+    resp_batch_free(&m->out.fmt);
 }
 
 /* ---- commands ---- */
@@ -718,41 +661,6 @@ static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
     m->hooks->reply(m, reply, priv);
 }
 
-/* Append one RESP bulk string. */
-static char *put_bulk(char *p, const char *s, size_t n)
-{
-    *p++ = '$';
-    char tmp[24];
-    int k = 0;
-    size_t v = n;
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k)
-        *p++ = tmp[--k];
-    *p++ = '\r';
-    *p++ = '\n';
-    memcpy(p, s, n);
-    p += n;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-static char *put_decimal(char *p, size_t v)
-{
-    char tmp[24];
-    int k = 0;
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k)
-        *p++ = tmp[--k];
-    return p;
-}
-
 int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, void *priv)
 {
@@ -762,18 +670,14 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     if (code)
         return batch_add(m, script, code, nkeys, nargs, argv, lens, priv);
     batch_send(m); /* keep the connection's order */
-    size_t need = 400;
-    for (int i = 0; i < nkeys + nargs; i++)
-        need += lens[i] + 32;
+    size_t need = resp_evalsha_size(m->mkey_len, (size_t)(nkeys + nargs), lens);
     char stackbuf[2048];
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf)
         return -1;
-    char *p = put_evalsha_head(buf, (size_t)nkeys + 1, (size_t)nargs, m->sha[script]);
-    p = put_bulk(p, m->mkey, m->mkey_len);
-    for (int i = 0; i < nkeys + nargs; i++)
-        p = put_bulk(p, argv[i], lens[i]);
-    int rc = redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, priv, buf, (size_t)(p - buf));
+    size_t len = resp_evalsha(buf, m->sha[script], m->mkey, m->mkey_len, (size_t)nkeys,
+                              (size_t)nargs, argv, lens);
+    int rc = redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, priv, buf, len);
     if (buf != stackbuf)
         free(buf);
     if (rc != REDIS_OK)

@@ -26,6 +26,7 @@
 #include "config.h"
 #include "loop.h"
 #include "redis_ev.h"
+#include "resp.h"
 #include "scripts.h"
 
 struct redisAsyncContext;
@@ -39,9 +40,7 @@ typedef struct master_batch master_batch;
 typedef struct master_outbatch {
     master_batch *cur;         /* the privs of the queued operations; NULL when none */
     master_batch *spare;       /* free list of sent batches' storage */
-    char *keys, *args;         /* RESP bulk strings, in order */
-    size_t keys_len, keys_cap, args_len, args_cap;
-    unsigned nkeys, nargs;
+    resp_batch fmt;            /* their keys and arguments, formatted (resp.h) */
     int first_script;          /* the first operation's script: sent alone when alone */
 } master_outbatch;
 
