@@ -11,6 +11,7 @@
 #include "keys.h"
 #include "redis_ev.h"
 #include "resp.h"
+#include "rnd.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
@@ -66,7 +67,8 @@ static void on_timer(loop_timer *t);
 
 static void schedule_reconnect(master_conn *m)
 {
-    int jitter = rand() % (m->backoff_ms / 4 + 1); /* spreads reconnects of many workers */
+    /* spreads reconnects of many workers */
+    int jitter = (int)(rnd_next(&m->rnd) % (uint32_t)(m->backoff_ms / 4 + 1));
     loop_timer_start(m->loop, &m->timer, clock_now_us() + (int64_t)(m->backoff_ms + jitter) * 1000);
     m->backoff_ms *= 2;
     if (m->backoff_ms > BACKOFF_MAX_MS)
@@ -483,6 +485,9 @@ void master_init(master_conn *m, const config *conf, int index, void *owner, loo
     m->timer.cb = on_timer;
     m->backoff_ms = BACKOFF_MIN_MS;
     m->seen_state = -1;
+    /* per connection: each worker's differs (its own master_conn), and each instance's */
+    m->rnd = rnd_seed(keys_name_hash(m->cfg->address, strlen(m->cfg->address)) ^
+                      (uint64_t)(uintptr_t)m ^ (uint64_t)clock_now_us());
     m->mkey_len = keys_record(conf->key_prefix, m->mkey, sizeof m->mkey);
     keys_quarantine(conf->key_prefix, m->qkey, sizeof m->qkey);
     stat_set_int(&m->state, MASTER_DOWN);

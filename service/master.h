@@ -78,6 +78,7 @@ struct master_conn {
     int state;                 /* enum master_state */
     loop_timer timer;          /* reconnect back-off, handshake deadline, quarantine end */
     int backoff_ms;
+    uint32_t rnd;              /* rnd.h: the reconnect jitter */
     int handshake_left;        /* replies the handshake still waits for */
     unsigned pending;          /* commands sent, replies not yet received */
     int64_t progress_us;       /* last reply, or when pending went 0 -> 1 */
