@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 #include "keys.h"
+#include "redis_ev.h"
+#include "resp.h"
+#include "rnd.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
@@ -35,65 +37,28 @@ static void set_state(master_conn *m, int st, const char *why)
     m->hooks->state_changed(m, old, why);
 }
 
-/* ---- hiredis event-library adapter on our loop ---- */
+/* ---- the adapter's hooks (redis_ev.h): coalesced writes ---- */
 
-static void update_events(master_conn *m)
+static void on_want_flush(redis_ev *e)
 {
-    if (!m->ac)
-        return;
-    uint32_t ev = (m->want_in ? EPOLLIN : 0) | (m->want_out ? EPOLLOUT : 0);
-    m->io.fd = m->ac->c.fd;
-    if (loop_io_set(m->loop, &m->io, ev) != 0 && ev)
-        stat_inc(&m->errors); /* cannot watch the socket: the stall check will recycle it */
+    master_conn *m = container_of(e, master_conn, ev);
+    m->hooks->want_flush(m);
 }
 
-static void ev_add_read(void *p) { master_conn *m = p; m->want_in = 1; update_events(m); }
-static void ev_del_read(void *p) { master_conn *m = p; m->want_in = 0; update_events(m); }
-static void ev_del_write(void *p) { master_conn *m = p; m->want_out = 0; update_events(m); }
-
-static void ev_add_write(void *p)
+static void on_watch_failed(redis_ev *e)
 {
-    master_conn *m = p;
-    /* Before connect completes, or when a flush could not write everything, wait for
-     * the socket; otherwise coalesce: one write per loop pass for all queued commands. */
-    if (!m->connected || m->dirty < 0) {
-        m->want_out = 1;
-        update_events(m);
-    } else if (!m->dirty) {
-        m->dirty = 1;
-        m->hooks->want_flush(m);
-    }
+    /* cannot watch the socket: the stall check will recycle it */
+    stat_inc(&container_of(e, master_conn, ev)->errors);
 }
 
-static void ev_cleanup(void *p)
-{
-    master_conn *m = p;
-    m->want_in = m->want_out = 0;
-    uint32_t none = 0;
-    loop_io_set(m->loop, &m->io, none);
-    m->io.events = 0;
-}
-
-static void on_io(loop_io *io, uint32_t events)
-{
-    master_conn *m = container_of(io, master_conn, io);
-    if (!m->ac || m->ac->c.fd != io->fd)
-        return; /* a stale event for a context freed earlier in this batch */
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-        redisAsyncHandleRead(m->ac);
-    if (m->ac && (events & EPOLLOUT))
-        redisAsyncHandleWrite(m->ac);
-}
+static const redis_ev_hooks ev_hooks = {.want_flush = on_want_flush, .watch_failed = on_watch_failed};
 
 void master_flush(master_conn *m)
 {
-    if (!m->dirty)
+    if (!m->ev.dirty)
         return;
     batch_send(m); /* while dirty: hiredis's add_write needs nothing more */
-    m->dirty = -1; /* an add_write during this write means "wait for the socket" */
-    if (m->ac)
-        redisAsyncHandleWrite(m->ac);
-    m->dirty = 0;
+    redis_ev_flush(&m->ev);
 }
 
 /* ---- connection life cycle ---- */
@@ -102,7 +67,8 @@ static void on_timer(loop_timer *t);
 
 static void schedule_reconnect(master_conn *m)
 {
-    int jitter = rand() % (m->backoff_ms / 4 + 1); /* spreads reconnects of many workers */
+    /* spreads reconnects of many workers */
+    int jitter = (int)(rnd_next(&m->rnd) % (uint32_t)(m->backoff_ms / 4 + 1));
     loop_timer_start(m->loop, &m->timer, clock_now_us() + (int64_t)(m->backoff_ms + jitter) * 1000);
     m->backoff_ms *= 2;
     if (m->backoff_ms > BACKOFF_MAX_MS)
@@ -111,12 +77,8 @@ static void schedule_reconnect(master_conn *m)
 
 static void forget_context(master_conn *m, const char *why)
 {
-    m->ac = NULL;
-    m->connected = 0;
+    redis_ev_forget(&m->ev);
     m->pending = 0;
-    m->dirty = 0;
-    m->want_in = m->want_out = 0;
-    m->io.events = 0;
     set_state(m, MASTER_DOWN, why);
     batch_fail(m); /* last: nothing can queue on a master that is down */
 }
@@ -125,7 +87,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     master_conn *m = ac->data;
     (void)status;
-    if (!m || m->ac != ac)
+    if (!m || m->ev.ac != ac)
         return;
     forget_context(m, ac->err ? ac->errstr : "disconnected");
     if (m->backoff_ms) /* 0 after master_close(..., 0): shutting down */
@@ -137,7 +99,7 @@ void master_close(master_conn *m, int reconnect, const char *why)
     loop_timer_stop(m->loop, &m->timer);
     if (!reconnect)
         m->backoff_ms = 0;
-    redisAsyncContext *ac = m->ac;
+    redisAsyncContext *ac = m->ev.ac;
     if (!ac) {
         set_state(m, MASTER_DOWN, why);
         return;
@@ -146,7 +108,7 @@ void master_close(master_conn *m, int reconnect, const char *why)
     stat_inc(&m->errors);
     set_state(m, MASTER_DOWN, why);
     redisAsyncFree(ac); /* pending callbacks get NULL, then on_disconnect if connected */
-    if (!deferred && m->ac == ac) {
+    if (!deferred && m->ev.ac == ac) {
         /* Freed without on_disconnect (never connected): forget it here. */
         forget_context(m, why);
         if (reconnect)
@@ -161,7 +123,7 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
     master_conn *m = ac->data;
     redisReply *reply = r;
     intptr_t what = (intptr_t)priv; /* script id, or -1 AUTH/SELECT */
-    if (!m || m->ac != ac)
+    if (!m || m->ev.ac != ac)
         return;
     if (m->pending)
         m->pending--;
@@ -235,7 +197,7 @@ static void on_marker_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     master_conn *m = ac->data;
     (void)priv;
-    if (!m || m->ac != ac)
+    if (!m || m->ev.ac != ac)
         return;
     if (m->pending)
         m->pending--;
@@ -244,7 +206,7 @@ static void on_marker_reply(redisAsyncContext *ac, void *r, void *priv)
     if (!r)
         return; /* the connection is going away; on_disconnect handles it */
     apply_marker(m, r);
-    if (m->ac == ac)
+    if (m->ev.ac == ac)
         m->hooks->checked(m);
 }
 
@@ -271,7 +233,7 @@ static int send_marker(master_conn *m, const char *action, int64_t delay_ms, con
     const char *argv[] = {"EVALSHA", m->sha[SCRIPT_MARKER], "2", m->mkey, m->qkey, action,
                           m->run_id, dbuf, instance ? instance : "", fbuf};
     batch_send(m); /* keep the connection's order */
-    if (redisAsyncCommandArgv(m->ac, on_marker_reply, NULL, 10, argv, NULL) != REDIS_OK)
+    if (redisAsyncCommandArgv(m->ev.ac, on_marker_reply, NULL, 10, argv, NULL) != REDIS_OK)
         return -1;
     m->check_sent_us = clock_now_us();
     m->check_inflight = 1;
@@ -294,7 +256,7 @@ static void handshake_step_done(master_conn *m)
 
 void master_resolve_marker(master_conn *m, int quarantine, const char *instance)
 {
-    if (m->state != MASTER_UNMARKED || !m->ac || m->check_inflight)
+    if (m->state != MASTER_UNMARKED || !m->ev.ac || m->check_inflight)
         return;
     if (send_marker(m, quarantine ? "quarantine" : "mark", m->conf->quarantine_ms, instance, 0) != 0)
         master_close(m, 1, "cannot queue the marker");
@@ -302,7 +264,7 @@ void master_resolve_marker(master_conn *m, int quarantine, const char *instance)
 
 void master_recheck(master_conn *m)
 {
-    if (!m->ac || m->check_inflight || m->state < MASTER_UNMARKED)
+    if (!m->ev.ac || m->check_inflight || m->state < MASTER_UNMARKED)
         return;
     if (send_marker(m, "check", restart_delay_ms(m), NULL, 0) != 0)
         master_close(m, 1, "cannot queue the marker check");
@@ -310,7 +272,7 @@ void master_recheck(master_conn *m)
 
 void master_rejoin(master_conn *m, uint64_t base)
 {
-    if (m->state != MASTER_QUARANTINED || !m->ac || m->check_inflight)
+    if (m->state != MASTER_QUARANTINED || !m->ev.ac || m->check_inflight)
         return;
     if (send_marker(m, "rejoin", restart_delay_ms(m), NULL, base) != 0)
         master_close(m, 1, "cannot queue the rejoin");
@@ -346,7 +308,7 @@ static void on_info_reply(redisAsyncContext *ac, void *r, void *priv)
     master_conn *m = ac->data;
     redisReply *reply = r;
     (void)priv;
-    if (!m || m->ac != ac)
+    if (!m || m->ev.ac != ac)
         return;
     if (m->pending)
         m->pending--;
@@ -377,7 +339,7 @@ static void on_config_reply(redisAsyncContext *ac, void *r, void *priv)
     master_conn *m = ac->data;
     redisReply *reply = r;
     int what = (int)(intptr_t)priv; /* 0 appendonly, 1 appendfsync */
-    if (!m || m->ac != ac)
+    if (!m || m->ev.ac != ac)
         return;
     if (m->pending)
         m->pending--;
@@ -397,7 +359,7 @@ static void on_connect(const redisAsyncContext *cac, int status)
 {
     redisAsyncContext *ac = (redisAsyncContext *)cac;
     master_conn *m = ac->data;
-    if (!m || m->ac != ac)
+    if (!m || m->ev.ac != ac)
         return;
     if (status != REDIS_OK) {
         /* hiredis frees the context after this callback, without on_disconnect */
@@ -405,7 +367,7 @@ static void on_connect(const redisAsyncContext *cac, int status)
         schedule_reconnect(m);
         return;
     }
-    m->connected = 1;
+    m->ev.connected = 1;
     /* Handshake: AUTH / SELECT if configured, load every script, then check the marker.
      * A master that is frozen accepts the TCP connection but never answers: the timer
      * closes the attempt and a later one tries again. */
@@ -451,7 +413,7 @@ static void on_connect(const redisAsyncContext *cac, int status)
 void master_start(master_conn *m)
 {
     loop_timer_stop(m->loop, &m->timer);
-    if (m->ac)
+    if (m->ev.ac)
         return;
     redisAsyncContext *ac = m->cfg->unix_path[0] ? redisAsyncConnectUnix(m->cfg->unix_path)
                                                  : redisAsyncConnect(m->cfg->host, m->cfg->port);
@@ -469,21 +431,11 @@ void master_start(master_conn *m)
         schedule_reconnect(m);
         return;
     }
-    m->ac = ac;
-    m->connected = 0;
-    m->dirty = 0;
+    redis_ev_attach(&m->ev, ac);
     m->pending = 0;
     m->check_inflight = 0;
     m->run_id[0] = '\0';
     ac->data = m;
-    ac->ev.data = m;
-    ac->ev.addRead = ev_add_read;
-    ac->ev.delRead = ev_del_read;
-    ac->ev.addWrite = ev_add_write;
-    ac->ev.delWrite = ev_del_write;
-    ac->ev.cleanup = ev_cleanup;
-    m->io.fd = ac->c.fd;
-    m->io.events = 0;
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     redisAsyncSetConnectCallback(ac, on_connect); /* registers for the first write event */
     set_state(m, MASTER_CONNECTING, "connecting");
@@ -529,11 +481,13 @@ void master_init(master_conn *m, const config *conf, int index, void *owner, loo
     m->owner = owner;
     m->hooks = hooks;
     m->loop = l;
-    m->io.fd = -1;
-    m->io.cb = on_io;
+    redis_ev_init(&m->ev, l, &ev_hooks);
     m->timer.cb = on_timer;
     m->backoff_ms = BACKOFF_MIN_MS;
     m->seen_state = -1;
+    /* per connection: each worker's differs (its own master_conn), and each instance's */
+    m->rnd = rnd_seed(keys_name_hash(m->cfg->address, strlen(m->cfg->address)) ^
+                      (uint64_t)(uintptr_t)m ^ (uint64_t)clock_now_us());
     m->mkey_len = keys_record(conf->key_prefix, m->mkey, sizeof m->mkey);
     keys_quarantine(conf->key_prefix, m->qkey, sizeof m->qkey);
     stat_set_int(&m->state, MASTER_DOWN);
@@ -546,7 +500,7 @@ static void reload_scripts(master_conn *m)
         return;
     for (int i = 0; i < SCRIPT__COUNT; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", script_source(i)};
-        if (redisAsyncCommandArgv(m->ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) ==
+        if (redisAsyncCommandArgv(m->ev.ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) ==
             REDIS_OK)
             m->pending++;
     }
@@ -561,26 +515,10 @@ struct master_batch {
     void *privs[MASTER_BATCH_MAX];
 };
 
-static int grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need)
-        c *= 2;
-    char *nb = realloc(*buf, c);
-    if (!nb)
-        return -1;
-    *buf = nb;
-    *cap = c;
-    return 0;
-}
-
 static void batch_reset(master_outbatch *o)
 {
     o->cur = NULL;
-    o->keys_len = o->args_len = 0;
-    o->nkeys = o->nargs = 0;
+    resp_batch_clear(&o->fmt);
 }
 
 static void batch_recycle(master_conn *m, master_batch *b)
@@ -603,24 +541,6 @@ static void batch_fail(master_conn *m)
 
 static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv);
 static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv);
-static char *put_bulk(char *p, const char *s, size_t n);
-static char *put_decimal(char *p, size_t v);
-
-#define CODE_BULK_LEN 7 /* "$1\r\nX\r\n": an operation's code in the batch's arguments */
-
-/* "*<argc> EVALSHA <sha> <nkeys>" in RESP; the keys and arguments follow.  Commands
- * are formatted here, without hiredis's printf-style formatter: this is the hot path. */
-static char *put_evalsha_head(char *p, size_t nkeys, size_t nargs, const char *sha)
-{
-    char nk[24];
-    *p++ = '*';
-    p = put_decimal(p, 3 + nkeys + nargs);
-    *p++ = '\r';
-    *p++ = '\n';
-    p = put_bulk(p, "EVALSHA", 7);
-    p = put_bulk(p, sha, 40);
-    return put_bulk(p, nk, (size_t)(put_decimal(nk, nkeys) - nk));
-}
 
 /* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH: the head,
  * the master's record key, the operations' keys, their arguments. */
@@ -630,32 +550,21 @@ static void batch_send(master_conn *m)
     master_batch *b = o->cur;
     if (!b)
         return;
-    if (!m->ac || !m->connected) {
+    if (!m->ev.ac || !m->ev.connected) {
         batch_fail(m);
         return;
     }
-    int alone = b->n == 1;
-    size_t skip = alone ? CODE_BULK_LEN : 0; /* alone: its own script, without the code */
-    char head[160];
-    size_t hl = (size_t)(put_evalsha_head(head, o->nkeys + 1, o->nargs - (alone ? 1 : 0),
-                                          m->sha[alone ? o->first_script : SCRIPT_BATCH]) -
-                         head);
-    char pre[224];
-    size_t pl = (size_t)(put_bulk(pre, m->mkey, m->mkey_len) - pre);
-    size_t len = hl + pl + o->keys_len + o->args_len - skip;
-    /* The head and the record key go in front of the keys: the keys buffer keeps
-     * room for them (batch_add). */
-    if (grow(&o->keys, &o->keys_cap, len) != 0) {
+    int alone = b->n == 1; /* alone: its own script, without the code */
+    size_t len;
+    const char *cmd = resp_batch_join(&o->fmt, m->sha[alone ? o->first_script : SCRIPT_BATCH],
+                                      m->mkey, m->mkey_len, alone, &len);
+    if (!cmd) {
         batch_fail(m);
         return;
     }
-    memmove(o->keys + hl + pl, o->keys, o->keys_len);
-    memcpy(o->keys, head, hl);
-    memcpy(o->keys + hl, pre, pl);
-    memcpy(o->keys + hl + pl + o->keys_len, o->args + skip, o->args_len - skip);
-    batch_reset(o);
-    int rc = alone ? redisAsyncFormattedCommand(m->ac, on_eval_reply, b->privs[0], o->keys, len)
-                   : redisAsyncFormattedCommand(m->ac, on_batch_reply, b, o->keys, len);
+    o->cur = NULL;
+    int rc = alone ? redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, b->privs[0], cmd, len)
+                   : redisAsyncFormattedCommand(m->ev.ac, on_batch_reply, b, cmd, len);
     if (rc != REDIS_OK) {
         o->cur = b; /* fail them as queued */
         batch_fail(m);
@@ -703,38 +612,25 @@ static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs
     master_outbatch *o = &m->out;
     if (o->cur && o->cur->n == MASTER_BATCH_MAX)
         batch_send(m);
-    size_t kneed = 0, aneed = 32;
-    for (int i = 0; i < nkeys + nargs; i++)
-        *(i < nkeys ? &kneed : &aneed) += lens[i] + 32;
-    /* 400: room batch_send() keeps for the command's head and the record key */
-    if (grow(&o->keys, &o->keys_cap, 400 + o->keys_len + kneed + o->args_len + aneed) != 0 ||
-        grow(&o->args, &o->args_cap, o->args_len + aneed) != 0)
-        return -1;
-    if (!o->cur) {
-        master_batch *b = o->spare;
-        if (b)
+    master_batch *b = o->cur;
+    if (!b) {
+        if ((b = o->spare))
             o->spare = b->next;
         else if (!(b = malloc(sizeof *b)))
             return -1;
         b->n = 0;
+    }
+    if (resp_batch_add(&o->fmt, code, (size_t)nkeys, (size_t)nargs, argv, lens) != 0) {
+        if (!o->cur)
+            batch_recycle(m, b);
+        return -1;
+    }
+    if (!o->cur) {
         o->cur = b;
         o->first_script = script;
     }
-    char *k = o->keys + o->keys_len, *a = o->args + o->args_len;
-    for (int i = 0; i < nkeys; i++)
-        k = put_bulk(k, argv[i], lens[i]);
-    a = put_bulk(a, &code, 1);
-    for (int i = nkeys; i < nkeys + nargs; i++)
-        a = put_bulk(a, argv[i], lens[i]);
-    o->keys_len = (size_t)(k - o->keys);
-    o->args_len = (size_t)(a - o->args);
-    o->nkeys += (unsigned)nkeys;
-    o->nargs += (unsigned)nargs + 1;
-    o->cur->privs[o->cur->n++] = priv;
-    if (!m->dirty) {
-        m->dirty = 1;
-        m->hooks->want_flush(m);
-    }
+    b->privs[b->n++] = priv;
+    redis_ev_want_flush(&m->ev);
     return 0;
 }
 
@@ -746,10 +642,7 @@ void master_fini(master_conn *m)
         m->out.spare = b->next;
         free(b);
     }
-    free(m->out.keys);
-    free(m->out.args);
-    m->out.keys = m->out.args = NULL;
-    m->out.keys_cap = m->out.args_cap = 0;
+    resp_batch_free(&m->out.fmt);
 }
 
 /* ---- commands ---- */
@@ -773,62 +666,23 @@ static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
     m->hooks->reply(m, reply, priv);
 }
 
-/* Append one RESP bulk string. */
-static char *put_bulk(char *p, const char *s, size_t n)
-{
-    *p++ = '$';
-    char tmp[24];
-    int k = 0;
-    size_t v = n;
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k)
-        *p++ = tmp[--k];
-    *p++ = '\r';
-    *p++ = '\n';
-    memcpy(p, s, n);
-    p += n;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-static char *put_decimal(char *p, size_t v)
-{
-    char tmp[24];
-    int k = 0;
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k)
-        *p++ = tmp[--k];
-    return p;
-}
-
 int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, void *priv)
 {
-    if (m->state != MASTER_READY || !m->ac || nkeys < 0 || nargs < 0 || nkeys + nargs > 512)
+    if (m->state != MASTER_READY || !m->ev.ac || nkeys < 0 || nargs < 0 || nkeys + nargs > 512)
         return -1;
     char code = script_batch_code(script, nkeys, nargs);
     if (code)
         return batch_add(m, script, code, nkeys, nargs, argv, lens, priv);
     batch_send(m); /* keep the connection's order */
-    size_t need = 400;
-    for (int i = 0; i < nkeys + nargs; i++)
-        need += lens[i] + 32;
+    size_t need = resp_evalsha_size(m->mkey_len, (size_t)(nkeys + nargs), lens);
     char stackbuf[2048];
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf)
         return -1;
-    char *p = put_evalsha_head(buf, (size_t)nkeys + 1, (size_t)nargs, m->sha[script]);
-    p = put_bulk(p, m->mkey, m->mkey_len);
-    for (int i = 0; i < nkeys + nargs; i++)
-        p = put_bulk(p, argv[i], lens[i]);
-    int rc = redisAsyncFormattedCommand(m->ac, on_eval_reply, priv, buf, (size_t)(p - buf));
+    size_t len = resp_evalsha(buf, m->sha[script], m->mkey, m->mkey_len, (size_t)nkeys,
+                              (size_t)nargs, argv, lens);
+    int rc = redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, priv, buf, len);
     if (buf != stackbuf)
         free(buf);
     if (rc != REDIS_OK)
@@ -841,19 +695,19 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
 int master_command(master_conn *m, int argc, const char **argv, const size_t *lens,
                    void (*cb)(struct redisAsyncContext *, void *, void *), void *priv)
 {
-    if (!m->ac || !m->connected)
+    if (!m->ev.ac || !m->ev.connected)
         return -1;
     batch_send(m); /* keep the connection's order */
-    return redisAsyncCommandArgv(m->ac, cb, priv, argc, argv, lens) == REDIS_OK ? 0 : -1;
+    return redisAsyncCommandArgv(m->ev.ac, cb, priv, argc, argv, lens) == REDIS_OK ? 0 : -1;
 }
 
 int master_ping(master_conn *m, void *priv)
 {
-    if (!m->ac || !m->connected)
+    if (!m->ev.ac || !m->ev.connected)
         return -1;
     batch_send(m); /* keep the connection's order */
     const char *argv[] = {"PING"};
-    if (redisAsyncCommandArgv(m->ac, on_eval_reply, priv, 1, argv, NULL) != REDIS_OK)
+    if (redisAsyncCommandArgv(m->ev.ac, on_eval_reply, priv, 1, argv, NULL) != REDIS_OK)
         return -1;
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();
@@ -862,6 +716,6 @@ int master_ping(master_conn *m, void *priv)
 
 void master_check_stall(master_conn *m, int64_t now_us, int64_t stall_us)
 {
-    if (m->ac && m->connected && m->pending && now_us - m->progress_us > stall_us)
+    if (m->ev.ac && m->ev.connected && m->pending && now_us - m->progress_us > stall_us)
         master_close(m, 1, "no reply within the stall limit: frozen or overloaded");
 }

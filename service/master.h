@@ -25,6 +25,8 @@
 
 #include "config.h"
 #include "loop.h"
+#include "redis_ev.h"
+#include "resp.h"
 #include "scripts.h"
 
 struct redisAsyncContext;
@@ -38,9 +40,7 @@ typedef struct master_batch master_batch;
 typedef struct master_outbatch {
     master_batch *cur;         /* the privs of the queued operations; NULL when none */
     master_batch *spare;       /* free list of sent batches' storage */
-    char *keys, *args;         /* RESP bulk strings, in order */
-    size_t keys_len, keys_cap, args_len, args_cap;
-    unsigned nkeys, nargs;
+    resp_batch fmt;            /* their keys and arguments, formatted (resp.h) */
     int first_script;          /* the first operation's script: sent alone when alone */
 } master_outbatch;
 
@@ -73,14 +73,12 @@ struct master_conn {
     void *owner;               /* the worker */
     const master_hooks *hooks;
     loop *loop;
-    struct redisAsyncContext *ac;
+    redis_ev ev;               /* the context on the loop, writes coalesced (dirty: queued
+                                * in the owner's flush list) */
     int state;                 /* enum master_state */
-    int connected;             /* the socket finished connecting */
-    int want_in, want_out;
-    int dirty;                 /* queued in the owner's flush list */
-    loop_io io;
     loop_timer timer;          /* reconnect back-off, handshake deadline, quarantine end */
     int backoff_ms;
+    uint32_t rnd;              /* rnd.h: the reconnect jitter */
     int handshake_left;        /* replies the handshake still waits for */
     unsigned pending;          /* commands sent, replies not yet received */
     int64_t progress_us;       /* last reply, or when pending went 0 -> 1 */

@@ -6,17 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 #include "keys.h"
+#include "redis_ev.h"
 
 typedef struct sub_conn {
     notify *n;
     const config_master *cfg;
-    redisAsyncContext *ac;
-    loop_io io;
+    redis_ev ev; /* writes at once */
     loop_timer retry;
-    int want_in, want_out, connected, dirty;
     int backoff_ms;
 } sub_conn;
 
@@ -33,37 +31,8 @@ struct notify {
     size_t nchannels, cap;
 };
 
-/* ---- event adapter ---- */
-
-static void update(sub_conn *s)
-{
-    if (!s->ac)
-        return;
-    s->io.fd = s->ac->c.fd;
-    loop_io_set(s->n->loop, &s->io, (s->want_in ? EPOLLIN : 0) | (s->want_out ? EPOLLOUT : 0));
-}
-static void add_read(void *p) { sub_conn *s = p; s->want_in = 1; update(s); }
-static void del_read(void *p) { sub_conn *s = p; s->want_in = 0; update(s); }
-static void add_write(void *p) { sub_conn *s = p; s->want_out = 1; update(s); }
-static void del_write(void *p) { sub_conn *s = p; s->want_out = 0; update(s); }
-static void cleanup(void *p)
-{
-    sub_conn *s = p;
-    s->want_in = s->want_out = 0;
-    loop_io_set(s->n->loop, &s->io, 0);
-    s->io.events = 0;
-}
-
-static void on_io(loop_io *io, uint32_t ev)
-{
-    sub_conn *s = container_of(io, sub_conn, io);
-    if (!s->ac || s->ac->c.fd != io->fd)
-        return;
-    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
-        redisAsyncHandleRead(s->ac);
-    if (s->ac && (ev & EPOLLOUT))
-        redisAsyncHandleWrite(s->ac);
-}
+/* The adapter (redis_ev.h) writes at once: subscriptions are few and not batched. */
+static const redis_ev_hooks ev_hooks = {.want_flush = NULL, .watch_failed = NULL};
 
 /* ---- connection ---- */
 
@@ -96,7 +65,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
          * waiter's refused attempt and this moment would be missed, so wake it once
          * (on the first connected master's confirmation only). */
         size_t first = 0;
-        while (first < s->n->n && !s->n->subs[first].connected)
+        while (first < s->n->n && !s->n->subs[first].ev.connected)
             first++;
         if (s != &s->n->subs[first])
             return;
@@ -115,23 +84,22 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
 
 static void send_subscribe(sub_conn *s, const char *channel, int subscribe)
 {
-    if (!s->ac || !s->connected)
+    if (!s->ev.ac || !s->ev.connected)
         return;
     const char *argv[] = {subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", channel};
     /* hiredis keeps the callback per channel and calls it for every message */
-    redisAsyncCommandArgv(s->ac, on_message, NULL, 2, argv, NULL);
+    redisAsyncCommandArgv(s->ev.ac, on_message, NULL, 2, argv, NULL);
 }
 
 static void on_connect(const redisAsyncContext *cac, int status)
 {
     sub_conn *s = cac->data;
     if (status != REDIS_OK) {
-        s->ac = NULL;
-        s->connected = 0;
+        redis_ev_forget(&s->ev);
         schedule(s);
         return;
     }
-    s->connected = 1;
+    s->ev.connected = 1;
     s->backoff_ms = 100;
     redisAsyncContext *ac = (redisAsyncContext *)cac;
     if (s->cfg->password[0]) {
@@ -146,17 +114,16 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     sub_conn *s = ac->data;
     (void)status;
-    if (!s || s->ac != ac)
+    if (!s || s->ev.ac != ac)
         return;
-    s->ac = NULL;
-    s->connected = 0;
+    redis_ev_forget(&s->ev);
     if (s->backoff_ms)
         schedule(s);
 }
 
 static void connect_sub(sub_conn *s)
 {
-    if (s->ac)
+    if (s->ev.ac)
         return;
     redisAsyncContext *ac = s->cfg->unix_path[0] ? redisAsyncConnectUnix(s->cfg->unix_path)
                                                  : redisAsyncConnect(s->cfg->host, s->cfg->port);
@@ -166,17 +133,8 @@ static void connect_sub(sub_conn *s)
         schedule(s);
         return;
     }
-    s->ac = ac;
-    s->connected = 0;
+    redis_ev_attach(&s->ev, ac);
     ac->data = s;
-    ac->ev.data = s;
-    ac->ev.addRead = add_read;
-    ac->ev.delRead = del_read;
-    ac->ev.addWrite = add_write;
-    ac->ev.delWrite = del_write;
-    ac->ev.cleanup = cleanup;
-    s->io.fd = ac->c.fd;
-    s->io.events = 0;
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     redisAsyncSetConnectCallback(ac, on_connect);
 }
@@ -201,8 +159,7 @@ notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb,
         sub_conn *s = &n->subs[i];
         s->n = n;
         s->cfg = &cfg->masters[i];
-        s->io.fd = -1;
-        s->io.cb = on_io;
+        redis_ev_init(&s->ev, l, &ev_hooks);
         s->retry.cb = on_retry;
         s->backoff_ms = 100;
     }
@@ -223,10 +180,9 @@ void notify_free(notify *n)
         sub_conn *s = &n->subs[i];
         loop_timer_stop(n->loop, &s->retry);
         s->backoff_ms = 0; /* no reconnect */
-        if (s->ac) {
-            redisAsyncContext *ac = s->ac;
-            redisAsyncFree(ac);
-            s->ac = NULL;
+        if (s->ev.ac) {
+            redisAsyncFree(s->ev.ac);
+            redis_ev_forget(&s->ev);
         }
     }
     for (size_t i = 0; i < n->nchannels; i++)

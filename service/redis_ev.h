@@ -1,0 +1,62 @@
+/* redis_ev.h -- the hiredis event-library adapter on our own loop (loop.h): one
+ * redisAsyncContext's socket watched through a loop_io, read and written when hiredis
+ * asks (its addRead/delRead/addWrite/delWrite/cleanup hooks).  Used by every
+ * non-blocking connection to a master: the worker's command connection (master.c)
+ * and its pub/sub subscriber (notify.c).
+ *
+ * Two ways to write:
+ *   - at once (hooks->want_flush NULL): a command queued makes the loop watch the
+ *     socket for writing, and hiredis writes when it is writable;
+ *   - coalesced (hooks->want_flush set): once connected, queued commands only ask the
+ *     owner for a flush (want_flush, once until it happens); the owner calls
+ *     redis_ev_flush() at the end of its loop pass, and everything queued in that pass
+ *     leaves in one write.  Only what that write could not take waits for the socket.
+ *
+ * The owner embeds a redis_ev, creates the context, hands it to redis_ev_attach(),
+ * keeps its own data in ac->data, sets `connected` from its connect callback and
+ * calls redis_ev_forget() when hiredis lets the context go. */
+#ifndef RL_REDIS_EV_H
+#define RL_REDIS_EV_H
+
+#include "loop.h"
+
+struct redisAsyncContext;
+typedef struct redis_ev redis_ev;
+
+typedef struct redis_ev_hooks {
+    /* Coalesced writes: output is queued, call redis_ev_flush() at the end of this
+     * loop pass.  NULL: write as soon as the socket takes it. */
+    void (*want_flush)(redis_ev *e);
+    /* The loop could not watch the socket (epoll_ctl failed); may be NULL. */
+    void (*watch_failed)(redis_ev *e);
+} redis_ev_hooks;
+
+struct redis_ev {
+    struct redisAsyncContext *ac; /* NULL when none */
+    int connected;                /* the socket finished connecting (set by the owner) */
+    int want_in, want_out;        /* what hiredis asked for */
+    int dirty;                    /* coalesced: 1 a flush is asked for, -1 flushing, else 0 */
+    loop_io io;
+    loop *loop;
+    const redis_ev_hooks *hooks;
+};
+
+/* Set up e (no context) on loop l; hooks must outlive e. */
+void redis_ev_init(redis_ev *e, loop *l, const redis_ev_hooks *hooks);
+
+/* Take a new context (not connected yet): hiredis's event hooks now drive e.  The
+ * owner's ac->data is left alone. */
+void redis_ev_attach(redis_ev *e, struct redisAsyncContext *ac);
+
+/* The context is gone or going (freed, or failed to connect and about to be freed by
+ * hiredis): forget it and what it asked for. */
+void redis_ev_forget(redis_ev *e);
+
+/* Coalesced: ask the owner for a flush this pass, once (for output queued around
+ * hiredis, e.g. a batch formatted at flush time). */
+void redis_ev_want_flush(redis_ev *e);
+
+/* Coalesced: write what is queued now (the owner's end-of-pass flush). */
+void redis_ev_flush(redis_ev *e);
+
+#endif
