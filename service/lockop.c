@@ -10,15 +10,12 @@
 
 #include "keys.h"
 #include "multilock.h"
+#include "rnd.h"
 #include "scripts.h"
 
-static uint32_t rnd_next(lockop_env *env)
+static uint32_t rnd(lockop_env *env)
 {
-    uint32_t x = env->rnd;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return env->rnd = x ? x : 0x9e3779b9u;
+    return rnd_next(&env->rnd);
 }
 
 static lockop *op_of(waiter *w)
@@ -35,12 +32,12 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     env->rounds = rounds;
     env->conf = conf;
     env->owner = owner;
-    env->rnd = seed ? seed : 0x12345678u;
+    env->rnd = rnd_seed(seed);
     env->wq.hooks = &queue_hooks;
     env->wq.loop = rounds->loop;
     env->wq.max_waiters = conf->max_waiters;
     env->wq.waiters_total = waiters_total;
-    env->wq.rnd = rnd_next(env);
+    env->wq.rnd = rnd(env);
     return waitq_env_init(&env->wq);
 }
 
@@ -273,7 +270,7 @@ static void attempt_begin(lockop *op, round *rd)
         /* A lease the client chose (or a second attempt): another attempt may carry
          * it too, so this one writes its own tag.  A lease made for this request and
          * tried once is its own tag, and the masters compare it whole (cheaper). */
-        uint64_t tag = ((uint64_t)rnd_next(op->env) << 32) | rnd_next(op->env);
+        uint64_t tag = ((uint64_t)rnd(op->env) << 32) | rnd(op->env);
         op->value[op->lease_len] = '.';
         for (int i = 0; i < 16; i++)
             op->value[op->lease_len + 1 + i] = hex[(tag >> (60 - 4 * i)) & 15];
@@ -365,7 +362,7 @@ static void acquire_failed(lockop *op, rl_err err)
             op->split_deadline_us = op->start_us + env->conf->node_timeout_ms * 1000 * 6;
         if (op->split_deadline_us > op->wait_deadline_us)
             op->wait_deadline_us = op->split_deadline_us;
-        op->retry_after_ms = 1 + (int64_t)(rnd_next(env) % (uint32_t)(env->conf->node_timeout_ms + 1));
+        op->retry_after_ms = 1 + (int64_t)(rnd(env) % (uint32_t)(env->conf->node_timeout_ms + 1));
     }
     if (__atomic_load_n(&op->gone, __ATOMIC_RELAXED)) {
         op->wait_deadline_us = 0; /* nobody to answer: stop here */
@@ -377,7 +374,7 @@ static void acquire_failed(lockop *op, rl_err err)
         int64_t delay = err == RL_E_LOCK_CONTENDED
                             ? (op->retry_after_ms < remaining_ms ? op->retry_after_ms : remaining_ms)
                             : redlock_retry_delay_ms(err == RL_E_LOCK_HELD, op->retry_after_ms,
-                                                     remaining_ms, rnd_next(env));
+                                                     remaining_ms, rnd(env));
         if (waitq_released_since(&env->wq, &op->w))
             delay = 0; /* released while this attempt was in flight */
         /* Park even when the lock outlives the wait: a release through this

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "keys.h"
+#include "rnd.h"
 
 struct waitq {
     waitq *next;          /* hash chain, or env->mqueues */
@@ -39,12 +40,7 @@ static size_t slot_of(const char *name, size_t len)
 
 static uint32_t jitter_ms(waitq_env *env)
 {
-    uint32_t x = env->rnd;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    env->rnd = x ? x : 0x9e3779b9u;
-    return env->rnd % 10;
+    return rnd_next(&env->rnd) % 10;
 }
 
 int waitq_env_init(waitq_env *env)
@@ -53,7 +49,7 @@ int waitq_env_init(waitq_env *env)
     env->buckets = calloc(env->nbuckets, sizeof *env->buckets);
     env->epochs = calloc(WAITQ_SLOTS, sizeof *env->epochs);
     if (!env->rnd)
-        env->rnd = 0x2545f491u;
+        env->rnd = rnd_seed((uintptr_t)env);
     return env->buckets && env->epochs ? 0 : -1;
 }
 
