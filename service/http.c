@@ -54,7 +54,6 @@ struct http_req {
     struct MHD_Connection *conn;
     const struct route *route;
     handler_fn fn;
-    int method_idx;          /* index in the route's method table, -1 if none */
     int method_id;           /* for counters: 0 POST, 1 DELETE, 2 PATCH, 3 GET, 4 other */
     int started;             /* the handler ran (body complete) */
     int suspended;
@@ -767,7 +766,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->hc = ci ? ci->socket_context : NULL;
         r->start_us = clock_now_us();
-        r->method_idx = -1;
         static const char *const ids[] = {"POST", "DELETE", "PATCH", "GET"};
         r->method_id = 4;
         for (int k = 0; k < 4; k++)
@@ -789,10 +787,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         if (!r->route)
             return reply_error(r, RL_E_NOT_FOUND, NULL, NULL);
         for (int k = 0; k < 5 && r->route->methods[k].method; k++)
-            if (strcmp(method, r->route->methods[k].method) == 0) {
+            if (strcmp(method, r->route->methods[k].method) == 0)
                 r->fn = r->route->methods[k].fn;
-                r->method_idx = k;
-            }
         if (!r->fn)
             return reply_error(r, RL_E_METHOD_NOT_ALLOWED, NULL, NULL);
         const app *a = w->app;

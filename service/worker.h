@@ -54,7 +54,6 @@ typedef struct worker {
     unsigned nconns, max_conns;
     int quiesced;           /* 1: asked, 2: the daemon gave its socket back */
     int listen_fd;          /* this daemon's descriptor of the shared socket */
-    int64_t stop_deadline_us;
     /* mailbox: other threads post, this one drains on its eventfd */
     int evfd;
     loop_io ev_io;
