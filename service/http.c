@@ -16,6 +16,7 @@
 #include "lease.h"
 #include "lockop.h"
 #include "metrics.h"
+#include "route.h"
 #include "validate.h"
 #include "worker.h"
 
@@ -23,21 +24,6 @@ typedef struct http_req http_req;
 typedef int (*handler_fn)(http_req *r);
 
 enum { REPLIED = 0, SUSPENDED = 1 };
-
-enum route_id { ROUTE_LOCK = 0, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_METRICS, ROUTE_OTHER, ROUTE_LOCKS };
-
-struct route_method {
-    const char *method;
-    handler_fn fn;
-};
-
-struct route {
-    const char *path;
-    int prefix; /* path is a prefix: the rest is the lock name */
-    int id;
-    const char *allow;
-    struct route_method methods[5];
-};
 
 /* One client connection, tracked for the header timeout while it has no request
  * being served (in the worker's idle list, oldest first). */
@@ -54,7 +40,7 @@ struct http_req {
     struct MHD_Connection *conn;
     const struct route *route;
     handler_fn fn;
-    int method_id;           /* for counters: 0 POST, 1 DELETE, 2 PATCH, 3 GET, 4 other */
+    int method_id;           /* enum route_method */
     int started;             /* the handler ran (body complete) */
     int suspended;
     int too_large;
@@ -110,9 +96,11 @@ static int reply_error(http_req *r, rl_err e, const char *msg, const char *extra
         jw_raw_fields(&w, extra_fields);
     jw_obj_close(&w);
     const char *hdr = NULL, *val = NULL;
+    char allow[64];
     if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
+        route_allow(r->route, allow, sizeof allow);
         hdr = MHD_HTTP_HEADER_ALLOW;
-        val = r->route->allow;
+        val = allow;
     } else if (e == RL_E_UNAUTHORIZED) {
         hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
         val = "Bearer realm=\"redlockd\"";
@@ -452,14 +440,11 @@ static int h_metrics(http_req *r)
     return REPLIED;
 }
 
-/* The routing table: path, whether it is a prefix, allowed methods. */
-static const struct route routes[] = {
-    {"/locks/", 1, ROUTE_LOCK, "GET, POST, PATCH, DELETE",
-     {{"POST", h_acquire}, {"DELETE", h_release}, {"PATCH", h_extend}, {"GET", h_inspect}}},
-    {"/healthz", 0, ROUTE_HEALTHZ, "GET", {{"GET", h_healthz}}},
-    {"/readyz", 0, ROUTE_READYZ, "GET", {{"GET", h_readyz}}},
-    {"/metrics", 0, ROUTE_METRICS, "GET", {{"GET", h_metrics}}},
-    {"/locks", 0, ROUTE_LOCKS, "POST, DELETE", {{"POST", h_macquire}, {"DELETE", h_mrelease}}},
+/* What each action of the routing table (route.h) runs. */
+static const handler_fn handlers[ROUTE_A__COUNT] = {
+    [ROUTE_A_ACQUIRE] = h_acquire, [ROUTE_A_RELEASE] = h_release, [ROUTE_A_EXTEND] = h_extend,
+    [ROUTE_A_INSPECT] = h_inspect, [ROUTE_A_HEALTHZ] = h_healthz, [ROUTE_A_READYZ] = h_readyz,
+    [ROUTE_A_METRICS] = h_metrics, [ROUTE_A_MACQUIRE] = h_macquire, [ROUTE_A_MRELEASE] = h_mrelease,
 };
 
 /* ---- completion of a suspended request ---- */
@@ -687,8 +672,6 @@ static void req_free(http_req *r)
     w->nfree_reqs++;
 }
 
-static int route_index(const struct route *rt) { return rt ? rt->id : ROUTE_OTHER; }
-
 static void log_request(http_req *r, int toe_ok)
 {
     worker *w = r->w;
@@ -696,16 +679,16 @@ static void log_request(http_req *r, int toe_ok)
     int cls = status / 100;
     if (cls < 1 || cls > 5)
         cls = 5;
-    stat_inc(&w->http_counts[route_index(r->route)][r->method_id][cls]);
+    const route *rt = r->route ? r->route : route_get(ROUTE_OTHER);
+    stat_inc(&w->http_counts[rt->id][r->method_id][cls]);
     if (w->log.level < LOG_INFO)
         return;
     char fields[768];
     jw j;
     jw_init(&j, fields, sizeof fields);
     jw_key_str(&j, "request_id", r->request_id);
-    static const char *mnames[] = {"POST", "DELETE", "PATCH", "GET", "other"};
-    jw_key_str(&j, "method", mnames[r->method_id]);
-    jw_key_str(&j, "route", r->route ? (r->route->prefix ? "/locks/{name}" : r->route->path) : "other");
+    jw_key_str(&j, "method", route_method_name(r->method_id));
+    jw_key_str(&j, "route", rt->label);
     if (r->name_len)
         jw_key_strn(&j, "name", r->name, r->name_len > 255 ? 255 : r->name_len);
     jw_key_int(&j, "status", status);
@@ -766,40 +749,22 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->hc = ci ? ci->socket_context : NULL;
         r->start_us = clock_now_us();
-        static const char *const ids[] = {"POST", "DELETE", "PATCH", "GET"};
-        r->method_id = 4;
-        for (int k = 0; k < 4; k++)
-            if (strcmp(method, ids[k]) == 0)
-                r->method_id = k;
+        r->method_id = route_method_id(method);
         request_id(r);
-        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-            const struct route *rt = &routes[i];
-            size_t pl = strlen(rt->path);
-            if (rt->prefix ? strncmp(url, rt->path, pl) == 0 : strcmp(url, rt->path) == 0) {
-                r->route = rt;
-                if (rt->prefix) {
-                    r->name = url + pl;
-                    r->name_len = strlen(r->name);
-                }
-                break;
-            }
-        }
+        r->route = route_match(url, &r->name, &r->name_len);
         if (!r->route)
             return reply_error(r, RL_E_NOT_FOUND, NULL, NULL);
-        for (int k = 0; k < 5 && r->route->methods[k].method; k++)
-            if (strcmp(method, r->route->methods[k].method) == 0)
-                r->fn = r->route->methods[k].fn;
+        r->fn = handlers[route_action(r->route, r->method_id)];
         if (!r->fn)
             return reply_error(r, RL_E_METHOD_NOT_ALLOWED, NULL, NULL);
         const app *a = w->app;
-        int lockish = r->route->id == ROUTE_LOCK || r->route->id == ROUTE_LOCKS;
-        if (a->auth.n && (lockish || (a->cfg.auth_probes && r->route->id != ROUTE_HEALTHZ))) {
+        if (a->auth.n && (r->route->lock || (a->cfg.auth_probes && r->route->probe))) {
             const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-            rl_err e = auth_check(&a->auth, h, r->route->id == ROUTE_LOCK ? r->name : NULL, r->name_len);
+            rl_err e = auth_check(&a->auth, h, r->route->prefix ? r->name : NULL, r->name_len);
             if (e != RL_OK)
                 return reply_error(r, e, NULL, NULL);
         }
-        if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && lockish)
+        if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && r->route->lock)
             return reply_error(r, RL_E_SHUTTING_DOWN, NULL, NULL);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         long n;

@@ -9,6 +9,7 @@
 #include "lockop.h"
 #include "loop.h"
 #include "master.h"
+#include "route.h"
 #include "version.h"
 #include "worker.h"
 
@@ -68,19 +69,17 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_uptime_seconds Seconds since start.\n# TYPE redlockd_uptime_seconds gauge\n"
                   "redlockd_uptime_seconds %.3f\n", (double)(clock_now_us() - a->started_us) / 1e6);
 
-    static const char *routes[] = {"/locks/{name}", "/healthz", "/readyz", "/metrics", "other", "/locks"};
-    static const char *methods[] = {"POST", "DELETE", "PATCH", "GET", "other"};
     sb_printf(&b, "# HELP redlockd_http_requests_total HTTP requests by route, method and status class.\n"
                   "# TYPE redlockd_http_requests_total counter\n");
-    for (int r = 0; r < 6; r++)
-        for (int m = 0; m < 5; m++)
+    for (int r = 0; r < ROUTE__COUNT; r++)
+        for (int m = 0; m < ROUTE_M__COUNT; m++)
             for (int c = 1; c < 6; c++) {
                 uint64_t s = 0;
                 for (size_t i = 0; i < a->nworkers; i++)
                     s += ld(&a->workers[i]->http_counts[r][m][c]);
                 if (s)
                     sb_printf(&b, "redlockd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%dxx\"} %llu\n",
-                              routes[r], methods[m], c, (unsigned long long)s);
+                              route_get(r)->label, route_method_name(m), c, (unsigned long long)s);
             }
 
     static const struct { int c; const char *metric, *label; } outcomes[] = {

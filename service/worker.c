@@ -282,24 +282,24 @@ void worker_start_op(worker *w, lockop *op)
          * every master in that order, on the same connections. */
         int hot = op->kind != LOCKOP_MACQUIRE &&
                   lockop_hot(a->heat, op->name, op->name_len, clock_now_us());
-        int route;
+        int to_keeper;
         switch (op->kind) {
         case LOCKOP_ACQUIRE:
-            route = op->wait_deadline_us != 0 || hot;
+            to_keeper = op->wait_deadline_us != 0 || hot;
             break;
         case LOCKOP_MACQUIRE:
-            route = op->wait_deadline_us != 0;
+            to_keeper = op->wait_deadline_us != 0;
             break;
         case LOCKOP_RELEASE:
-            route = hot || __atomic_load_n(&keeper->ops.waiting, __ATOMIC_RELAXED) > 0;
+            to_keeper = hot || __atomic_load_n(&keeper->ops.waiting, __ATOMIC_RELAXED) > 0;
             break;
         case LOCKOP_EXTEND:
-            route = hot;
+            to_keeper = hot;
             break;
         default:
-            route = 0;
+            to_keeper = 0;
         }
-        if (route && keeper != w) {
+        if (to_keeper && keeper != w) {
             op->env = &keeper->ops;
             op->home = w;
             op->home_done = op->done;

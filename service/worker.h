@@ -17,6 +17,7 @@
 #include "notify.h"
 #include "resync.h"
 #include "round.h"
+#include "route.h"
 
 struct MHD_Daemon;
 struct http_req;
@@ -64,8 +65,8 @@ typedef struct worker {
     lockop *mb_start, *mb_start_tail; /* waiting acquires to run here for other workers */
     lockop *mb_done, *mb_done_tail;   /* this worker's requests that another one ran */
     size_t foreign_ops;     /* ops running here for other workers' requests */
-    /* counters by route x status class, for /metrics */
-    uint64_t http_counts[8][6][6];
+    /* counters by route x method x status class (1xx..5xx), for /metrics */
+    uint64_t http_counts[ROUTE__COUNT][ROUTE_M__COUNT][6];
 } worker;
 
 /* Create a worker (not started).  NULL with a logged error on failure. */
