@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "body.h"
 #include "errors.h"
 #include "jw.h"
 #include "lease.h"
@@ -109,6 +110,45 @@ static int reply_error(http_req *r, rl_err e, const char *msg, const char *extra
 }
 
 /* ---- handlers ---- */
+
+/* The answer of an op that succeeded. */
+static void reply_done(http_req *r, const lockop *op)
+{
+    if (op->multi) {
+        const lockop_multi *mu = op->multi;
+        body_multi m = {mu->n, mu->names, mu->lens, mu->tokens, op->lease, op->lease_len,
+                        op->validity_ms, op->ttl_ms};
+        char big[BODY_MAX_MULTI];
+        jw j;
+        jw_init(&j, big, sizeof big);
+        if (op->kind == LOCKOP_MACQUIRE)
+            body_multi_granted(&j, &m);
+        else
+            body_multi_released(&j, &m);
+        queue_json(r, op->kind == LOCKOP_MACQUIRE ? 201 : 200, big, jw_len(&j), NULL, NULL);
+        return;
+    }
+    body_lock l = {op->name, op->name_len, op->lease, op->lease_len, op->token,
+                   op->validity_ms, op->ttl_ms, op->held};
+    char buf[BODY_MAX_LOCK];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    switch (op->kind) {
+    case LOCKOP_ACQUIRE:
+        body_granted(&j, &l);
+        break;
+    case LOCKOP_RELEASE:
+        body_released(&j, &l);
+        break;
+    case LOCKOP_EXTEND:
+        body_extended(&j, &l);
+        break;
+    default:
+        body_inspected(&j, &l);
+        break;
+    }
+    queue_json(r, op->kind == LOCKOP_ACQUIRE ? 201 : 200, buf, jw_len(&j), NULL, NULL);
+}
 
 static void op_done(lockop *op);
 
@@ -357,41 +397,30 @@ static int h_inspect(http_req *r)
     return start_op(r, LOCKOP_INSPECT);
 }
 
-static void masters_json(http_req *r, jw *j, const redlock_reply *replies)
-{
-    worker *w = r->w;
-    jw_arr_open(j, "masters");
-    for (size_t i = 0; i < w->rounds.n; i++) {
-        const master_conn *m = &w->masters[i];
-        int ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m);
-        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
-        jw_obj_open(j);
-        jw_key_str(j, "address", m->cfg->address);
-        jw_key_bool(j, "ok", ok);
-        jw_key_str(j, "state", master_state_name(m->state));
-        if (m->state == MASTER_QUARANTINED) {
-            int64_t left = (m->quarantine_until_us - clock_now_us()) / 1000;
-            jw_key_int(j, "quarantine_remaining_ms", left > 0 ? left : 0);
-        }
-        if (replies && replies[i].state == RL_SLOT_FAILED)
-            jw_raw_fields(j, "\"latency_ms\":null");
-        else
-            jw_key_double(j, "latency_ms", (double)rtt / 1000.0);
-        jw_obj_close(j);
-    }
-    jw_arr_close(j);
-}
-
+/* The health body: each master as this worker sees it, or as it answered the
+ * readiness round whose replies are given. */
 static int health_reply(http_req *r, int status, size_t ok, const redlock_reply *replies)
 {
-    char buf[16384];
+    worker *w = r->w;
+    body_master ms[CONFIG_MAX_MASTERS];
+    int64_t now = clock_now_us();
+    for (size_t i = 0; i < w->rounds.n; i++) {
+        const master_conn *m = &w->masters[i];
+        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
+        ms[i] = (body_master){
+            .address = m->cfg->address,
+            .ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m),
+            .state = master_state_name(m->state),
+            .quarantined = m->state == MASTER_QUARANTINED,
+            .quarantine_remaining_ms = (m->quarantine_until_us - now) / 1000,
+            .failed = replies && replies[i].state == RL_SLOT_FAILED,
+            .latency_ms = (double)rtt / 1000.0,
+        };
+    }
+    char buf[BODY_MAX_HEALTH];
     jw j;
     jw_init(&j, buf, sizeof buf);
-    jw_obj_open(&j);
-    jw_key_bool(&j, "ready", ok >= r->w->rounds.quorum);
-    jw_key_uint(&j, "quorum", r->w->rounds.quorum);
-    masters_json(r, &j, replies);
-    jw_obj_close(&j);
+    body_health(&j, ok >= w->rounds.quorum, w->rounds.quorum, ms, w->rounds.n);
     return queue_json(r, status, buf, jw_len(&j), NULL, NULL);
 }
 
@@ -470,9 +499,7 @@ static void op_done(lockop *op)
 {
     http_req *r = op->owner;
     gone_unwatch(r);
-    char buf[1024], extra[128];
-    jw j;
-    jw_init(&j, buf, sizeof buf);
+    char extra[128];
     if (op->kind == LOCKOP_READY) {
         /* Ready only when every worker has a quorum of trusted masters: a request may
          * land on any of them. */
@@ -481,57 +508,8 @@ static void op_done(lockop *op)
             ok = r->w->rounds.quorum - 1;
         health_reply(r, ok >= r->w->rounds.quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
         lockop_fini(op);
-    } else if (op->err == RL_OK && op->multi) {
-        char big[16384];
-        jw_init(&j, big, sizeof big);
-        jw_obj_open(&j);
-        jw_arr_open(&j, "names");
-        for (size_t k = 0; k < op->multi->n; k++)
-            jw_key_strn(&j, NULL, op->multi->names[k], op->multi->lens[k]);
-        jw_arr_close(&j);
-        if (op->kind == LOCKOP_MACQUIRE) {
-            jw_key_strn(&j, "lease", op->lease, op->lease_len);
-            jw_raw_fields(&j, "\"fencing_tokens\":");
-            j.need_comma = 0;
-            jw_obj_open(&j);
-            for (size_t k = 0; k < op->multi->n; k++)
-                jw_key_uint(&j, op->multi->names[k], op->multi->tokens[k]);
-            jw_obj_close(&j);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_int(&j, "ttl_ms", op->ttl_ms);
-        } else {
-            jw_key_bool(&j, "released", 1);
-        }
-        jw_obj_close(&j);
-        queue_json(r, op->kind == LOCKOP_MACQUIRE ? 201 : 200, big, jw_len(&j), NULL, NULL);
     } else if (op->err == RL_OK) {
-        jw_obj_open(&j);
-        jw_key_strn(&j, "name", op->name, op->name_len);
-        int status = 200;
-        switch (op->kind) {
-        case LOCKOP_ACQUIRE:
-            status = 201;
-            jw_key_strn(&j, "lease", op->lease, op->lease_len);
-            jw_key_uint(&j, "fencing_token", op->token);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_int(&j, "ttl_ms", op->ttl_ms);
-            break;
-        case LOCKOP_RELEASE:
-            jw_key_bool(&j, "released", 1);
-            break;
-        case LOCKOP_EXTEND:
-            jw_key_uint(&j, "fencing_token", op->token);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_int(&j, "ttl_ms", op->ttl_ms);
-            break;
-        case LOCKOP_INSPECT:
-            jw_key_bool(&j, "held", op->held);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_uint(&j, "fencing_token", op->token);
-            break;
-        }
-        jw_obj_close(&j);
-        queue_json(r, status, buf, jw_len(&j), NULL, NULL);
+        reply_done(r, op);
     } else if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED) {
         reply_held(r, op);
     } else if (op->err == RL_E_QUORUM_UNAVAILABLE || op->err == RL_E_VALIDITY_EXHAUSTED) {
