@@ -22,9 +22,7 @@
 #include "worker.h"
 
 typedef struct http_req http_req;
-typedef int (*handler_fn)(http_req *r);
-
-enum { REPLIED = 0, SUSPENDED = 1 };
+typedef rl_err (*handler_fn)(http_req *r);
 
 /* One client connection, tracked for the header timeout while it has no request
  * being served (in the worker's idle list, oldest first). */
@@ -55,13 +53,14 @@ struct http_req {
     const char *name;        /* points into the url (valid for the request) */
     size_t name_len;
     lock_params params;
+    char msg[256];           /* a handler's message for its error answer, "" if none */
     lockop op;
     loop_io gone_io;         /* a waiting acquire: its connection, watched for a hang-up */
     int gone_watched;
     http_req *next_free;
 };
 
-/* ---- replies ---- */
+/* ---- answers ---- */
 
 static int queue_json(http_req *r, int status, const char *body, size_t len,
                       const char *extra_hdr, const char *extra_val)
@@ -84,32 +83,39 @@ static int queue_json(http_req *r, int status, const char *body, size_t len,
     return ok;
 }
 
-/* The error reply: {"error", "message"[, extras]}. */
-static int reply_error(http_req *r, rl_err e, const char *msg, const char *extra_fields)
+/* Answer r with the error e: the one place an error answer is made.  The message is
+ * r->msg when the handler that failed wrote one; a 409 carries the retry_after_ms of
+ * r's op, a round that fell short its nodes_ok (body.h says which error carries what).
+ * The headers: Retry-After with a 409, WWW-Authenticate with a 401, Allow with a 405. */
+static int reply_error(http_req *r, rl_err e)
 {
-    char buf[1024];
-    jw w;
-    jw_init(&w, buf, sizeof buf);
-    jw_obj_open(&w);
-    jw_key_str(&w, "error", rl_err_code(e));
-    jw_key_str(&w, "message", msg && *msg ? msg : rl_err_message(e));
-    if (extra_fields)
-        jw_raw_fields(&w, extra_fields);
-    jw_obj_close(&w);
-    const char *hdr = NULL, *val = NULL;
-    char allow[64];
-    if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
-        route_allow(r->route, allow, sizeof allow);
-        hdr = MHD_HTTP_HEADER_ALLOW;
-        val = allow;
+    int has_op = r->op.kind >= 0;
+    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0, has_op ? r->op.nodes_ok : 0,
+                   r->w->rounds.quorum};
+    char buf[BODY_MAX_LOCK], val[64];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_error(&j, &be);
+    const char *hdr = NULL;
+    if (e == RL_E_LOCK_HELD || e == RL_E_LOCK_CONTENDED) {
+        hdr = MHD_HTTP_HEADER_RETRY_AFTER;
+        snprintf(val, sizeof val, "%lld", body_retry_after_s(be.retry_after_ms));
     } else if (e == RL_E_UNAUTHORIZED) {
         hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
-        val = "Bearer realm=\"redlockd\"";
+        snprintf(val, sizeof val, "Bearer realm=\"redlockd\"");
+    } else if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
+        hdr = MHD_HTTP_HEADER_ALLOW;
+        route_allow(r->route, val, sizeof val);
     }
-    return queue_json(r, rl_err_status(e), buf, jw_len(&w), hdr, val);
+    return queue_json(r, rl_err_status(e), buf, jw_len(&j), hdr, val);
 }
 
-/* ---- handlers ---- */
+/* A handler's failure with its own message: r->msg for reply_error(). */
+static rl_err fail(http_req *r, rl_err e, const char *msg)
+{
+    snprintf(r->msg, sizeof r->msg, "%s", msg);
+    return e;
+}
 
 /* The answer of an op that succeeded. */
 static void reply_done(http_req *r, const lockop *op)
@@ -150,29 +156,32 @@ static void reply_done(http_req *r, const lockop *op)
     queue_json(r, op->kind == LOCKOP_ACQUIRE ? 201 : 200, buf, jw_len(&j), NULL, NULL);
 }
 
-static void op_done(lockop *op);
-
-static void quorum_fields(http_req *r, char *out, size_t n)
+/* The health body: each master as this worker sees it, or as it answered the
+ * readiness round whose replies are given. */
+static int reply_health(http_req *r, int status, size_t ok, const redlock_reply *replies)
 {
-    snprintf(out, n, "\"nodes_ok\":%zu,\"quorum\":%zu", r->op.nodes_ok, r->w->rounds.quorum);
-}
-
-/* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
-static rl_err query_params(http_req *r)
-{
-    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease"};
-    for (size_t i = 0; i < 3; i++) {
-        const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
-        if (v) {
-            rl_err e = params_from_query(&r->params, keys[i], v);
-            if (e != RL_OK)
-                return e;
-        }
+    worker *w = r->w;
+    body_master ms[CONFIG_MAX_MASTERS];
+    int64_t now = clock_now_us();
+    for (size_t i = 0; i < w->rounds.n; i++) {
+        const master_conn *m = &w->masters[i];
+        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
+        ms[i] = (body_master){
+            .address = m->cfg->address,
+            .ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m),
+            .state = master_state_name(m->state),
+            .quarantined = m->state == MASTER_QUARANTINED,
+            .quarantine_remaining_ms = (m->quarantine_until_us - now) / 1000,
+            .failed = replies && replies[i].state == RL_SLOT_FAILED,
+            .latency_ms = (double)rtt / 1000.0,
+        };
     }
-    return RL_OK;
+    char buf[BODY_MAX_HEALTH];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_health(&j, ok >= w->rounds.quorum, w->rounds.quorum, ms, w->rounds.n);
+    return queue_json(r, status, buf, jw_len(&j), NULL, NULL);
 }
-
-static void reply_held(http_req *r, const lockop *op);
 
 /* ---- clients that hang up while they wait ---- */
 
@@ -209,63 +218,108 @@ static void gone_watch(http_req *r)
         r->gone_watched = 1;
 }
 
-static void start_waiting_op(http_req *r)
+/* ---- handlers: each answers or suspends its request and returns RL_OK, or returns
+ * the error to answer with (and maybe its message in r->msg) ---- */
+
+static void op_done(lockop *op);
+
+/* Suspend r while its op runs: op_done() answers. */
+static void suspend(http_req *r)
 {
-    lockop *op = &r->op;
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
-    if (op->wait_deadline_us)
+}
+
+/* Start r's op through the worker, which runs waiting acquires on the worker that
+ * keeps the name. */
+static rl_err start_routed(http_req *r)
+{
+    suspend(r);
+    if (r->op.wait_deadline_us)
         gone_watch(r);
-    worker_start_op(r->w, op);
+    worker_start_op(r->w, &r->op);
+    return RL_OK;
 }
 
-static int start_op(http_req *r, int kind)
+/* Start r's op here. */
+static rl_err start_here(http_req *r)
 {
-    lockop_init(&r->op, &r->w->ops, kind, r->name, r->name_len, op_done, r);
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
+    suspend(r);
     lockop_start(&r->op);
-    return SUSPENDED;
+    return RL_OK;
 }
 
-static int lock_common(http_req *r, int need_lease)
+/* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
+static rl_err query_params(http_req *r)
 {
-    char msg[256] = "";
-    if (!validate_name(r->name, r->name_len))
-        return reply_error(r, RL_E_INVALID_NAME, NULL, NULL), REPLIED;
+    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
+        if (v) {
+            rl_err e = params_from_query(&r->params, keys[i], v);
+            if (e != RL_OK)
+                return e;
+        }
+    }
+    return RL_OK;
+}
+
+static rl_err check_params(http_req *r, const lock_params *p)
+{
+    const config *cfg = &r->w->app->cfg;
+    return params_check(p, cfg->max_ttl_ms, cfg->max_wait_ms, cfg->drift_factor, r->msg, sizeof r->msg);
+}
+
+/* The parameters of a lock request into r->params: the query, then the body, checked
+ * against the limits; need_lease: a lease is required. */
+static rl_err lock_params_of(http_req *r, int need_lease)
+{
     rl_err e = query_params(r);
     if (e == RL_OK)
-        e = params_from_body(&r->params, r->body, r->body_len, msg, sizeof msg);
+        e = params_from_body(&r->params, r->body, r->body_len, r->msg, sizeof r->msg);
     if (e == RL_OK)
-        e = params_check(&r->params, r->w->app->cfg.max_ttl_ms, r->w->app->cfg.max_wait_ms,
-                         r->w->app->cfg.drift_factor, msg, sizeof msg);
-    if (e == RL_OK && need_lease && !r->params.has_lease) {
-        e = RL_E_INVALID_LEASE;
-        snprintf(msg, sizeof msg, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
-    }
-    if (e != RL_OK)
-        return reply_error(r, e, msg, NULL), REPLIED;
-    return -1;
+        e = check_params(r, &r->params);
+    if (e == RL_OK && need_lease && !r->params.has_lease)
+        e = fail(r, RL_E_INVALID_LEASE, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
+    return e;
 }
 
-static int h_acquire(http_req *r)
+/* The op of a request on /locks/{name}, with its parameters (and the lease given). */
+static rl_err lock_op(http_req *r, int kind, int need_lease)
 {
-    int rc = lock_common(r, 0);
-    if (rc >= 0)
-        return rc;
+    if (!validate_name(r->name, r->name_len))
+        return RL_E_INVALID_NAME;
+    rl_err e = lock_params_of(r, need_lease);
+    if (e != RL_OK)
+        return e;
+    lockop_init(&r->op, &r->w->ops, kind, r->name, r->name_len, op_done, r);
+    if (r->params.has_lease) {
+        r->op.lease_len = strlen(r->params.lease);
+        memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
+    }
+    return RL_OK;
+}
+
+/* A new lease for op (none given): 0 or -1. */
+static int new_lease(http_req *r, lockop *op)
+{
+    if (lease_generate(&r->w->rng, op->lease) != 0)
+        return -1;
+    op->lease_len = LEASE_GEN_LEN;
+    op->lease_fresh = 1;
+    return 0;
+}
+
+static rl_err h_acquire(http_req *r)
+{
+    rl_err e = lock_op(r, LOCKOP_ACQUIRE, 0);
+    if (e != RL_OK)
+        return e;
     worker *w = r->w;
-    lockop_init(&r->op, &w->ops, LOCKOP_ACQUIRE, r->name, r->name_len, op_done, r);
     lockop *op = &r->op;
     op->ttl_ms = r->params.has_ttl ? r->params.ttl_ms : w->app->cfg.default_ttl_ms;
-    if (r->params.has_lease) {
-        op->lease_len = strlen(r->params.lease);
-        memcpy(op->lease, r->params.lease, op->lease_len + 1);
-    } else {
-        if (lease_generate(&w->rng, op->lease) != 0)
-            return reply_error(r, RL_E_INTERNAL, "the system random generator failed", NULL), REPLIED;
-        op->lease_len = LEASE_GEN_LEN;
-        op->lease_fresh = 1;
-    }
+    if (!r->params.has_lease && new_lease(r, op) != 0)
+        return fail(r, RL_E_INTERNAL, "the system random generator failed");
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
     int64_t ra;
@@ -277,160 +331,106 @@ static int h_acquire(http_req *r)
         op->retry_after_ms = ra;
         stat_inc(&w->ops.counters[CNT_HELD_LOCAL]);
         stat_inc(&w->ops.counters[CNT_ACQ_HELD]);
-        reply_held(r, op);
-        return REPLIED;
+        return RL_E_LOCK_HELD;
     }
-    start_waiting_op(r);
-    return SUSPENDED;
+    return start_routed(r);
 }
 
-static int h_release(http_req *r)
+static rl_err h_release(http_req *r)
 {
-    int rc = lock_common(r, 1);
-    if (rc >= 0)
-        return rc;
-    lockop_init(&r->op, &r->w->ops, LOCKOP_RELEASE, r->name, r->name_len, op_done, r);
-    r->op.lease_len = strlen(r->params.lease);
-    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    worker_start_op(r->w, &r->op);
-    return SUSPENDED;
+    rl_err e = lock_op(r, LOCKOP_RELEASE, 1);
+    return e != RL_OK ? e : start_routed(r);
 }
 
-static int h_extend(http_req *r)
+static rl_err h_extend(http_req *r)
 {
-    int rc = lock_common(r, 1);
-    if (rc >= 0)
-        return rc;
-    lockop_init(&r->op, &r->w->ops, LOCKOP_EXTEND, r->name, r->name_len, op_done, r);
-    r->op.lease_len = strlen(r->params.lease);
-    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
+    rl_err e = lock_op(r, LOCKOP_EXTEND, 1);
+    if (e != RL_OK)
+        return e;
     r->op.ttl_ms = r->params.has_ttl ? r->params.ttl_ms : r->w->app->cfg.default_ttl_ms;
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    worker_start_op(r->w, &r->op);
-    return SUSPENDED;
+    return start_routed(r);
 }
 
-static int h_macquire(http_req *r)
+static rl_err h_inspect(http_req *r)
 {
-    worker *w = r->w;
-    char msg[256] = "";
-    multi_params *mp = malloc(sizeof *mp);
-    if (!mp)
-        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
+    if (!validate_name(r->name, r->name_len))
+        return RL_E_INVALID_NAME;
+    lockop_init(&r->op, &r->w->ops, LOCKOP_INSPECT, r->name, r->name_len, op_done, r);
+    return start_here(r);
+}
+
+/* The names of POST /locks, checked against the token's scope; mp is the caller's. */
+static rl_err multi_params_of(http_req *r, multi_params *mp)
+{
+    const app *a = r->w->app;
     memset(&mp->p, 0, sizeof mp->p);
     rl_err e = query_params(r);
     mp->p = r->params;
     if (e == RL_OK)
-        e = multi_params_from_body(mp, r->body, r->body_len, msg, sizeof msg);
+        e = multi_params_from_body(mp, r->body, r->body_len, r->msg, sizeof r->msg);
     if (e == RL_OK)
-        e = params_check(&mp->p, w->app->cfg.max_ttl_ms, w->app->cfg.max_wait_ms,
-                         w->app->cfg.drift_factor, msg, sizeof msg);
-    if (e == RL_OK && w->app->auth.n) {
+        e = check_params(r, &mp->p);
+    if (e == RL_OK && a->auth.n) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         for (size_t j = 0; e == RL_OK && j < mp->n; j++)
-            e = auth_check(&w->app->auth, h, mp->names[j], mp->lens[j]);
+            e = auth_check(&a->auth, h, mp->names[j], mp->lens[j]);
     }
+    return e;
+}
+
+static rl_err h_macquire(http_req *r)
+{
+    multi_params *mp = malloc(sizeof *mp);
+    if (!mp)
+        return fail(r, RL_E_INTERNAL, "out of memory");
+    rl_err e = multi_params_of(r, mp);
     if (e != RL_OK) {
         free(mp);
-        return reply_error(r, e, msg, NULL), REPLIED;
+        return e;
     }
-    lockop_init(&r->op, &w->ops, LOCKOP_MACQUIRE, mp->names[0], mp->lens[0], op_done, r);
     lockop *op = &r->op;
+    lockop_init(op, &r->w->ops, LOCKOP_MACQUIRE, mp->names[0], mp->lens[0], op_done, r);
     const char *names[MULTI_MAX_NAMES];
     for (size_t j = 0; j < mp->n; j++)
         names[j] = mp->names[j];
     int bad = lockop_set_multi(op, names, mp->lens, mp->n);
-    op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : w->app->cfg.default_ttl_ms;
+    op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : r->w->app->cfg.default_ttl_ms;
     if (mp->p.has_lease) {
         op->lease_len = strlen(mp->p.lease);
         memcpy(op->lease, mp->p.lease, op->lease_len + 1);
     } else if (!bad) {
-        bad = lease_generate(&w->rng, op->lease);
-        op->lease_len = LEASE_GEN_LEN;
-        op->lease_fresh = 1;
+        bad = new_lease(r, op);
     }
     if (mp->p.has_wait && mp->p.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)mp->p.wait_ms * 1000;
     free(mp);
-    if (bad)
-        return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
-    start_waiting_op(r);
-    return SUSPENDED;
+    return bad ? RL_E_INTERNAL : start_routed(r);
 }
 
-static int h_mrelease(http_req *r)
+static rl_err h_mrelease(http_req *r)
 {
-    char msg[256] = "";
-    rl_err e = query_params(r);
-    if (e == RL_OK)
-        e = params_from_body(&r->params, r->body, r->body_len, msg, sizeof msg);
-    if (e == RL_OK)
-        e = params_check(&r->params, r->w->app->cfg.max_ttl_ms, r->w->app->cfg.max_wait_ms,
-                         r->w->app->cfg.drift_factor, msg, sizeof msg);
-    if (e == RL_OK && !r->params.has_lease) {
-        e = RL_E_INVALID_LEASE;
-        snprintf(msg, sizeof msg, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
-    }
+    rl_err e = lock_params_of(r, 1);
     if (e != RL_OK)
-        return reply_error(r, e, msg, NULL), REPLIED;
+        return e;
+    const app *a = r->w->app;
     lockop_init(&r->op, &r->w->ops, LOCKOP_MRELEASE, "", 0, op_done, r);
-    if (r->w->app->auth.n) /* every name of the set must be in the token's scope */
-        r->op.scope = auth_scope(&r->w->app->auth, MHD_lookup_connection_value(
-                                     r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
+    if (a->auth.n) /* every name of the set must be in the token's scope */
+        r->op.scope = auth_scope(&a->auth, MHD_lookup_connection_value(
+                                               r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
     r->op.lease_len = strlen(r->params.lease);
     memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
     if (lockop_set_multi(&r->op, NULL, NULL, 0) != 0)
-        return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    lockop_start(&r->op);
-    return SUSPENDED;
+        return RL_E_INTERNAL;
+    return start_here(r);
 }
 
-static int h_inspect(http_req *r)
-{
-    if (!validate_name(r->name, r->name_len))
-        return reply_error(r, RL_E_INVALID_NAME, NULL, NULL), REPLIED;
-    return start_op(r, LOCKOP_INSPECT);
-}
-
-/* The health body: each master as this worker sees it, or as it answered the
- * readiness round whose replies are given. */
-static int health_reply(http_req *r, int status, size_t ok, const redlock_reply *replies)
-{
-    worker *w = r->w;
-    body_master ms[CONFIG_MAX_MASTERS];
-    int64_t now = clock_now_us();
-    for (size_t i = 0; i < w->rounds.n; i++) {
-        const master_conn *m = &w->masters[i];
-        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
-        ms[i] = (body_master){
-            .address = m->cfg->address,
-            .ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m),
-            .state = master_state_name(m->state),
-            .quarantined = m->state == MASTER_QUARANTINED,
-            .quarantine_remaining_ms = (m->quarantine_until_us - now) / 1000,
-            .failed = replies && replies[i].state == RL_SLOT_FAILED,
-            .latency_ms = (double)rtt / 1000.0,
-        };
-    }
-    char buf[BODY_MAX_HEALTH];
-    jw j;
-    jw_init(&j, buf, sizeof buf);
-    body_health(&j, ok >= w->rounds.quorum, w->rounds.quorum, ms, w->rounds.n);
-    return queue_json(r, status, buf, jw_len(&j), NULL, NULL);
-}
-
-static int h_healthz(http_req *r)
+static rl_err h_healthz(http_req *r)
 {
     size_t ok = 0;
     for (size_t i = 0; i < r->w->rounds.n; i++)
         ok += master_usable(&r->w->masters[i]);
-    health_reply(r, 200, ok, NULL);
-    return REPLIED;
+    reply_health(r, 200, ok, NULL);
+    return RL_OK;
 }
 
 static int all_workers_have_quorum(const app *a, size_t quorum)
@@ -445,28 +445,29 @@ static int all_workers_have_quorum(const app *a, size_t quorum)
     return 1;
 }
 
-static int h_readyz(http_req *r)
+static rl_err h_readyz(http_req *r)
 {
-    return start_op(r, LOCKOP_READY);
+    lockop_init(&r->op, &r->w->ops, LOCKOP_READY, r->name, r->name_len, op_done, r);
+    return start_here(r);
 }
 
-static int h_metrics(http_req *r)
+static rl_err h_metrics(http_req *r)
 {
     size_t len = 0;
     char *text = metrics_render(r->w->app, &len);
     if (!text)
-        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
+        return fail(r, RL_E_INTERNAL, "out of memory");
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(text);
-        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
+        return fail(r, RL_E_INTERNAL, "out of memory");
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     r->status = 200;
     MHD_queue_response(r->conn, 200, resp);
     MHD_destroy_response(resp);
-    return REPLIED;
+    return RL_OK;
 }
 
 /* What each action of the routing table (route.h) runs. */
@@ -478,45 +479,22 @@ static const handler_fn handlers[ROUTE_A__COUNT] = {
 
 /* ---- completion of a suspended request ---- */
 
-/* 409 lock_held / lock_contended with retry_after_ms and Retry-After. */
-static void reply_held(http_req *r, const lockop *op)
-{
-    char buf[256], extra[64], secs[24];
-    jw j;
-    jw_init(&j, buf, sizeof buf);
-    int64_t ra = op->retry_after_ms < 0 ? 0 : op->retry_after_ms;
-    snprintf(extra, sizeof extra, "\"retry_after_ms\":%lld", (long long)ra);
-    snprintf(secs, sizeof secs, "%lld", (long long)(ra < 1000 ? 1 : (ra + 999) / 1000));
-    jw_obj_open(&j);
-    jw_key_str(&j, "error", rl_err_code(op->err));
-    jw_key_str(&j, "message", rl_err_message(op->err));
-    jw_raw_fields(&j, extra);
-    jw_obj_close(&j);
-    queue_json(r, 409, buf, jw_len(&j), MHD_HTTP_HEADER_RETRY_AFTER, secs);
-}
-
 static void op_done(lockop *op)
 {
     http_req *r = op->owner;
     gone_unwatch(r);
-    char extra[128];
     if (op->kind == LOCKOP_READY) {
         /* Ready only when every worker has a quorum of trusted masters: a request may
          * land on any of them. */
         size_t ok = op->nodes_ok;
         if (ok >= r->w->rounds.quorum && !all_workers_have_quorum(r->w->app, r->w->rounds.quorum))
             ok = r->w->rounds.quorum - 1;
-        health_reply(r, ok >= r->w->rounds.quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
+        reply_health(r, ok >= r->w->rounds.quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
         lockop_fini(op);
     } else if (op->err == RL_OK) {
         reply_done(r, op);
-    } else if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED) {
-        reply_held(r, op);
-    } else if (op->err == RL_E_QUORUM_UNAVAILABLE || op->err == RL_E_VALIDITY_EXHAUSTED) {
-        quorum_fields(r, extra, sizeof extra);
-        reply_error(r, op->err, NULL, extra);
     } else {
-        reply_error(r, op->err, NULL, NULL);
+        reply_error(r, op->err);
     }
     r->w->mhd_ready = 1;
     MHD_resume_connection(r->conn);
@@ -623,6 +601,7 @@ static http_req *req_new(worker *w)
     r->name = "";
     r->name_len = 0;
     memset(&r->params, 0, sizeof r->params);
+    r->msg[0] = '\0';
     r->op.rd = NULL;
     r->op.multi = NULL;
     r->op.kind = -1;
@@ -731,23 +710,23 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         request_id(r);
         r->route = route_match(url, &r->name, &r->name_len);
         if (!r->route)
-            return reply_error(r, RL_E_NOT_FOUND, NULL, NULL);
+            return reply_error(r, RL_E_NOT_FOUND);
         r->fn = handlers[route_action(r->route, r->method_id)];
         if (!r->fn)
-            return reply_error(r, RL_E_METHOD_NOT_ALLOWED, NULL, NULL);
+            return reply_error(r, RL_E_METHOD_NOT_ALLOWED);
         const app *a = w->app;
         if (a->auth.n && (r->route->lock || (a->cfg.auth_probes && r->route->probe))) {
             const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
             rl_err e = auth_check(&a->auth, h, r->route->prefix ? r->name : NULL, r->name_len);
             if (e != RL_OK)
-                return reply_error(r, e, NULL, NULL);
+                return reply_error(r, e);
         }
         if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && r->route->lock)
-            return reply_error(r, RL_E_SHUTTING_DOWN, NULL, NULL);
+            return reply_error(r, RL_E_SHUTTING_DOWN);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         long n;
         if (cl && (validate_uint(cl, 1L << 40, &n) != 0 || n > BODY_MAX_BYTES))
-            return reply_error(r, RL_E_BODY_TOO_LARGE, NULL, NULL);
+            return reply_error(r, RL_E_BODY_TOO_LARGE);
         return MHD_YES;
     }
     if (r->resp) {
@@ -783,7 +762,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
     r->started = 1;
     conn_unlink(w, r->hc); /* being served: no longer subject to the header timeout */
-    r->fn(r);
+    rl_err e = r->fn(r);
+    if (e != RL_OK)
+        reply_error(r, e);
     return MHD_YES;
 }
 
