@@ -42,7 +42,6 @@ struct http_req {
     int method_id;           /* enum route_method */
     int started;             /* the handler ran (body complete) */
     int suspended;
-    int too_large;
     size_t body_len, body_cap;
     char *body;
     char body_inline[256];
@@ -592,7 +591,7 @@ static http_req *req_new(worker *w)
     r->w = w;
     r->route = NULL;
     r->fn = NULL;
-    r->started = r->suspended = r->too_large = r->gone_watched = 0;
+    r->started = r->suspended = r->gone_watched = 0;
     r->body_len = 0;
     r->body_cap = sizeof r->body_inline;
     r->body = r->body_inline;
