@@ -1,4 +1,6 @@
-/* http.c -- routing, request parsing and replies on libmicrohttpd (see http.h). */
+/* http.c -- a worker's HTTP server on libmicrohttpd (see http.h): the daemon, the
+ * request pool, the idle connections and their header timeout, the handlers of the
+ * routes, and every answer (bodies by body.c). */
 #include "stat.h"
 #include "http.h"
 
@@ -16,16 +18,14 @@
 #include "jw.h"
 #include "lease.h"
 #include "lockop.h"
-#include "metrics.h"
 #include "route.h"
 #include "validate.h"
-#include "worker.h"
 
 typedef struct http_req http_req;
 typedef rl_err (*handler_fn)(http_req *r);
 
 /* One client connection, tracked for the header timeout while it has no request
- * being served (in the worker's idle list, oldest first). */
+ * being served (in the server's idle list, oldest first). */
 typedef struct http_conn {
     struct http_conn *prev, *next;
     int fd;
@@ -33,8 +33,29 @@ typedef struct http_conn {
     int64_t since_us;
 } http_conn;
 
+struct http_server {
+    /* read-only after http_server_new() */
+    http_env env;
+    unsigned max_conns;         /* this daemon's share of --max-connections */
+    /* private: the owner's thread only */
+    struct MHD_Daemon *mhd;     /* NULL once stopped */
+    loop_io mhd_io;             /* the daemon's epoll descriptor, in the owner's loop */
+    int mhd_ready;              /* the daemon has work: run it this pass */
+    int quiesced;               /* 1: asked, 2: the daemon gave its socket back */
+    int listen_fd;              /* this daemon's descriptor of the shared socket */
+    unsigned nconns;
+    http_req *free_reqs;        /* a bounded pool */
+    size_t nfree_reqs;
+    size_t active_reqs;         /* requests between first callback and completion */
+    uint64_t req_seq;           /* for request ids */
+    http_conn *idle_head, *idle_tail; /* waiting for a whole request, oldest first */
+    int64_t next_sweep_us;
+    /* written by the owner's thread only, read by any (http_server_stats) */
+    http_stats stats;
+};
+
 struct http_req {
-    worker *w;
+    http_server *srv;
     http_conn *hc;
     struct MHD_Connection *conn;
     const struct route *route;
@@ -90,7 +111,7 @@ static int reply_error(http_req *r, rl_err e)
 {
     int has_op = r->op.kind >= 0;
     body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0, has_op ? r->op.nodes_ok : 0,
-                   r->w->rounds.quorum};
+                   r->srv->env.quorum};
     char buf[BODY_MAX_LOCK], val[64];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -159,11 +180,11 @@ static void reply_done(http_req *r, const lockop *op)
  * readiness round whose replies are given. */
 static int reply_health(http_req *r, int status, size_t ok, const redlock_reply *replies)
 {
-    worker *w = r->w;
+    const http_env *env = &r->srv->env;
     body_master ms[CONFIG_MAX_MASTERS];
     int64_t now = clock_now_us();
-    for (size_t i = 0; i < w->rounds.n; i++) {
-        const master_conn *m = &w->masters[i];
+    for (size_t i = 0; i < env->nmasters; i++) {
+        const master_conn *m = &env->masters[i];
         int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
         ms[i] = (body_master){
             .address = m->cfg->address,
@@ -178,7 +199,7 @@ static int reply_health(http_req *r, int status, size_t ok, const redlock_reply 
     char buf[BODY_MAX_HEALTH];
     jw j;
     jw_init(&j, buf, sizeof buf);
-    body_health(&j, ok >= w->rounds.quorum, w->rounds.quorum, ms, w->rounds.n);
+    body_health(&j, ok >= env->quorum, env->quorum, ms, env->nmasters);
     return queue_json(r, status, buf, jw_len(&j), NULL, NULL);
 }
 
@@ -189,7 +210,7 @@ static void gone_unwatch(http_req *r)
     if (!r->gone_watched)
         return;
     r->gone_watched = 0;
-    loop_io_set(&r->w->loop, &r->gone_io, 0);
+    loop_io_set(r->srv->env.loop, &r->gone_io, 0);
 }
 
 /* The peer closed (or reset) a connection whose request waits for a lock: nobody will
@@ -201,7 +222,7 @@ static void on_gone(loop_io *io, uint32_t events)
     if (!r->gone_watched)
         return;
     gone_unwatch(r);
-    worker_op_gone(r->w, &r->op);
+    r->srv->env.op_gone(r->srv->env.owner, &r->op);
 }
 
 /* While it is suspended libmicrohttpd does not look at the socket: watch it here. */
@@ -213,7 +234,7 @@ static void gone_watch(http_req *r)
     r->gone_io.fd = ci->connect_fd;
     r->gone_io.cb = on_gone;
     r->gone_io.events = 0;
-    if (loop_io_set(&r->w->loop, &r->gone_io, EPOLLRDHUP) == 0)
+    if (loop_io_set(r->srv->env.loop, &r->gone_io, EPOLLRDHUP) == 0)
         r->gone_watched = 1;
 }
 
@@ -229,14 +250,13 @@ static void suspend(http_req *r)
     r->suspended = 1;
 }
 
-/* Start r's op through the worker, which runs waiting acquires on the worker that
- * keeps the name. */
+/* Start r's op through the owner (which may run it on another thread). */
 static rl_err start_routed(http_req *r)
 {
     suspend(r);
     if (r->op.wait_deadline_us)
         gone_watch(r);
-    worker_start_op(r->w, &r->op);
+    r->srv->env.start_op(r->srv->env.owner, &r->op);
     return RL_OK;
 }
 
@@ -265,7 +285,7 @@ static rl_err query_params(http_req *r)
 
 static rl_err check_params(http_req *r, const lock_params *p)
 {
-    const config *cfg = &r->w->app->cfg;
+    const config *cfg = &r->srv->env.app->cfg;
     return params_check(p, cfg->max_ttl_ms, cfg->max_wait_ms, cfg->drift_factor, r->msg, sizeof r->msg);
 }
 
@@ -291,7 +311,7 @@ static rl_err lock_op(http_req *r, int kind, int need_lease)
     rl_err e = lock_params_of(r, need_lease);
     if (e != RL_OK)
         return e;
-    lockop_init(&r->op, &r->w->ops, kind, r->name, r->name_len, op_done, r);
+    lockop_init(&r->op, r->srv->env.ops, kind, r->name, r->name_len, op_done, r);
     if (r->params.has_lease) {
         r->op.lease_len = strlen(r->params.lease);
         memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
@@ -302,7 +322,7 @@ static rl_err lock_op(http_req *r, int kind, int need_lease)
 /* A new lease for op (none given): 0 or -1. */
 static int new_lease(http_req *r, lockop *op)
 {
-    if (lease_generate(&r->w->rng, op->lease) != 0)
+    if (lease_generate(r->srv->env.rng, op->lease) != 0)
         return -1;
     op->lease_len = LEASE_GEN_LEN;
     op->lease_fresh = 1;
@@ -314,22 +334,22 @@ static rl_err h_acquire(http_req *r)
     rl_err e = lock_op(r, LOCKOP_ACQUIRE, 0);
     if (e != RL_OK)
         return e;
-    worker *w = r->w;
+    const http_env *env = &r->srv->env;
     lockop *op = &r->op;
-    op->ttl_ms = r->params.has_ttl ? r->params.ttl_ms : w->app->cfg.default_ttl_ms;
+    op->ttl_ms = r->params.has_ttl ? r->params.ttl_ms : env->app->cfg.default_ttl_ms;
     if (!r->params.has_lease && new_lease(r, op) != 0)
         return fail(r, RL_E_INTERNAL, "the system random generator failed");
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
     int64_t ra;
     if (!op->wait_deadline_us &&
-        lockop_known_held(w->app->known, op->name, op->name_len, op->lease, op->lease_len,
+        lockop_known_held(env->app->known, op->name, op->name_len, op->lease, op->lease_len,
                           clock_now_us(), &ra)) {
         /* Known held, by another lease, moments ago: 409 here and now. */
         op->err = RL_E_LOCK_HELD;
         op->retry_after_ms = ra;
-        stat_inc(&w->ops.counters[CNT_HELD_LOCAL]);
-        stat_inc(&w->ops.counters[CNT_ACQ_HELD]);
+        stat_inc(&env->ops->counters[CNT_HELD_LOCAL]);
+        stat_inc(&env->ops->counters[CNT_ACQ_HELD]);
         return RL_E_LOCK_HELD;
     }
     return start_routed(r);
@@ -346,7 +366,7 @@ static rl_err h_extend(http_req *r)
     rl_err e = lock_op(r, LOCKOP_EXTEND, 1);
     if (e != RL_OK)
         return e;
-    r->op.ttl_ms = r->params.has_ttl ? r->params.ttl_ms : r->w->app->cfg.default_ttl_ms;
+    r->op.ttl_ms = r->params.has_ttl ? r->params.ttl_ms : r->srv->env.app->cfg.default_ttl_ms;
     return start_routed(r);
 }
 
@@ -354,14 +374,14 @@ static rl_err h_inspect(http_req *r)
 {
     if (!validate_name(r->name, r->name_len))
         return RL_E_INVALID_NAME;
-    lockop_init(&r->op, &r->w->ops, LOCKOP_INSPECT, r->name, r->name_len, op_done, r);
+    lockop_init(&r->op, r->srv->env.ops, LOCKOP_INSPECT, r->name, r->name_len, op_done, r);
     return start_here(r);
 }
 
 /* The names of POST /locks, checked against the token's scope; mp is the caller's. */
 static rl_err multi_params_of(http_req *r, multi_params *mp)
 {
-    const app *a = r->w->app;
+    const app *a = r->srv->env.app;
     memset(&mp->p, 0, sizeof mp->p);
     rl_err e = query_params(r);
     mp->p = r->params;
@@ -388,12 +408,12 @@ static rl_err h_macquire(http_req *r)
         return e;
     }
     lockop *op = &r->op;
-    lockop_init(op, &r->w->ops, LOCKOP_MACQUIRE, mp->names[0], mp->lens[0], op_done, r);
+    lockop_init(op, r->srv->env.ops, LOCKOP_MACQUIRE, mp->names[0], mp->lens[0], op_done, r);
     const char *names[MULTI_MAX_NAMES];
     for (size_t j = 0; j < mp->n; j++)
         names[j] = mp->names[j];
     int bad = lockop_set_multi(op, names, mp->lens, mp->n);
-    op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : r->w->app->cfg.default_ttl_ms;
+    op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : r->srv->env.app->cfg.default_ttl_ms;
     if (mp->p.has_lease) {
         op->lease_len = strlen(mp->p.lease);
         memcpy(op->lease, mp->p.lease, op->lease_len + 1);
@@ -411,8 +431,8 @@ static rl_err h_mrelease(http_req *r)
     rl_err e = lock_params_of(r, 1);
     if (e != RL_OK)
         return e;
-    const app *a = r->w->app;
-    lockop_init(&r->op, &r->w->ops, LOCKOP_MRELEASE, "", 0, op_done, r);
+    const app *a = r->srv->env.app;
+    lockop_init(&r->op, r->srv->env.ops, LOCKOP_MRELEASE, "", 0, op_done, r);
     if (a->auth.n) /* every name of the set must be in the token's scope */
         r->op.scope = auth_scope(&a->auth, MHD_lookup_connection_value(
                                                r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
@@ -425,35 +445,24 @@ static rl_err h_mrelease(http_req *r)
 
 static rl_err h_healthz(http_req *r)
 {
+    const http_env *env = &r->srv->env;
     size_t ok = 0;
-    for (size_t i = 0; i < r->w->rounds.n; i++)
-        ok += master_usable(&r->w->masters[i]);
+    for (size_t i = 0; i < env->nmasters; i++)
+        ok += master_usable(&env->masters[i]);
     reply_health(r, 200, ok, NULL);
     return RL_OK;
 }
 
-static int all_workers_have_quorum(const app *a, size_t quorum)
-{
-    for (size_t i = 0; i < a->nworkers; i++) {
-        size_t ready = 0;
-        for (size_t m = 0; m < a->cfg.n_masters; m++)
-            ready += __atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED) == MASTER_READY;
-        if (ready < quorum)
-            return 0;
-    }
-    return 1;
-}
-
 static rl_err h_readyz(http_req *r)
 {
-    lockop_init(&r->op, &r->w->ops, LOCKOP_READY, r->name, r->name_len, op_done, r);
+    lockop_init(&r->op, r->srv->env.ops, LOCKOP_READY, r->name, r->name_len, op_done, r);
     return start_here(r);
 }
 
 static rl_err h_metrics(http_req *r)
 {
     size_t len = 0;
-    char *text = metrics_render(r->w->app, &len);
+    char *text = r->srv->env.metrics(r->srv->env.app, &len);
     if (!text)
         return fail(r, RL_E_INTERNAL, "out of memory");
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
@@ -485,110 +494,114 @@ static void op_done(lockop *op)
     if (op->kind == LOCKOP_READY) {
         /* Ready only when every worker has a quorum of trusted masters: a request may
          * land on any of them. */
+        const http_env *env = &r->srv->env;
         size_t ok = op->nodes_ok;
-        if (ok >= r->w->rounds.quorum && !all_workers_have_quorum(r->w->app, r->w->rounds.quorum))
-            ok = r->w->rounds.quorum - 1;
-        reply_health(r, ok >= r->w->rounds.quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
+        if (ok >= env->quorum && !env->all_ready(env->owner))
+            ok = env->quorum - 1;
+        reply_health(r, ok >= env->quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
         lockop_fini(op);
     } else if (op->err == RL_OK) {
         reply_done(r, op);
     } else {
         reply_error(r, op->err);
     }
-    r->w->mhd_ready = 1;
+    r->srv->mhd_ready = 1;
     MHD_resume_connection(r->conn);
 }
 
 /* ---- connections and the header timeout ---- */
 
-static void conn_unlink(worker *w, http_conn *hc)
+static void conn_unlink(http_server *s, http_conn *hc)
 {
     if (!hc || !hc->linked)
         return;
     if (hc->prev)
         hc->prev->next = hc->next;
     else
-        w->idle_head = hc->next;
+        s->idle_head = hc->next;
     if (hc->next)
         hc->next->prev = hc->prev;
     else
-        w->idle_tail = hc->prev;
+        s->idle_tail = hc->prev;
     hc->prev = hc->next = NULL;
     hc->linked = 0;
 }
 
-static void conn_link_tail(worker *w, http_conn *hc)
+static void conn_link_tail(http_server *s, http_conn *hc)
 {
-    conn_unlink(w, hc);
+    conn_unlink(s, hc);
     hc->since_us = clock_now_us();
-    hc->prev = w->idle_tail;
+    hc->prev = s->idle_tail;
     hc->next = NULL;
-    if (w->idle_tail)
-        w->idle_tail->next = hc;
+    if (s->idle_tail)
+        s->idle_tail->next = hc;
     else
-        w->idle_head = hc;
-    w->idle_tail = hc;
+        s->idle_head = hc;
+    s->idle_tail = hc;
     hc->linked = 1;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    worker *w = cls;
+    http_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         int fd = ci ? ci->connect_fd : -1;
-        w->nconns++;
-        if (w->nconns > w->max_conns) {
+        s->nconns++;
+        if (s->nconns > s->max_conns) {
             /* Past the cap: refuse at once (the daemon's own limit is set higher, so
              * that excess clients are told instead of left in the accept queue). */
             if (fd >= 0)
                 shutdown(fd, SHUT_RDWR);
-            stat_inc(&w->conns_refused);
+            stat_inc(&s->stats.conns_refused);
             return;
         }
         http_conn *hc = calloc(1, sizeof *hc);
         if (!hc)
             return; /* untracked: only MHD's own idle timeout applies to it */
         hc->fd = fd;
-        conn_link_tail(w, hc);
+        conn_link_tail(s, hc);
         *socket_context = hc;
     } else {
-        w->nconns--;
+        s->nconns--;
         if (*socket_context) {
             http_conn *hc = *socket_context;
-            conn_unlink(w, hc);
+            conn_unlink(s, hc);
             free(hc);
             *socket_context = NULL;
         }
     }
 }
 
-void http_sweep(worker *w, int64_t now_us)
+void http_server_tick(http_server *s, int64_t now_us)
 {
-    int64_t cutoff = now_us - w->app->cfg.header_timeout_ms * 1000;
-    while (w->idle_head && w->idle_head->since_us < cutoff) {
-        http_conn *hc = w->idle_head;
-        conn_unlink(w, hc);
+    if (!s->mhd || now_us < s->next_sweep_us)
+        return;
+    s->next_sweep_us = now_us + 100 * 1000;
+    int64_t cutoff = now_us - s->env.app->cfg.header_timeout_ms * 1000;
+    while (s->idle_head && s->idle_head->since_us < cutoff) {
+        http_conn *hc = s->idle_head;
+        conn_unlink(s, hc);
         /* libmicrohttpd sees end-of-stream and closes it the usual way. */
         if (hc->fd >= 0)
             shutdown(hc->fd, SHUT_RDWR);
-        stat_inc(&w->conns_cut);
+        stat_inc(&s->stats.conns_cut);
     }
 }
 
 /* ---- libmicrohttpd callbacks ---- */
 
-static http_req *req_new(worker *w)
+static http_req *req_new(http_server *s)
 {
-    http_req *r = w->free_reqs;
+    http_req *r = s->free_reqs;
     if (r) {
-        w->free_reqs = r->next_free;
-        w->nfree_reqs--;
+        s->free_reqs = r->next_free;
+        s->nfree_reqs--;
     } else if (!(r = malloc(sizeof *r))) {
         return NULL;
     }
-    r->w = w;
+    r->srv = s;
     r->route = NULL;
     r->fn = NULL;
     r->started = r->suspended = r->gone_watched = 0;
@@ -604,13 +617,13 @@ static http_req *req_new(worker *w)
     r->op.rd = NULL;
     r->op.multi = NULL;
     r->op.kind = -1;
-    w->active_reqs++;
+    s->active_reqs++;
     return r;
 }
 
 static void req_free(http_req *r)
 {
-    worker *w = r->w;
+    http_server *s = r->srv;
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
     if (r->body != r->body_inline)
@@ -618,26 +631,26 @@ static void req_free(http_req *r)
     if (r->resp)
         MHD_destroy_response(r->resp);
     r->resp = NULL;
-    w->active_reqs--;
-    if (w->nfree_reqs >= 1024) {
+    s->active_reqs--;
+    if (s->nfree_reqs >= 1024) {
         free(r); /* a bounded pool, not the peak of a crowd of waiters */
         return;
     }
-    r->next_free = w->free_reqs;
-    w->free_reqs = r;
-    w->nfree_reqs++;
+    r->next_free = s->free_reqs;
+    s->free_reqs = r;
+    s->nfree_reqs++;
 }
 
 static void log_request(http_req *r, int toe_ok)
 {
-    worker *w = r->w;
+    http_server *s = r->srv;
     int status = r->status ? r->status : 500;
     int cls = status / 100;
     if (cls < 1 || cls > 5)
         cls = 5;
     const route *rt = r->route ? r->route : route_get(ROUTE_OTHER);
-    stat_inc(&w->http_counts[rt->id][r->method_id][cls]);
-    if (w->log.level < LOG_INFO)
+    stat_inc(&s->stats.requests[rt->id][r->method_id][cls]);
+    if (s->env.log->level < LOG_INFO)
         return;
     char fields[768];
     jw j;
@@ -653,7 +666,7 @@ static void log_request(http_req *r, int toe_ok)
         jw_key_uint(&j, "nodes_ok", r->op.nodes_ok);
     if (!toe_ok)
         jw_key_bool(&j, "aborted", 1);
-    log_event(&w->log, LOG_INFO, "request", fields);
+    log_event(s->env.log, LOG_INFO, "request", fields);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -666,7 +679,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     log_request(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->hc && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        conn_link_tail(r->w, r->hc); /* keep-alive: the next request's clock starts */
+        conn_link_tail(r->srv, r->hc); /* keep-alive: the next request's clock starts */
     req_free(r);
     *con_cls = NULL;
 }
@@ -684,8 +697,8 @@ static void request_id(http_req *r)
             return;
         }
     }
-    snprintf(r->request_id, sizeof r->request_id, "%02x%014llx", r->w->id & 0xff,
-             (unsigned long long)++r->w->req_seq);
+    snprintf(r->request_id, sizeof r->request_id, "%02x%014llx", r->srv->env.id & 0xff,
+             (unsigned long long)++r->srv->req_seq);
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
@@ -693,11 +706,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
                                  const char *upload_data, size_t *upload_data_size,
                                  void **con_cls)
 {
-    worker *w = cls;
+    http_server *s = cls;
     http_req *r = *con_cls;
     (void)version;
     if (!r) {
-        r = req_new(w);
+        r = req_new(s);
         if (!r)
             return MHD_NO;
         *con_cls = r;
@@ -713,14 +726,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         r->fn = handlers[route_action(r->route, r->method_id)];
         if (!r->fn)
             return reply_error(r, RL_E_METHOD_NOT_ALLOWED);
-        const app *a = w->app;
+        const app *a = s->env.app;
         if (a->auth.n && (r->route->lock || (a->cfg.auth_probes && r->route->probe))) {
             const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
             rl_err e = auth_check(&a->auth, h, r->route->prefix ? r->name : NULL, r->name_len);
             if (e != RL_OK)
                 return reply_error(r, e);
         }
-        if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && r->route->lock)
+        if (__atomic_load_n(&a->stopping, __ATOMIC_RELAXED) && r->route->lock)
             return reply_error(r, RL_E_SHUTTING_DOWN);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         long n;
@@ -760,7 +773,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (r->started)
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
     r->started = 1;
-    conn_unlink(w, r->hc); /* being served: no longer subject to the header timeout */
+    conn_unlink(s, r->hc); /* being served: no longer subject to the header timeout */
     rl_err e = r->fn(r);
     if (e != RL_OK)
         reply_error(r, e);
@@ -799,16 +812,16 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 
 static void on_mhd_io(loop_io *io, uint32_t events)
 {
-    worker *w = container_of(io, worker, mhd_io);
+    http_server *s = container_of(io, http_server, mhd_io);
     (void)events;
-    w->mhd_ready = 1;
+    s->mhd_ready = 1;
 }
 
-int http_start(worker *w)
+/* ---- the server ---- */
+
+static int start_daemon(http_server *s)
 {
-    app *a = w->app;
-    unsigned per = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
-    w->max_conns = per;
+    const app *a = s->env.app;
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
@@ -819,81 +832,118 @@ int http_start(worker *w)
         flags |= MHD_USE_TLS;
     /* Each daemon gets its own descriptor of the shared socket: a daemon closes the
      * socket it was given when it stops, and must not close the others'. */
-    w->listen_fd = dup(a->listen_fd);
-    if (w->listen_fd < 0) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: dup of the listening socket failed", w->id);
+    s->listen_fd = dup(a->listen_fd);
+    if (s->listen_fd < 0) {
+        log_msg(s->env.log, LOG_ERROR, "worker %d: dup of the listening socket failed", s->env.id);
         return -1;
     }
-    w->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, w,
-                              MHD_OPTION_LISTEN_SOCKET, w->listen_fd,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, w,
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, w,
-                              MHD_OPTION_CONNECTION_LIMIT, per + 64,
+    s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s,
+                              MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                              MHD_OPTION_CONNECTION_LIMIT, s->max_conns + 64,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                               MHD_OPTION_ARRAY, a->tls_cert ? tls : tls + 2,
                               MHD_OPTION_END);
-    if (!w->mhd) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: cannot start the HTTP daemon", w->id);
+    if (!s->mhd) {
+        log_msg(s->env.log, LOG_ERROR, "worker %d: cannot start the HTTP daemon", s->env.id);
         return -1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(w->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     if (!di) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: the HTTP daemon has no epoll fd", w->id);
+        log_msg(s->env.log, LOG_ERROR, "worker %d: the HTTP daemon has no epoll fd", s->env.id);
         return -1;
     }
-    w->mhd_io.fd = di->epoll_fd;
-    w->mhd_io.cb = on_mhd_io;
-    w->mhd_io.events = 0;
-    if (loop_io_set(&w->loop, &w->mhd_io, EPOLLIN) != 0) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: cannot watch the HTTP daemon", w->id);
+    s->mhd_io.fd = di->epoll_fd;
+    s->mhd_io.cb = on_mhd_io;
+    s->mhd_io.events = 0;
+    if (loop_io_set(s->env.loop, &s->mhd_io, EPOLLIN) != 0) {
+        log_msg(s->env.log, LOG_ERROR, "worker %d: cannot watch the HTTP daemon", s->env.id);
         return -1;
     }
-    w->mhd_ready = 1;
+    s->mhd_ready = 1;
     return 0;
 }
 
-void http_quiesce(worker *w)
+http_server *http_server_new(const http_env *env)
 {
-    if (w->mhd && !w->quiesced) {
-        /* On success the daemon no longer owns its descriptor: http_stop closes it. */
-        w->quiesced = MHD_quiesce_daemon(w->mhd) != MHD_INVALID_SOCKET ? 2 : 1;
+    http_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->env = *env;
+    s->listen_fd = -1;
+    const app *a = env->app;
+    s->max_conns = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
+    if (start_daemon(s) != 0) {
+        http_server_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void http_server_quiesce(http_server *s)
+{
+    if (s->mhd && !s->quiesced) {
+        /* On success the daemon no longer owns its descriptor: http_server_stop closes it. */
+        s->quiesced = MHD_quiesce_daemon(s->mhd) != MHD_INVALID_SOCKET ? 2 : 1;
     }
 }
 
-void http_stop(worker *w)
+void http_server_stop(http_server *s)
 {
-    if (!w->mhd)
+    if (!s->mhd)
         return;
-    loop_io_set(&w->loop, &w->mhd_io, 0);
-    MHD_stop_daemon(w->mhd);
-    w->mhd = NULL;
-    if (w->quiesced == 2)
-        close(w->listen_fd);
-    w->listen_fd = -1;
+    loop_io_set(s->env.loop, &s->mhd_io, 0);
+    MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+    if (s->quiesced == 2)
+        close(s->listen_fd);
+    s->listen_fd = -1;
 }
 
-void http_fini(worker *w)
+void http_server_free(http_server *s)
 {
-    http_stop(w);
-    while (w->free_reqs) {
-        http_req *r = w->free_reqs;
-        w->free_reqs = r->next_free;
+    if (!s)
+        return;
+    http_server_stop(s);
+    while (s->free_reqs) {
+        http_req *r = s->free_reqs;
+        s->free_reqs = r->next_free;
         free(r);
     }
+    free(s);
 }
 
-void http_run(worker *w)
+int http_server_pending(const http_server *s) { return s->mhd && s->mhd_ready; }
+
+void http_server_run(http_server *s)
 {
-    w->mhd_ready = 0;
-    MHD_run(w->mhd);
+    if (!http_server_pending(s))
+        return;
+    s->mhd_ready = 0;
+    MHD_run(s->mhd);
 }
 
-int http_timeout_ms(worker *w)
+int http_server_timeout_ms(http_server *s)
 {
     MHD_UNSIGNED_LONG_LONG t;
-    if (MHD_get_timeout(w->mhd, &t) != MHD_YES)
+    if (!s->mhd || MHD_get_timeout(s->mhd, &t) != MHD_YES)
         return -1;
+    if (t == 0)
+        s->mhd_ready = 1;
     return t > 1000 ? 1000 : (int)t;
+}
+
+size_t http_server_active(const http_server *s) { return s->active_reqs; }
+
+void http_server_stats(const http_server *s, http_stats *sum)
+{
+    const uint64_t *from = &s->stats.requests[0][0][0];
+    uint64_t *to = &sum->requests[0][0][0];
+    for (size_t i = 0; i < sizeof s->stats.requests / sizeof *from; i++)
+        to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    sum->conns_cut += __atomic_load_n(&s->stats.conns_cut, __ATOMIC_RELAXED);
+    sum->conns_refused += __atomic_load_n(&s->stats.conns_refused, __ATOMIC_RELAXED);
 }

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "loop.h"
 #include "version.h"
+#include "metrics.h"
 #include "worker.h"
 
 /* ---- --probe URL ---- */
@@ -259,7 +260,7 @@ int main(int argc, char **argv)
     if (!a.workers || !a.heat || !a.known)
         return 1;
     for (size_t i = 0; i < a.nworkers; i++) {
-        a.workers[i] = worker_new(&a, (int)i);
+        a.workers[i] = worker_new(&a, (int)i, metrics_render);
         if (!a.workers[i])
             return 1;
     }

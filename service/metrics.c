@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http.h"
 #include "lockop.h"
 #include "loop.h"
 #include "master.h"
@@ -71,12 +72,13 @@ char *metrics_render(app *a, size_t *len)
 
     sb_printf(&b, "# HELP redlockd_http_requests_total HTTP requests by route, method and status class.\n"
                   "# TYPE redlockd_http_requests_total counter\n");
+    http_stats hs = {0};
+    for (size_t i = 0; i < a->nworkers; i++)
+        http_server_stats(a->workers[i]->http, &hs);
     for (int r = 0; r < ROUTE__COUNT; r++)
         for (int m = 0; m < ROUTE_M__COUNT; m++)
-            for (int c = 1; c < 6; c++) {
-                uint64_t s = 0;
-                for (size_t i = 0; i < a->nworkers; i++)
-                    s += ld(&a->workers[i]->http_counts[r][m][c]);
+            for (int c = 1; c < HTTP_CLASSES; c++) {
+                uint64_t s = hs.requests[r][m][c];
                 if (s)
                     sb_printf(&b, "redlockd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%dxx\"} %llu\n",
                               route_get(r)->label, route_method_name(m), c, (unsigned long long)s);
@@ -123,17 +125,12 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_waiters_gone_total Waiting acquires dropped because their client closed the connection.\n"
                   "# TYPE redlockd_waiters_gone_total counter\nredlockd_waiters_gone_total %llu\n",
               (unsigned long long)sum_counter(a, CNT_GONE));
-    uint64_t cut = 0, refused = 0;
-    for (size_t i = 0; i < a->nworkers; i++) {
-        cut += ld(&a->workers[i]->conns_cut);
-        refused += ld(&a->workers[i]->conns_refused);
-    }
     sb_printf(&b, "# HELP redlockd_connections_refused_total Connections refused past --max-connections.\n"
                   "# TYPE redlockd_connections_refused_total counter\nredlockd_connections_refused_total %llu\n",
-              (unsigned long long)refused);
+              (unsigned long long)hs.conns_refused);
     sb_printf(&b, "# HELP redlockd_slow_connections_closed_total Connections closed for not sending a whole request header in time.\n"
                   "# TYPE redlockd_slow_connections_closed_total counter\nredlockd_slow_connections_closed_total %llu\n",
-              (unsigned long long)cut);
+              (unsigned long long)hs.conns_cut);
     sb_printf(&b, "# HELP redlockd_parked_waiters Acquirers parked waiting for a lock.\n"
                   "# TYPE redlockd_parked_waiters gauge\nredlockd_parked_waiters %ld\n",
               __atomic_load_n(&a->waiters_total, __ATOMIC_RELAXED));
