@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "body.h"
 #include "errors.h"
+#include "idle.h"
 #include "jw.h"
 #include "lease.h"
 #include "lockop.h"
@@ -23,15 +24,6 @@
 
 typedef struct http_req http_req;
 typedef rl_err (*handler_fn)(http_req *r);
-
-/* One client connection, tracked for the header timeout while it has no request
- * being served (in the server's idle list, oldest first). */
-typedef struct http_conn {
-    struct http_conn *prev, *next;
-    int fd;
-    int linked;
-    int64_t since_us;
-} http_conn;
 
 struct http_server {
     /* read-only after http_server_new() */
@@ -48,7 +40,7 @@ struct http_server {
     size_t nfree_reqs;
     size_t active_reqs;         /* requests between first callback and completion */
     uint64_t req_seq;           /* for request ids */
-    http_conn *idle_head, *idle_tail; /* waiting for a whole request, oldest first */
+    idle_list idle;             /* connections waiting for a whole request header */
     int64_t next_sweep_us;
     /* written by the owner's thread only, read by any (http_server_stats) */
     http_stats stats;
@@ -56,7 +48,7 @@ struct http_server {
 
 struct http_req {
     http_server *srv;
-    http_conn *hc;
+    idle_conn *hc;           /* its connection while tracked (NULL: untracked) */
     struct MHD_Connection *conn;
     const struct route *route;
     handler_fn fn;
@@ -511,36 +503,6 @@ static void op_done(lockop *op)
 
 /* ---- connections and the header timeout ---- */
 
-static void conn_unlink(http_server *s, http_conn *hc)
-{
-    if (!hc || !hc->linked)
-        return;
-    if (hc->prev)
-        hc->prev->next = hc->next;
-    else
-        s->idle_head = hc->next;
-    if (hc->next)
-        hc->next->prev = hc->prev;
-    else
-        s->idle_tail = hc->prev;
-    hc->prev = hc->next = NULL;
-    hc->linked = 0;
-}
-
-static void conn_link_tail(http_server *s, http_conn *hc)
-{
-    conn_unlink(s, hc);
-    hc->since_us = clock_now_us();
-    hc->prev = s->idle_tail;
-    hc->next = NULL;
-    if (s->idle_tail)
-        s->idle_tail->next = hc;
-    else
-        s->idle_head = hc;
-    s->idle_tail = hc;
-    hc->linked = 1;
-}
-
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -557,17 +519,17 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             stat_inc(&s->stats.conns_refused);
             return;
         }
-        http_conn *hc = calloc(1, sizeof *hc);
+        idle_conn *hc = calloc(1, sizeof *hc);
         if (!hc)
             return; /* untracked: only MHD's own idle timeout applies to it */
         hc->fd = fd;
-        conn_link_tail(s, hc);
+        idle_push(&s->idle, hc, clock_now_us());
         *socket_context = hc;
     } else {
         s->nconns--;
         if (*socket_context) {
-            http_conn *hc = *socket_context;
-            conn_unlink(s, hc);
+            idle_conn *hc = *socket_context;
+            idle_remove(&s->idle, hc);
             free(hc);
             *socket_context = NULL;
         }
@@ -579,15 +541,9 @@ void http_server_tick(http_server *s, int64_t now_us)
     if (!s->mhd || now_us < s->next_sweep_us)
         return;
     s->next_sweep_us = now_us + 100 * 1000;
-    int64_t cutoff = now_us - s->env.app->cfg.header_timeout_ms * 1000;
-    while (s->idle_head && s->idle_head->since_us < cutoff) {
-        http_conn *hc = s->idle_head;
-        conn_unlink(s, hc);
-        /* libmicrohttpd sees end-of-stream and closes it the usual way. */
-        if (hc->fd >= 0)
-            shutdown(hc->fd, SHUT_RDWR);
-        stat_inc(&s->stats.conns_cut);
-    }
+    size_t cut = idle_cut(&s->idle, now_us - s->env.app->cfg.header_timeout_ms * 1000);
+    if (cut)
+        stat_add(&s->stats.conns_cut, cut);
 }
 
 /* ---- libmicrohttpd callbacks ---- */
@@ -679,7 +635,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     log_request(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->hc && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        conn_link_tail(r->srv, r->hc); /* keep-alive: the next request's clock starts */
+        idle_push(&r->srv->idle, r->hc, clock_now_us()); /* keep-alive: the next request's clock starts */
     req_free(r);
     *con_cls = NULL;
 }
@@ -773,41 +729,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (r->started)
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
     r->started = 1;
-    conn_unlink(s, r->hc); /* being served: no longer subject to the header timeout */
+    idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
     rl_err e = r->fn(r);
     if (e != RL_OK)
         reply_error(r, e);
     return MHD_YES;
 }
 
-/* Percent-decoding for paths and query values.  A decoded NUL becomes DEL (0x7f), which
- * no validator accepts, instead of silently cutting the string short. */
+/* Percent-decoding of paths and query values (route.h). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 {
     (void)cls;
     (void)c;
-    char *o = s;
-    for (char *p = s; *p; p++) {
-        if (p[0] == '%' && p[1] && p[2]) {
-            int hi = p[1], lo = p[2], v = 0, ok = 1;
-            for (int k = 0; k < 2 && ok; k++) {
-                int ch = k ? lo : hi;
-                v <<= 4;
-                if (ch >= '0' && ch <= '9') v |= ch - '0';
-                else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
-                else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
-                else ok = 0;
-            }
-            if (ok) {
-                *o++ = v ? (char)v : (char)0x7f;
-                p += 2;
-                continue;
-            }
-        }
-        *o++ = *p;
-    }
-    *o = '\0';
-    return (size_t)(o - s);
+    return route_unescape(s);
 }
 
 static void on_mhd_io(loop_io *io, uint32_t events)

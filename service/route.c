@@ -1,4 +1,5 @@
-/* route.c -- the table of routes and methods and its lookups (see route.h). */
+/* route.c -- the table of routes and methods, its lookups, and the percent-decoding of
+ * URLs (see route.h). */
 #include "route.h"
 
 #include <string.h>
@@ -83,4 +84,30 @@ size_t route_allow(const route *rt, char *buf, size_t cap)
         }
     }
     return len;
+}
+
+size_t route_unescape(char *s)
+{
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (p[0] == '%' && p[1] && p[2]) {
+            int hi = p[1], lo = p[2], v = 0, ok = 1;
+            for (int k = 0; k < 2 && ok; k++) {
+                int ch = k ? lo : hi;
+                v <<= 4;
+                if (ch >= '0' && ch <= '9') v |= ch - '0';
+                else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
+                else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
+                else ok = 0;
+            }
+            if (ok) {
+                *o++ = v ? (char)v : (char)0x7f;
+                p += 2;
+                continue;
+            }
+        }
+        *o++ = *p;
+    }
+    *o = '\0';
+    return (size_t)(o - s);
 }

@@ -1,7 +1,8 @@
 /* route.h -- the one table of the HTTP API: its routes (path, label, who must show a
  * token, the methods each allows and what each method asks for) and the methods it
- * counts.  http.c routes requests by it; metrics.c labels the request counters by it,
- * and the counters are sized from it.  Pure: constant data and lookups, no state. */
+ * counts; and the percent-decoding of the URLs routed by it.  http.c routes requests
+ * by it; metrics.c labels the request counters by it, and the counters are sized from
+ * it.  Pure: constant data and functions, no state. */
 #ifndef RL_ROUTE_H
 #define RL_ROUTE_H
 
@@ -66,5 +67,10 @@ int route_action(const route *rt, int method);
 /* The Allow header of rt ("GET, POST, PATCH, DELETE") into buf (NUL-terminated, cut
  * to cap).  Returns its length as written. */
 size_t route_allow(const route *rt, char *buf, size_t cap);
+
+/* Percent-decode s in place (a path or a query value); returns its new length.  A
+ * decoded NUL becomes DEL (0x7f), which no validator accepts, instead of silently
+ * cutting the string short; a '%' not followed by two hex digits stays as it is. */
+size_t route_unescape(char *s);
 
 #endif

@@ -1,7 +1,7 @@
 /* test_route.c -- the routing table of route.h: which URL reaches which route and
  * lock name, which method runs which action where, the Allow header each route
- * answers a 405 with, the labels /metrics and the request log use, and who must show
- * a token. */
+ * answers a 405 with, the labels /metrics and the request log use, who must show a
+ * token, and the percent-decoding of URLs. */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -143,4 +143,33 @@ Test(route, lock_routes_always_need_a_token_probes_only_when_asked_healthz_never
     cr_assert(!route_get(ROUTE_READYZ)->lock && route_get(ROUTE_READYZ)->probe);
     cr_assert(!route_get(ROUTE_METRICS)->lock && route_get(ROUTE_METRICS)->probe);
     cr_assert(!route_get(ROUTE_HEALTHZ)->lock && !route_get(ROUTE_HEALTHZ)->probe);
+}
+
+Test(route, percent_escapes_decode_in_place_in_either_case)
+{
+    char s[] = "/locks/a%2Fb%3a%41%7e";
+    cr_assert_eq(route_unescape(s), strlen("/locks/a/b:A~"));
+    cr_assert_str_eq(s, "/locks/a/b:A~");
+}
+
+Test(route, a_decoded_nul_becomes_del_instead_of_cutting_the_string)
+{
+    char s[] = "a%00b";
+    cr_assert_eq(route_unescape(s), 3);
+    cr_assert_eq(s[1], 0x7f);
+    cr_assert_eq(s[2], 'b');
+}
+
+Test(route, a_percent_without_two_hex_digits_stays_as_it_is)
+{
+    static const char *const cases[] = {"%", "a%", "a%4", "%zz", "%4g", "%g4", "100%"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char s[16];
+        strcpy(s, cases[i]);
+        cr_assert_eq(route_unescape(s), strlen(cases[i]), "'%s'", cases[i]);
+        cr_assert_str_eq(s, cases[i]);
+    }
+    char s[] = "%%41";
+    route_unescape(s);
+    cr_assert_str_eq(s, "%A", "the first % is kept, the escape after it decoded");
 }
