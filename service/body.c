@@ -1,39 +1,45 @@
 /* body.c -- the JSON bodies of the HTTP API's answers (see body.h). */
 #include "body.h"
 
-void body_granted(jw *j, const body_lock *l)
+/* {"name" ... : the opening of every single-name body. */
+static void open_name(jw *j, const body_lock *l)
 {
     jw_obj_open(j);
     jw_key_strn(j, "name", l->name, l->name_len);
-    jw_key_strn(j, "lease", l->lease, l->lease_len);
+}
+
+/* ..."fencing_token","validity_ms","ttl_ms"}: what a grant and an extension end with. */
+static void close_term(jw *j, const body_lock *l)
+{
     jw_key_uint(j, "fencing_token", l->fencing_token);
     jw_key_int(j, "validity_ms", l->validity_ms);
     jw_key_int(j, "ttl_ms", l->ttl_ms);
     jw_obj_close(j);
 }
 
+void body_granted(jw *j, const body_lock *l)
+{
+    open_name(j, l);
+    jw_key_strn(j, "lease", l->lease, l->lease_len);
+    close_term(j, l);
+}
+
 void body_released(jw *j, const body_lock *l)
 {
-    jw_obj_open(j);
-    jw_key_strn(j, "name", l->name, l->name_len);
+    open_name(j, l);
     jw_key_bool(j, "released", 1);
     jw_obj_close(j);
 }
 
 void body_extended(jw *j, const body_lock *l)
 {
-    jw_obj_open(j);
-    jw_key_strn(j, "name", l->name, l->name_len);
-    jw_key_uint(j, "fencing_token", l->fencing_token);
-    jw_key_int(j, "validity_ms", l->validity_ms);
-    jw_key_int(j, "ttl_ms", l->ttl_ms);
-    jw_obj_close(j);
+    open_name(j, l);
+    close_term(j, l);
 }
 
 void body_inspected(jw *j, const body_lock *l)
 {
-    jw_obj_open(j);
-    jw_key_strn(j, "name", l->name, l->name_len);
+    open_name(j, l);
     jw_key_bool(j, "held", l->held);
     jw_key_int(j, "validity_ms", l->validity_ms);
     jw_key_uint(j, "fencing_token", l->fencing_token);

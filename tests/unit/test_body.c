@@ -204,24 +204,27 @@ Test(body, an_error_is_its_code_and_its_own_message_unless_another_is_given)
     json_decref(o);
 }
 
+/* The error body of e, parsed: it must have n members. */
+static json_t *error_body(rl_err err, int64_t retry_after_ms, size_t nodes_ok, size_t quorum, size_t n)
+{
+    body_err e = {err, NULL, retry_after_ms, nodes_ok, quorum};
+    jw *j = writer(BODY_MAX_LOCK);
+    body_error(j, &e);
+    return parsed(j, n);
+}
+
 Test(body, a_409_carries_retry_after_ms_never_negative)
 {
     rl_err codes[] = {RL_E_LOCK_HELD, RL_E_LOCK_CONTENDED};
     for (size_t i = 0; i < 2; i++) {
-        body_err e = {codes[i], NULL, 1234, 9, 9};
-        jw *j = writer(BODY_MAX_LOCK);
-        body_error(j, &e);
-        json_t *o = parsed(j, 3);
+        json_t *o = error_body(codes[i], 1234, 9, 9, 3);
         cr_assert_eq(num(o, "retry_after_ms"), 1234);
         json_decref(o);
-        e.retry_after_ms = -5;
-        body_error(j = writer(BODY_MAX_LOCK), &e);
-        o = parsed(j, 3);
+        o = error_body(codes[i], -5, 9, 9, 3);
         cr_assert_eq(num(o, "retry_after_ms"), 0);
         json_decref(o);
     }
-    body_err held = {RL_E_LOCK_HELD, NULL, 8000, 0, 0};
-    body_error(writer(BODY_MAX_LOCK), &held);
+    json_decref(error_body(RL_E_LOCK_HELD, 8000, 0, 0, 3));
     cr_assert_str_eq(buf, "{\"error\":\"lock_held\",\"message\":\"the lock is held by another "
                           "lease\",\"retry_after_ms\":8000}");
 }
@@ -230,17 +233,13 @@ Test(body, a_round_that_fell_short_says_how_many_masters_answered_of_how_many_ne
 {
     rl_err codes[] = {RL_E_QUORUM_UNAVAILABLE, RL_E_VALIDITY_EXHAUSTED};
     for (size_t i = 0; i < 2; i++) {
-        body_err e = {codes[i], NULL, 77, 1, 3};
-        jw *j = writer(BODY_MAX_LOCK);
-        body_error(j, &e);
-        json_t *o = parsed(j, 4);
+        json_t *o = error_body(codes[i], 77, 1, 3, 4);
         cr_assert_eq(num(o, "nodes_ok"), 1);
         cr_assert_eq(num(o, "quorum"), 3);
         cr_assert_null(json_object_get(o, "retry_after_ms"));
         json_decref(o);
     }
-    body_err q = {RL_E_QUORUM_UNAVAILABLE, NULL, 0, 1, 2};
-    body_error(writer(BODY_MAX_LOCK), &q);
+    json_decref(error_body(RL_E_QUORUM_UNAVAILABLE, 0, 1, 2, 4));
     cr_assert_str_eq(buf, "{\"error\":\"quorum_unavailable\",\"message\":\"fewer than a quorum of "
                           "masters answered\",\"nodes_ok\":1,\"quorum\":2}");
 }
@@ -253,13 +252,10 @@ Test(body, other_errors_carry_no_extras_and_every_one_fits_its_writer)
     for (int c = 0; c < RL_ERR__COUNT; c++) {
         int extras = c == RL_E_LOCK_HELD || c == RL_E_LOCK_CONTENDED ? 1
                    : c == RL_E_QUORUM_UNAVAILABLE || c == RL_E_VALIDITY_EXHAUSTED ? 2 : 0;
-        body_err e = {(rl_err)c, NULL, 5, 1, 2};
-        jw *j = writer(BODY_MAX_LOCK);
-        body_error(j, &e);
-        json_t *o = parsed(j, 2 + (size_t)extras);
+        json_t *o = error_body((rl_err)c, 5, 1, 2, 2 + (size_t)extras);
         cr_assert_str_eq(str(o, "error"), rl_err_code((rl_err)c));
         json_decref(o);
-        e.message = msg;
+        body_err e = {(rl_err)c, msg, 5, 1, 2};
         jw big;
         static char bigbuf[4 * BODY_MAX_LOCK];
         jw_init(&big, bigbuf, sizeof bigbuf);
