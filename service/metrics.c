@@ -56,7 +56,7 @@ static uint64_t sum_counter(app *a, int c)
 {
     uint64_t s = 0;
     for (size_t i = 0; i < a->nworkers; i++)
-        s += lockop_counter(&a->workers[i]->ops, c);
+        s += lockop_counter(worker_ops(a->workers[i]), c);
     return s;
 }
 
@@ -74,7 +74,7 @@ char *metrics_render(app *a, size_t *len)
                   "# TYPE redlockd_http_requests_total counter\n");
     http_stats hs = {0};
     for (size_t i = 0; i < a->nworkers; i++)
-        http_server_stats(a->workers[i]->http, &hs);
+        http_server_stats(worker_http(a->workers[i]), &hs);
     for (int r = 0; r < ROUTE__COUNT; r++)
         for (int m = 0; m < ROUTE_M__COUNT; m++)
             for (int c = 1; c < HTTP_CLASSES; c++) {
@@ -142,7 +142,7 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         int up = 0, q = 0;
         for (size_t i = 0; i < a->nworkers; i++) {
-            int st = __atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED);
+            int st = __atomic_load_n(&worker_master(a->workers[i], m)->state, __ATOMIC_RELAXED);
             up |= st == MASTER_READY;
             q |= st == MASTER_QUARANTINED;
         }
@@ -154,7 +154,7 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         uint64_t e = 0;
         for (size_t i = 0; i < a->nworkers; i++)
-            e += ld(&a->workers[i]->masters[m].errors);
+            e += ld(&worker_master(a->workers[i], m)->errors);
         sb_printf(&b, "redlockd_master_errors_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)e);
     }
@@ -164,8 +164,8 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         uint64_t n = 0;
         for (size_t i = 0; i < a->nworkers; i++) {
-            n += ld(&a->workers[i]->masters[m].batches);
-            bops[m] += ld(&a->workers[i]->masters[m].batched_ops);
+            n += ld(&worker_master(a->workers[i], m)->batches);
+            bops[m] += ld(&worker_master(a->workers[i], m)->batched_ops);
         }
         sb_printf(&b, "redlockd_master_batches_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)n);
@@ -178,7 +178,7 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_master_rtt_seconds Last round-trip time, by address.\n"
                   "# TYPE redlockd_master_rtt_seconds gauge\n");
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
-        int64_t rtt = __atomic_load_n(&a->workers[0]->masters[m].last_rtt_us, __ATOMIC_RELAXED);
+        int64_t rtt = __atomic_load_n(&worker_master(a->workers[0], m)->last_rtt_us, __ATOMIC_RELAXED);
         sb_printf(&b, "redlockd_master_rtt_seconds{address=\"%s\"} %.6f\n", a->cfg.masters[m].address,
                   (double)rtt / 1e6);
     }
@@ -189,7 +189,7 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_master_state The state of each master (1 for its current state).\n"
                   "# TYPE redlockd_master_state gauge\n");
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
-        int st = __atomic_load_n(&a->workers[0]->masters[m].state, __ATOMIC_RELAXED);
+        int st = __atomic_load_n(&worker_master(a->workers[0], m)->state, __ATOMIC_RELAXED);
         for (int k = MASTER_DOWN; k <= MASTER_READY; k++)
             sb_printf(&b, "redlockd_master_state{address=\"%s\",state=\"%s\"} %d\n",
                       a->cfg.masters[m].address, master_state_name(k), st == k);
@@ -199,7 +199,7 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         uint64_t q = 0;
         for (size_t i = 0; i < a->nworkers; i++) {
-            uint64_t v = ld(&a->workers[i]->masters[m].quarantines);
+            uint64_t v = ld(&worker_master(a->workers[i], m)->quarantines);
             if (v > q)
                 q = v;
         }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -12,8 +13,48 @@
 #include "http.h"
 #include "jw.h"
 #include "keys.h"
+#include "lease.h"
+#include "log.h"
+#include "loop.h"
+#include "notify.h"
+#include "resync.h"
+#include "round.h"
 
 #define TICK_MS 20
+#define WORKER_MAILBOX 256
+
+struct worker {
+    /* read-only after worker_new(); read by other threads */
+    app *app;
+    int id;
+    pthread_t thread;
+    http_server *http;          /* its HTTP server (other threads: http_server_stats only) */
+    /* this thread's; other threads read only the relaxed figures: the masters' states
+     * and counters (readiness, /metrics), ops.waiting and ops.counters */
+    master_conn *masters;       /* one connection per master */
+    lockop_env ops;
+    /* private: this thread only */
+    loop loop;
+    round_env rounds;
+    notify *notify;             /* release announcements from other instances */
+    resync **resyncs;           /* worker 0: counter repair per master, made on demand */
+    master_conn **dirty;        /* masters with output to write this pass */
+    size_t ndirty;
+    loop_timer tick;
+    log_ctx log;
+    lease_rng rng;
+    int64_t next_trim_us;       /* when to hand freed memory back to the system */
+    size_t foreign_ops;         /* ops running here for other workers' requests */
+    /* the mailbox: other threads post under mb_lock, this one drains on its eventfd */
+    int evfd;
+    loop_io ev_io;
+    pthread_mutex_t mb_lock;
+    size_t mb_len;
+    int mb_overflow;            /* lost wake-ups: wake every queue */
+    char mb_names[WORKER_MAILBOX][256];
+    lockop *mb_start, *mb_start_tail; /* waiting acquires to run here for other workers */
+    lockop *mb_done, *mb_done_tail;   /* this worker's requests that another one ran */
+};
 
 /* ---- master hooks ---- */
 
@@ -170,37 +211,6 @@ static worker *keeper_of(const app *a, const char *name, size_t len)
     return a->workers[keys_name_hash(name, len) % a->nworkers];
 }
 
-static void on_released(lockop_env *env, const char *name, size_t len)
-{
-    worker *w = env->owner;
-    worker *keeper = keeper_of(w->app, name, len);
-    int hot = lockop_hot(w->app->heat, name, len, clock_now_us());
-    for (size_t i = 0; i < w->app->nworkers; i++) {
-        worker *o = w->app->workers[i];
-        /* Workers with waiters; and the keeper of a contended name, which may know it
-         * held and must forget that now. */
-        if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) || (o == keeper && hot)))
-            worker_post_wake(o, name, len);
-    }
-}
-
-static void on_watch(lockop_env *env, const char *name, size_t len, int on)
-{
-    worker *w = env->owner;
-    if (!w->notify)
-        return;
-    if (on)
-        notify_subscribe(w->notify, name, len);
-    else
-        notify_unsubscribe(w->notify, name, len);
-}
-
-static void on_announced(void *owner, const char *name, size_t len)
-{
-    worker *w = owner;
-    lockop_wake(&w->ops, name, len);
-}
-
 /* Mailbox names: a release to wake waiters for, or (MB_GONE first) a name whose
  * waiters may include one whose client left. */
 #define MB_GONE '\001'
@@ -224,9 +234,41 @@ static void post_name(worker *w, char kind, const char *name, size_t len)
         w->mb_overflow = 1; /* cannot happen with an eventfd; the poll retries anyway */
 }
 
-void worker_post_wake(worker *w, const char *name, size_t len)
+/* Post a wake-up for name to w (any thread). */
+static void post_wake(worker *w, const char *name, size_t len)
 {
     post_name(w, 0, name, len);
+}
+
+static void on_released(lockop_env *env, const char *name, size_t len)
+{
+    worker *w = env->owner;
+    worker *keeper = keeper_of(w->app, name, len);
+    int hot = lockop_hot(w->app->heat, name, len, clock_now_us());
+    for (size_t i = 0; i < w->app->nworkers; i++) {
+        worker *o = w->app->workers[i];
+        /* Workers with waiters; and the keeper of a contended name, which may know it
+         * held and must forget that now. */
+        if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) || (o == keeper && hot)))
+            post_wake(o, name, len);
+    }
+}
+
+static void on_watch(lockop_env *env, const char *name, size_t len, int on)
+{
+    worker *w = env->owner;
+    if (!w->notify)
+        return;
+    if (on)
+        notify_subscribe(w->notify, name, len);
+    else
+        notify_unsubscribe(w->notify, name, len);
+}
+
+static void on_announced(void *owner, const char *name, size_t len)
+{
+    worker *w = owner;
+    lockop_wake(&w->ops, name, len);
 }
 
 /* The client of op (a request of this worker's) closed its connection: drop op if it
@@ -551,6 +593,10 @@ int worker_start(worker *w)
 }
 
 void worker_join(worker *w) { pthread_join(w->thread, NULL); }
+
+const http_server *worker_http(const worker *w) { return w->http; }
+const lockop_env *worker_ops(const worker *w) { return &w->ops; }
+const master_conn *worker_master(const worker *w, size_t i) { return &w->masters[i]; }
 
 void worker_free(worker *w)
 {
