@@ -55,13 +55,21 @@ static long long num(json_t *o, const char *k)
 
 static const body_lock lock = {"jobs/nightly", 12, "leaseAAAAAAAAAAAAAAAA", 21, 42, 9897, 10000, 1};
 
-Test(body, a_grant_has_name_lease_token_validity_and_ttl)
+/* The body fn writes for l: exactly want, and an object of n members once parsed. */
+static json_t *lock_body(void (*fn)(jw *, const body_lock *), const body_lock *l, const char *want,
+                         size_t n)
 {
     jw *j = writer(BODY_MAX_LOCK);
-    body_granted(j, &lock);
-    cr_assert_str_eq(buf, "{\"name\":\"jobs/nightly\",\"lease\":\"leaseAAAAAAAAAAAAAAAA\","
-                          "\"fencing_token\":42,\"validity_ms\":9897,\"ttl_ms\":10000}");
-    json_t *o = parsed(j, 5);
+    fn(j, l);
+    cr_assert_str_eq(buf, want);
+    return parsed(j, n);
+}
+
+Test(body, a_grant_has_name_lease_token_validity_and_ttl)
+{
+    json_t *o = lock_body(body_granted, &lock,
+                          "{\"name\":\"jobs/nightly\",\"lease\":\"leaseAAAAAAAAAAAAAAAA\","
+                          "\"fencing_token\":42,\"validity_ms\":9897,\"ttl_ms\":10000}", 5);
     cr_assert_str_eq(str(o, "name"), "jobs/nightly");
     cr_assert_str_eq(str(o, "lease"), "leaseAAAAAAAAAAAAAAAA");
     cr_assert_eq(num(o, "fencing_token"), 42);
@@ -70,35 +78,29 @@ Test(body, a_grant_has_name_lease_token_validity_and_ttl)
 
 Test(body, a_release_has_the_name_and_released_true_only)
 {
-    jw *j = writer(BODY_MAX_LOCK);
-    body_released(j, &lock);
-    cr_assert_str_eq(buf, "{\"name\":\"jobs/nightly\",\"released\":true}");
-    json_t *o = parsed(j, 2);
+    json_t *o = lock_body(body_released, &lock, "{\"name\":\"jobs/nightly\",\"released\":true}", 2);
     cr_assert(json_is_true(json_object_get(o, "released")));
     json_decref(o);
 }
 
 Test(body, an_extension_has_token_validity_and_ttl_but_never_the_lease)
 {
-    jw *j = writer(BODY_MAX_LOCK);
-    body_extended(j, &lock);
-    cr_assert_str_eq(buf, "{\"name\":\"jobs/nightly\",\"fencing_token\":42,\"validity_ms\":9897,"
-                          "\"ttl_ms\":10000}");
-    json_t *o = parsed(j, 4);
+    json_t *o = lock_body(body_extended, &lock,
+                          "{\"name\":\"jobs/nightly\",\"fencing_token\":42,\"validity_ms\":9897,"
+                          "\"ttl_ms\":10000}", 4);
     cr_assert_null(json_object_get(o, "lease"), "the lease is a secret of its holder");
     json_decref(o);
 }
 
 Test(body, an_inspection_says_held_validity_and_token_never_the_lease)
 {
-    jw *j = writer(BODY_MAX_LOCK);
     body_lock free_lock = lock;
     free_lock.held = 0;
     free_lock.validity_ms = 0;
-    body_inspected(j, &free_lock);
-    cr_assert_str_eq(buf, "{\"name\":\"jobs/nightly\",\"held\":false,\"validity_ms\":0,\"fencing_token\":42}");
-    json_t *o = parsed(j, 4);
+    json_t *o = lock_body(body_inspected, &free_lock,
+                          "{\"name\":\"jobs/nightly\",\"held\":false,\"validity_ms\":0,\"fencing_token\":42}", 4);
     cr_assert(json_is_false(json_object_get(o, "held")));
+    cr_assert_null(json_object_get(o, "lease"));
     json_decref(o);
 }
 
