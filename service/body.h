@@ -1,7 +1,7 @@
 /* body.h -- the JSON bodies of the HTTP API's answers: a grant, a release, an
  * extension and an inspection of one name, a grant and a release of several, an error,
  * and the masters' health (/healthz, /readyz).  Pure: plain data in, JSON out through
- * a jw writer (jw.h), no I/O, no clock, no state.  http.c picks the body and the
+ * a jw writer (jw.h), no I/O, no clock, no state.  api.c picks the body and the
  * status; api/openapi.yaml is the contract these shapes keep. */
 #ifndef RL_BODY_H
 #define RL_BODY_H

@@ -1,8 +1,9 @@
 /* route.h -- the one table of the HTTP API: its routes (path, label, who must show a
  * token, the methods each allows and what each method asks for) and the methods it
  * counts; and the percent-decoding of the URLs routed by it.  http.c routes requests
- * by it; metrics.c labels the request counters by it, and the counters are sized from
- * it.  Pure: constant data and functions, no state. */
+ * by it and api.c runs the action it names; metrics.c labels the request counters by
+ * it, and the counters are sized from it.  Pure: constant data and functions, no
+ * state. */
 #ifndef RL_ROUTE_H
 #define RL_ROUTE_H
 
@@ -23,7 +24,7 @@ enum route_id {
 /* Methods, as counted: anything else is ROUTE_M_OTHER. */
 enum route_method { ROUTE_M_POST, ROUTE_M_DELETE, ROUTE_M_PATCH, ROUTE_M_GET, ROUTE_M_OTHER, ROUTE_M__COUNT };
 
-/* What a route and method ask for (http.c has one handler for each). */
+/* What a route and method ask for (api.c has one handler for each). */
 enum route_action {
     ROUTE_A_NONE,   /* the method is not allowed there */
     ROUTE_A_ACQUIRE, ROUTE_A_RELEASE, ROUTE_A_EXTEND, ROUTE_A_INSPECT,
