@@ -1,7 +1,8 @@
 /* errors.h -- the one table of API error codes: name, HTTP status, default message.
  *
- * Handlers return an rl_err; http_reply_error() turns it into the JSON body
- * {"error": "<code>", "message": "<text>"} with the status from this table. */
+ * Handlers return an rl_err; api_error() (api.c) turns it into the JSON body
+ * {"error": "<code>", "message": "<text>"[, extras]} (body.c) with the status from
+ * this table. */
 #ifndef RL_ERRORS_H
 #define RL_ERRORS_H
 

@@ -1,5 +1,8 @@
-/* http.c -- routing, request parsing and replies on libmicrohttpd (see http.h). */
-#include "stat.h"
+/* http.c -- a worker's HTTP server on libmicrohttpd (see http.h): the daemon and its
+ * life, the connections (the cap, the idle ones and their header timeout), and the
+ * life of a request: the pool, its first callback (routing, token, size), its body,
+ * its completion (the request log and counters).  What a request does and answers is
+ * api.c's. */
 #include "http.h"
 
 #include <microhttpd.h>
@@ -10,649 +13,75 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "auth.h"
-#include "errors.h"
+#include "http_req.h"
+#include "idle.h"
 #include "jw.h"
-#include "lease.h"
-#include "lockop.h"
-#include "metrics.h"
+#include "route.h"
+#include "stat.h"
 #include "validate.h"
-#include "worker.h"
-
-typedef struct http_req http_req;
-typedef int (*handler_fn)(http_req *r);
-
-enum { REPLIED = 0, SUSPENDED = 1 };
-
-enum route_id { ROUTE_LOCK = 0, ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_METRICS, ROUTE_OTHER, ROUTE_LOCKS };
-
-struct route_method {
-    const char *method;
-    handler_fn fn;
-};
-
-struct route {
-    const char *path;
-    int prefix; /* path is a prefix: the rest is the lock name */
-    int id;
-    const char *allow;
-    struct route_method methods[5];
-};
-
-/* One client connection, tracked for the header timeout while it has no request
- * being served (in the worker's idle list, oldest first). */
-typedef struct http_conn {
-    struct http_conn *prev, *next;
-    int fd;
-    int linked;
-    int64_t since_us;
-} http_conn;
-
-struct http_req {
-    worker *w;
-    http_conn *hc;
-    struct MHD_Connection *conn;
-    const struct route *route;
-    handler_fn fn;
-    int method_idx;          /* index in the route's method table, -1 if none */
-    int method_id;           /* for counters: 0 POST, 1 DELETE, 2 PATCH, 3 GET, 4 other */
-    int started;             /* the handler ran (body complete) */
-    int suspended;
-    int too_large;
-    size_t body_len, body_cap;
-    char *body;
-    char body_inline[256];
-    struct MHD_Response *resp;
-    int status;
-    int64_t start_us;
-    char request_id[65];
-    const char *name;        /* points into the url (valid for the request) */
-    size_t name_len;
-    lock_params params;
-    lockop op;
-    loop_io gone_io;         /* a waiting acquire: its connection, watched for a hang-up */
-    int gone_watched;
-    http_req *next_free;
-};
-
-/* ---- replies ---- */
-
-static int queue_json(http_req *r, int status, const char *body, size_t len,
-                      const char *extra_hdr, const char *extra_val)
-{
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!resp)
-        return MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
-    if (extra_hdr)
-        MHD_add_response_header(resp, extra_hdr, extra_val);
-    r->status = status;
-    if (r->suspended) {
-        r->resp = resp; /* queued when the connection is resumed */
-        return MHD_YES;
-    }
-    enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ok;
-}
-
-/* The error reply: {"error", "message"[, extras]}. */
-static int reply_error(http_req *r, rl_err e, const char *msg, const char *extra_fields)
-{
-    char buf[1024];
-    jw w;
-    jw_init(&w, buf, sizeof buf);
-    jw_obj_open(&w);
-    jw_key_str(&w, "error", rl_err_code(e));
-    jw_key_str(&w, "message", msg && *msg ? msg : rl_err_message(e));
-    if (extra_fields)
-        jw_raw_fields(&w, extra_fields);
-    jw_obj_close(&w);
-    const char *hdr = NULL, *val = NULL;
-    if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
-        hdr = MHD_HTTP_HEADER_ALLOW;
-        val = r->route->allow;
-    } else if (e == RL_E_UNAUTHORIZED) {
-        hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
-        val = "Bearer realm=\"redlockd\"";
-    }
-    return queue_json(r, rl_err_status(e), buf, jw_len(&w), hdr, val);
-}
-
-/* ---- handlers ---- */
-
-static void op_done(lockop *op);
-
-static void quorum_fields(http_req *r, char *out, size_t n)
-{
-    snprintf(out, n, "\"nodes_ok\":%zu,\"quorum\":%zu", r->op.nodes_ok, r->w->rounds.quorum);
-}
-
-/* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
-static rl_err query_params(http_req *r)
-{
-    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease"};
-    for (size_t i = 0; i < 3; i++) {
-        const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
-        if (v) {
-            rl_err e = params_from_query(&r->params, keys[i], v);
-            if (e != RL_OK)
-                return e;
-        }
-    }
-    return RL_OK;
-}
-
-static void reply_held(http_req *r, const lockop *op);
-
-/* ---- clients that hang up while they wait ---- */
-
-static void gone_unwatch(http_req *r)
-{
-    if (!r->gone_watched)
-        return;
-    r->gone_watched = 0;
-    loop_io_set(&r->w->loop, &r->gone_io, 0);
-}
-
-/* The peer closed (or reset) a connection whose request waits for a lock: nobody will
- * read the answer, so the wait ends and a lock granted meanwhile is let go. */
-static void on_gone(loop_io *io, uint32_t events)
-{
-    http_req *r = container_of(io, http_req, gone_io);
-    (void)events;
-    if (!r->gone_watched)
-        return;
-    gone_unwatch(r);
-    worker_op_gone(r->w, &r->op);
-}
-
-/* While it is suspended libmicrohttpd does not look at the socket: watch it here. */
-static void gone_watch(http_req *r)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci)
-        return;
-    r->gone_io.fd = ci->connect_fd;
-    r->gone_io.cb = on_gone;
-    r->gone_io.events = 0;
-    if (loop_io_set(&r->w->loop, &r->gone_io, EPOLLRDHUP) == 0)
-        r->gone_watched = 1;
-}
-
-static void start_waiting_op(http_req *r)
-{
-    lockop *op = &r->op;
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    if (op->wait_deadline_us)
-        gone_watch(r);
-    worker_start_op(r->w, op);
-}
-
-static int start_op(http_req *r, int kind)
-{
-    lockop_init(&r->op, &r->w->ops, kind, r->name, r->name_len, op_done, r);
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    lockop_start(&r->op);
-    return SUSPENDED;
-}
-
-static int lock_common(http_req *r, int need_lease)
-{
-    char msg[256] = "";
-    if (!validate_name(r->name, r->name_len))
-        return reply_error(r, RL_E_INVALID_NAME, NULL, NULL), REPLIED;
-    rl_err e = query_params(r);
-    if (e == RL_OK)
-        e = params_from_body(&r->params, r->body, r->body_len, msg, sizeof msg);
-    if (e == RL_OK)
-        e = params_check(&r->params, r->w->app->cfg.max_ttl_ms, r->w->app->cfg.max_wait_ms,
-                         r->w->app->cfg.drift_factor, msg, sizeof msg);
-    if (e == RL_OK && need_lease && !r->params.has_lease) {
-        e = RL_E_INVALID_LEASE;
-        snprintf(msg, sizeof msg, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
-    }
-    if (e != RL_OK)
-        return reply_error(r, e, msg, NULL), REPLIED;
-    return -1;
-}
-
-static int h_acquire(http_req *r)
-{
-    int rc = lock_common(r, 0);
-    if (rc >= 0)
-        return rc;
-    worker *w = r->w;
-    lockop_init(&r->op, &w->ops, LOCKOP_ACQUIRE, r->name, r->name_len, op_done, r);
-    lockop *op = &r->op;
-    op->ttl_ms = r->params.has_ttl ? r->params.ttl_ms : w->app->cfg.default_ttl_ms;
-    if (r->params.has_lease) {
-        op->lease_len = strlen(r->params.lease);
-        memcpy(op->lease, r->params.lease, op->lease_len + 1);
-    } else {
-        if (lease_generate(&w->rng, op->lease) != 0)
-            return reply_error(r, RL_E_INTERNAL, "the system random generator failed", NULL), REPLIED;
-        op->lease_len = LEASE_GEN_LEN;
-        op->lease_fresh = 1;
-    }
-    if (r->params.has_wait && r->params.wait_ms > 0)
-        op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
-    int64_t ra;
-    if (!op->wait_deadline_us &&
-        lockop_known_held(w->app->known, op->name, op->name_len, op->lease, op->lease_len,
-                          clock_now_us(), &ra)) {
-        /* Known held, by another lease, moments ago: 409 here and now. */
-        op->err = RL_E_LOCK_HELD;
-        op->retry_after_ms = ra;
-        stat_inc(&w->ops.counters[CNT_HELD_LOCAL]);
-        stat_inc(&w->ops.counters[CNT_ACQ_HELD]);
-        reply_held(r, op);
-        return REPLIED;
-    }
-    start_waiting_op(r);
-    return SUSPENDED;
-}
-
-static int h_release(http_req *r)
-{
-    int rc = lock_common(r, 1);
-    if (rc >= 0)
-        return rc;
-    lockop_init(&r->op, &r->w->ops, LOCKOP_RELEASE, r->name, r->name_len, op_done, r);
-    r->op.lease_len = strlen(r->params.lease);
-    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    worker_start_op(r->w, &r->op);
-    return SUSPENDED;
-}
-
-static int h_extend(http_req *r)
-{
-    int rc = lock_common(r, 1);
-    if (rc >= 0)
-        return rc;
-    lockop_init(&r->op, &r->w->ops, LOCKOP_EXTEND, r->name, r->name_len, op_done, r);
-    r->op.lease_len = strlen(r->params.lease);
-    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
-    r->op.ttl_ms = r->params.has_ttl ? r->params.ttl_ms : r->w->app->cfg.default_ttl_ms;
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    worker_start_op(r->w, &r->op);
-    return SUSPENDED;
-}
-
-static int h_macquire(http_req *r)
-{
-    worker *w = r->w;
-    char msg[256] = "";
-    multi_params *mp = malloc(sizeof *mp);
-    if (!mp)
-        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
-    memset(&mp->p, 0, sizeof mp->p);
-    rl_err e = query_params(r);
-    mp->p = r->params;
-    if (e == RL_OK)
-        e = multi_params_from_body(mp, r->body, r->body_len, msg, sizeof msg);
-    if (e == RL_OK)
-        e = params_check(&mp->p, w->app->cfg.max_ttl_ms, w->app->cfg.max_wait_ms,
-                         w->app->cfg.drift_factor, msg, sizeof msg);
-    if (e == RL_OK && w->app->auth.n) {
-        const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        for (size_t j = 0; e == RL_OK && j < mp->n; j++)
-            e = auth_check(&w->app->auth, h, mp->names[j], mp->lens[j]);
-    }
-    if (e != RL_OK) {
-        free(mp);
-        return reply_error(r, e, msg, NULL), REPLIED;
-    }
-    lockop_init(&r->op, &w->ops, LOCKOP_MACQUIRE, mp->names[0], mp->lens[0], op_done, r);
-    lockop *op = &r->op;
-    const char *names[MULTI_MAX_NAMES];
-    for (size_t j = 0; j < mp->n; j++)
-        names[j] = mp->names[j];
-    int bad = lockop_set_multi(op, names, mp->lens, mp->n);
-    op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : w->app->cfg.default_ttl_ms;
-    if (mp->p.has_lease) {
-        op->lease_len = strlen(mp->p.lease);
-        memcpy(op->lease, mp->p.lease, op->lease_len + 1);
-    } else if (!bad) {
-        bad = lease_generate(&w->rng, op->lease);
-        op->lease_len = LEASE_GEN_LEN;
-        op->lease_fresh = 1;
-    }
-    if (mp->p.has_wait && mp->p.wait_ms > 0)
-        op->wait_deadline_us = r->start_us + (int64_t)mp->p.wait_ms * 1000;
-    free(mp);
-    if (bad)
-        return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
-    start_waiting_op(r);
-    return SUSPENDED;
-}
-
-static int h_mrelease(http_req *r)
-{
-    char msg[256] = "";
-    rl_err e = query_params(r);
-    if (e == RL_OK)
-        e = params_from_body(&r->params, r->body, r->body_len, msg, sizeof msg);
-    if (e == RL_OK)
-        e = params_check(&r->params, r->w->app->cfg.max_ttl_ms, r->w->app->cfg.max_wait_ms,
-                         r->w->app->cfg.drift_factor, msg, sizeof msg);
-    if (e == RL_OK && !r->params.has_lease) {
-        e = RL_E_INVALID_LEASE;
-        snprintf(msg, sizeof msg, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
-    }
-    if (e != RL_OK)
-        return reply_error(r, e, msg, NULL), REPLIED;
-    lockop_init(&r->op, &r->w->ops, LOCKOP_MRELEASE, "", 0, op_done, r);
-    if (r->w->app->auth.n) /* every name of the set must be in the token's scope */
-        r->op.scope = auth_scope(&r->w->app->auth, MHD_lookup_connection_value(
-                                     r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
-    r->op.lease_len = strlen(r->params.lease);
-    memcpy(r->op.lease, r->params.lease, r->op.lease_len + 1);
-    if (lockop_set_multi(&r->op, NULL, NULL, 0) != 0)
-        return reply_error(r, RL_E_INTERNAL, NULL, NULL), REPLIED;
-    MHD_suspend_connection(r->conn);
-    r->suspended = 1;
-    lockop_start(&r->op);
-    return SUSPENDED;
-}
-
-static int h_inspect(http_req *r)
-{
-    if (!validate_name(r->name, r->name_len))
-        return reply_error(r, RL_E_INVALID_NAME, NULL, NULL), REPLIED;
-    return start_op(r, LOCKOP_INSPECT);
-}
-
-static void masters_json(http_req *r, jw *j, const redlock_reply *replies)
-{
-    worker *w = r->w;
-    jw_arr_open(j, "masters");
-    for (size_t i = 0; i < w->rounds.n; i++) {
-        const master_conn *m = &w->masters[i];
-        int ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m);
-        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
-        jw_obj_open(j);
-        jw_key_str(j, "address", m->cfg->address);
-        jw_key_bool(j, "ok", ok);
-        jw_key_str(j, "state", master_state_name(m->state));
-        if (m->state == MASTER_QUARANTINED) {
-            int64_t left = (m->quarantine_until_us - clock_now_us()) / 1000;
-            jw_key_int(j, "quarantine_remaining_ms", left > 0 ? left : 0);
-        }
-        if (replies && replies[i].state == RL_SLOT_FAILED)
-            jw_raw_fields(j, "\"latency_ms\":null");
-        else
-            jw_key_double(j, "latency_ms", (double)rtt / 1000.0);
-        jw_obj_close(j);
-    }
-    jw_arr_close(j);
-}
-
-static int health_reply(http_req *r, int status, size_t ok, const redlock_reply *replies)
-{
-    char buf[16384];
-    jw j;
-    jw_init(&j, buf, sizeof buf);
-    jw_obj_open(&j);
-    jw_key_bool(&j, "ready", ok >= r->w->rounds.quorum);
-    jw_key_uint(&j, "quorum", r->w->rounds.quorum);
-    masters_json(r, &j, replies);
-    jw_obj_close(&j);
-    return queue_json(r, status, buf, jw_len(&j), NULL, NULL);
-}
-
-static int h_healthz(http_req *r)
-{
-    size_t ok = 0;
-    for (size_t i = 0; i < r->w->rounds.n; i++)
-        ok += master_usable(&r->w->masters[i]);
-    health_reply(r, 200, ok, NULL);
-    return REPLIED;
-}
-
-static int all_workers_have_quorum(const app *a, size_t quorum)
-{
-    for (size_t i = 0; i < a->nworkers; i++) {
-        size_t ready = 0;
-        for (size_t m = 0; m < a->cfg.n_masters; m++)
-            ready += __atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED) == MASTER_READY;
-        if (ready < quorum)
-            return 0;
-    }
-    return 1;
-}
-
-static int h_readyz(http_req *r)
-{
-    return start_op(r, LOCKOP_READY);
-}
-
-static int h_metrics(http_req *r)
-{
-    size_t len = 0;
-    char *text = metrics_render(r->w->app, &len);
-    if (!text)
-        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
-        return reply_error(r, RL_E_INTERNAL, "out of memory", NULL), REPLIED;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
-    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
-    r->status = 200;
-    MHD_queue_response(r->conn, 200, resp);
-    MHD_destroy_response(resp);
-    return REPLIED;
-}
-
-/* The routing table: path, whether it is a prefix, allowed methods. */
-static const struct route routes[] = {
-    {"/locks/", 1, ROUTE_LOCK, "GET, POST, PATCH, DELETE",
-     {{"POST", h_acquire}, {"DELETE", h_release}, {"PATCH", h_extend}, {"GET", h_inspect}}},
-    {"/healthz", 0, ROUTE_HEALTHZ, "GET", {{"GET", h_healthz}}},
-    {"/readyz", 0, ROUTE_READYZ, "GET", {{"GET", h_readyz}}},
-    {"/metrics", 0, ROUTE_METRICS, "GET", {{"GET", h_metrics}}},
-    {"/locks", 0, ROUTE_LOCKS, "POST, DELETE", {{"POST", h_macquire}, {"DELETE", h_mrelease}}},
-};
-
-/* ---- completion of a suspended request ---- */
-
-/* 409 lock_held / lock_contended with retry_after_ms and Retry-After. */
-static void reply_held(http_req *r, const lockop *op)
-{
-    char buf[256], extra[64], secs[24];
-    jw j;
-    jw_init(&j, buf, sizeof buf);
-    int64_t ra = op->retry_after_ms < 0 ? 0 : op->retry_after_ms;
-    snprintf(extra, sizeof extra, "\"retry_after_ms\":%lld", (long long)ra);
-    snprintf(secs, sizeof secs, "%lld", (long long)(ra < 1000 ? 1 : (ra + 999) / 1000));
-    jw_obj_open(&j);
-    jw_key_str(&j, "error", rl_err_code(op->err));
-    jw_key_str(&j, "message", rl_err_message(op->err));
-    jw_raw_fields(&j, extra);
-    jw_obj_close(&j);
-    queue_json(r, 409, buf, jw_len(&j), MHD_HTTP_HEADER_RETRY_AFTER, secs);
-}
-
-static void op_done(lockop *op)
-{
-    http_req *r = op->owner;
-    gone_unwatch(r);
-    char buf[1024], extra[128];
-    jw j;
-    jw_init(&j, buf, sizeof buf);
-    if (op->kind == LOCKOP_READY) {
-        /* Ready only when every worker has a quorum of trusted masters: a request may
-         * land on any of them. */
-        size_t ok = op->nodes_ok;
-        if (ok >= r->w->rounds.quorum && !all_workers_have_quorum(r->w->app, r->w->rounds.quorum))
-            ok = r->w->rounds.quorum - 1;
-        health_reply(r, ok >= r->w->rounds.quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
-        lockop_fini(op);
-    } else if (op->err == RL_OK && op->multi) {
-        char big[16384];
-        jw_init(&j, big, sizeof big);
-        jw_obj_open(&j);
-        jw_arr_open(&j, "names");
-        for (size_t k = 0; k < op->multi->n; k++)
-            jw_key_strn(&j, NULL, op->multi->names[k], op->multi->lens[k]);
-        jw_arr_close(&j);
-        if (op->kind == LOCKOP_MACQUIRE) {
-            jw_key_strn(&j, "lease", op->lease, op->lease_len);
-            jw_raw_fields(&j, "\"fencing_tokens\":");
-            j.need_comma = 0;
-            jw_obj_open(&j);
-            for (size_t k = 0; k < op->multi->n; k++)
-                jw_key_uint(&j, op->multi->names[k], op->multi->tokens[k]);
-            jw_obj_close(&j);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_int(&j, "ttl_ms", op->ttl_ms);
-        } else {
-            jw_key_bool(&j, "released", 1);
-        }
-        jw_obj_close(&j);
-        queue_json(r, op->kind == LOCKOP_MACQUIRE ? 201 : 200, big, jw_len(&j), NULL, NULL);
-    } else if (op->err == RL_OK) {
-        jw_obj_open(&j);
-        jw_key_strn(&j, "name", op->name, op->name_len);
-        int status = 200;
-        switch (op->kind) {
-        case LOCKOP_ACQUIRE:
-            status = 201;
-            jw_key_strn(&j, "lease", op->lease, op->lease_len);
-            jw_key_uint(&j, "fencing_token", op->token);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_int(&j, "ttl_ms", op->ttl_ms);
-            break;
-        case LOCKOP_RELEASE:
-            jw_key_bool(&j, "released", 1);
-            break;
-        case LOCKOP_EXTEND:
-            jw_key_uint(&j, "fencing_token", op->token);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_int(&j, "ttl_ms", op->ttl_ms);
-            break;
-        case LOCKOP_INSPECT:
-            jw_key_bool(&j, "held", op->held);
-            jw_key_int(&j, "validity_ms", op->validity_ms);
-            jw_key_uint(&j, "fencing_token", op->token);
-            break;
-        }
-        jw_obj_close(&j);
-        queue_json(r, status, buf, jw_len(&j), NULL, NULL);
-    } else if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED) {
-        reply_held(r, op);
-    } else if (op->err == RL_E_QUORUM_UNAVAILABLE || op->err == RL_E_VALIDITY_EXHAUSTED) {
-        quorum_fields(r, extra, sizeof extra);
-        reply_error(r, op->err, NULL, extra);
-    } else {
-        reply_error(r, op->err, NULL, NULL);
-    }
-    r->w->mhd_ready = 1;
-    MHD_resume_connection(r->conn);
-}
 
 /* ---- connections and the header timeout ---- */
-
-static void conn_unlink(worker *w, http_conn *hc)
-{
-    if (!hc || !hc->linked)
-        return;
-    if (hc->prev)
-        hc->prev->next = hc->next;
-    else
-        w->idle_head = hc->next;
-    if (hc->next)
-        hc->next->prev = hc->prev;
-    else
-        w->idle_tail = hc->prev;
-    hc->prev = hc->next = NULL;
-    hc->linked = 0;
-}
-
-static void conn_link_tail(worker *w, http_conn *hc)
-{
-    conn_unlink(w, hc);
-    hc->since_us = clock_now_us();
-    hc->prev = w->idle_tail;
-    hc->next = NULL;
-    if (w->idle_tail)
-        w->idle_tail->next = hc;
-    else
-        w->idle_head = hc;
-    w->idle_tail = hc;
-    hc->linked = 1;
-}
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    worker *w = cls;
+    http_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         int fd = ci ? ci->connect_fd : -1;
-        w->nconns++;
-        if (w->nconns > w->max_conns) {
+        s->nconns++;
+        if (s->nconns > s->max_conns) {
             /* Past the cap: refuse at once (the daemon's own limit is set higher, so
              * that excess clients are told instead of left in the accept queue). */
             if (fd >= 0)
                 shutdown(fd, SHUT_RDWR);
-            stat_inc(&w->conns_refused);
+            stat_inc(&s->stats.conns_refused);
             return;
         }
-        http_conn *hc = calloc(1, sizeof *hc);
+        idle_conn *hc = calloc(1, sizeof *hc);
         if (!hc)
             return; /* untracked: only MHD's own idle timeout applies to it */
         hc->fd = fd;
-        conn_link_tail(w, hc);
+        idle_push(&s->idle, hc, clock_now_us());
         *socket_context = hc;
     } else {
-        w->nconns--;
+        s->nconns--;
         if (*socket_context) {
-            http_conn *hc = *socket_context;
-            conn_unlink(w, hc);
+            idle_conn *hc = *socket_context;
+            idle_remove(&s->idle, hc);
             free(hc);
             *socket_context = NULL;
         }
     }
 }
 
-void http_sweep(worker *w, int64_t now_us)
+void http_server_tick(http_server *s, int64_t now_us)
 {
-    int64_t cutoff = now_us - w->app->cfg.header_timeout_ms * 1000;
-    while (w->idle_head && w->idle_head->since_us < cutoff) {
-        http_conn *hc = w->idle_head;
-        conn_unlink(w, hc);
-        /* libmicrohttpd sees end-of-stream and closes it the usual way. */
-        if (hc->fd >= 0)
-            shutdown(hc->fd, SHUT_RDWR);
-        stat_inc(&w->conns_cut);
-    }
+    if (!s->mhd || now_us < s->next_sweep_us)
+        return;
+    s->next_sweep_us = now_us + 100 * 1000;
+    size_t cut = idle_cut(&s->idle, now_us - s->env.app->cfg.header_timeout_ms * 1000);
+    if (cut)
+        stat_add(&s->stats.conns_cut, cut);
 }
 
-/* ---- libmicrohttpd callbacks ---- */
+/* ---- the life of a request ---- */
 
-static http_req *req_new(worker *w)
+static http_req *req_new(http_server *s)
 {
-    http_req *r = w->free_reqs;
+    http_req *r = s->free_reqs;
     if (r) {
-        w->free_reqs = r->next_free;
-        w->nfree_reqs--;
+        s->free_reqs = r->next_free;
+        s->nfree_reqs--;
     } else if (!(r = malloc(sizeof *r))) {
         return NULL;
     }
-    r->w = w;
+    r->srv = s;
     r->route = NULL;
-    r->fn = NULL;
-    r->started = r->suspended = r->too_large = r->gone_watched = 0;
+    r->action = ROUTE_A_NONE;
+    r->started = r->suspended = r->gone_watched = 0;
     r->body_len = 0;
     r->body_cap = sizeof r->body_inline;
     r->body = r->body_inline;
@@ -661,16 +90,17 @@ static http_req *req_new(worker *w)
     r->name = "";
     r->name_len = 0;
     memset(&r->params, 0, sizeof r->params);
+    r->msg[0] = '\0';
     r->op.rd = NULL;
     r->op.multi = NULL;
     r->op.kind = -1;
-    w->active_reqs++;
+    s->active_reqs++;
     return r;
 }
 
 static void req_free(http_req *r)
 {
-    worker *w = r->w;
+    http_server *s = r->srv;
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
     if (r->body != r->body_inline)
@@ -678,35 +108,33 @@ static void req_free(http_req *r)
     if (r->resp)
         MHD_destroy_response(r->resp);
     r->resp = NULL;
-    w->active_reqs--;
-    if (w->nfree_reqs >= 1024) {
+    s->active_reqs--;
+    if (s->nfree_reqs >= 1024) {
         free(r); /* a bounded pool, not the peak of a crowd of waiters */
         return;
     }
-    r->next_free = w->free_reqs;
-    w->free_reqs = r;
-    w->nfree_reqs++;
+    r->next_free = s->free_reqs;
+    s->free_reqs = r;
+    s->nfree_reqs++;
 }
-
-static int route_index(const struct route *rt) { return rt ? rt->id : ROUTE_OTHER; }
 
 static void log_request(http_req *r, int toe_ok)
 {
-    worker *w = r->w;
+    http_server *s = r->srv;
     int status = r->status ? r->status : 500;
     int cls = status / 100;
     if (cls < 1 || cls > 5)
         cls = 5;
-    stat_inc(&w->http_counts[route_index(r->route)][r->method_id][cls]);
-    if (w->log.level < LOG_INFO)
+    const route *rt = r->route ? r->route : route_get(ROUTE_OTHER);
+    stat_inc(&s->stats.requests[rt->id][r->method_id][cls]);
+    if (s->env.log->level < LOG_INFO)
         return;
     char fields[768];
     jw j;
     jw_init(&j, fields, sizeof fields);
     jw_key_str(&j, "request_id", r->request_id);
-    static const char *mnames[] = {"POST", "DELETE", "PATCH", "GET", "other"};
-    jw_key_str(&j, "method", mnames[r->method_id]);
-    jw_key_str(&j, "route", r->route ? (r->route->prefix ? "/locks/{name}" : r->route->path) : "other");
+    jw_key_str(&j, "method", route_method_name(r->method_id));
+    jw_key_str(&j, "route", rt->label);
     if (r->name_len)
         jw_key_strn(&j, "name", r->name, r->name_len > 255 ? 255 : r->name_len);
     jw_key_int(&j, "status", status);
@@ -715,7 +143,7 @@ static void log_request(http_req *r, int toe_ok)
         jw_key_uint(&j, "nodes_ok", r->op.nodes_ok);
     if (!toe_ok)
         jw_key_bool(&j, "aborted", 1);
-    log_event(&w->log, LOG_INFO, "request", fields);
+    log_event(s->env.log, LOG_INFO, "request", fields);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -728,7 +156,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     log_request(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->hc && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        conn_link_tail(r->w, r->hc); /* keep-alive: the next request's clock starts */
+        idle_push(&r->srv->idle, r->hc, clock_now_us()); /* keep-alive: the next request's clock starts */
     req_free(r);
     *con_cls = NULL;
 }
@@ -746,8 +174,38 @@ static void request_id(http_req *r)
             return;
         }
     }
-    snprintf(r->request_id, sizeof r->request_id, "%02x%014llx", r->w->id & 0xff,
-             (unsigned long long)++r->w->req_seq);
+    snprintf(r->request_id, sizeof r->request_id, "%02x%014llx", r->srv->env.id & 0xff,
+             (unsigned long long)++r->srv->req_seq);
+}
+
+/* The first callback of r: route it, and judge what the header alone decides (the
+ * method, the token, shutdown, the announced body size).  RL_OK, or the error to
+ * answer with at once. */
+static rl_err req_begin(http_req *r, const char *url, const char *method)
+{
+    const app *a = r->srv->env.app;
+    r->start_us = clock_now_us();
+    r->method_id = route_method_id(method);
+    request_id(r);
+    r->route = route_match(url, &r->name, &r->name_len);
+    if (!r->route)
+        return RL_E_NOT_FOUND;
+    r->action = route_action(r->route, r->method_id);
+    if (r->action == ROUTE_A_NONE)
+        return RL_E_METHOD_NOT_ALLOWED;
+    if (a->auth.n && (r->route->lock || (a->cfg.auth_probes && r->route->probe))) {
+        const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        rl_err e = auth_check(&a->auth, h, r->route->prefix ? r->name : NULL, r->name_len);
+        if (e != RL_OK)
+            return e;
+    }
+    if (__atomic_load_n(&a->stopping, __ATOMIC_RELAXED) && r->route->lock)
+        return RL_E_SHUTTING_DOWN;
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    long n;
+    if (cl && (validate_uint(cl, 1L << 40, &n) != 0 || n > BODY_MAX_BYTES))
+        return RL_E_BODY_TOO_LARGE;
+    return RL_OK;
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
@@ -755,61 +213,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
                                  const char *upload_data, size_t *upload_data_size,
                                  void **con_cls)
 {
-    worker *w = cls;
+    http_server *s = cls;
     http_req *r = *con_cls;
     (void)version;
     if (!r) {
-        r = req_new(w);
+        r = req_new(s);
         if (!r)
             return MHD_NO;
         *con_cls = r;
         r->conn = c;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->hc = ci ? ci->socket_context : NULL;
-        r->start_us = clock_now_us();
-        r->method_idx = -1;
-        static const char *const ids[] = {"POST", "DELETE", "PATCH", "GET"};
-        r->method_id = 4;
-        for (int k = 0; k < 4; k++)
-            if (strcmp(method, ids[k]) == 0)
-                r->method_id = k;
-        request_id(r);
-        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-            const struct route *rt = &routes[i];
-            size_t pl = strlen(rt->path);
-            if (rt->prefix ? strncmp(url, rt->path, pl) == 0 : strcmp(url, rt->path) == 0) {
-                r->route = rt;
-                if (rt->prefix) {
-                    r->name = url + pl;
-                    r->name_len = strlen(r->name);
-                }
-                break;
-            }
-        }
-        if (!r->route)
-            return reply_error(r, RL_E_NOT_FOUND, NULL, NULL);
-        for (int k = 0; k < 5 && r->route->methods[k].method; k++)
-            if (strcmp(method, r->route->methods[k].method) == 0) {
-                r->fn = r->route->methods[k].fn;
-                r->method_idx = k;
-            }
-        if (!r->fn)
-            return reply_error(r, RL_E_METHOD_NOT_ALLOWED, NULL, NULL);
-        const app *a = w->app;
-        int lockish = r->route->id == ROUTE_LOCK || r->route->id == ROUTE_LOCKS;
-        if (a->auth.n && (lockish || (a->cfg.auth_probes && r->route->id != ROUTE_HEALTHZ))) {
-            const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-            rl_err e = auth_check(&a->auth, h, r->route->id == ROUTE_LOCK ? r->name : NULL, r->name_len);
-            if (e != RL_OK)
-                return reply_error(r, e, NULL, NULL);
-        }
-        if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED) && lockish)
-            return reply_error(r, RL_E_SHUTTING_DOWN, NULL, NULL);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        long n;
-        if (cl && (validate_uint(cl, 1L << 40, &n) != 0 || n > BODY_MAX_BYTES))
-            return reply_error(r, RL_E_BODY_TOO_LARGE, NULL, NULL);
-        return MHD_YES;
+        rl_err e = req_begin(r, url, method);
+        return e == RL_OK ? MHD_YES : api_error(r, e);
     }
     if (r->resp) {
         /* Resumed after the lockop finished: send what it produced. */
@@ -843,53 +259,33 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (r->started)
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
     r->started = 1;
-    conn_unlink(w, r->hc); /* being served: no longer subject to the header timeout */
-    r->fn(r);
+    idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
+    rl_err e = api_handle(r);
+    if (e != RL_OK)
+        api_error(r, e);
     return MHD_YES;
 }
 
-/* Percent-decoding for paths and query values.  A decoded NUL becomes DEL (0x7f), which
- * no validator accepts, instead of silently cutting the string short. */
+/* Percent-decoding of paths and query values (route.h). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 {
     (void)cls;
     (void)c;
-    char *o = s;
-    for (char *p = s; *p; p++) {
-        if (p[0] == '%' && p[1] && p[2]) {
-            int hi = p[1], lo = p[2], v = 0, ok = 1;
-            for (int k = 0; k < 2 && ok; k++) {
-                int ch = k ? lo : hi;
-                v <<= 4;
-                if (ch >= '0' && ch <= '9') v |= ch - '0';
-                else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
-                else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
-                else ok = 0;
-            }
-            if (ok) {
-                *o++ = v ? (char)v : (char)0x7f;
-                p += 2;
-                continue;
-            }
-        }
-        *o++ = *p;
-    }
-    *o = '\0';
-    return (size_t)(o - s);
+    return route_unescape(s);
 }
 
 static void on_mhd_io(loop_io *io, uint32_t events)
 {
-    worker *w = container_of(io, worker, mhd_io);
+    http_server *s = container_of(io, http_server, mhd_io);
     (void)events;
-    w->mhd_ready = 1;
+    s->mhd_ready = 1;
 }
 
-int http_start(worker *w)
+/* ---- the server ---- */
+
+static int start_daemon(http_server *s)
 {
-    app *a = w->app;
-    unsigned per = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
-    w->max_conns = per;
+    const app *a = s->env.app;
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
@@ -900,81 +296,118 @@ int http_start(worker *w)
         flags |= MHD_USE_TLS;
     /* Each daemon gets its own descriptor of the shared socket: a daemon closes the
      * socket it was given when it stops, and must not close the others'. */
-    w->listen_fd = dup(a->listen_fd);
-    if (w->listen_fd < 0) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: dup of the listening socket failed", w->id);
+    s->listen_fd = dup(a->listen_fd);
+    if (s->listen_fd < 0) {
+        log_msg(s->env.log, LOG_ERROR, "worker %d: dup of the listening socket failed", s->env.id);
         return -1;
     }
-    w->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, w,
-                              MHD_OPTION_LISTEN_SOCKET, w->listen_fd,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, w,
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, w,
-                              MHD_OPTION_CONNECTION_LIMIT, per + 64,
+    s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s,
+                              MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                              MHD_OPTION_CONNECTION_LIMIT, s->max_conns + 64,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                               MHD_OPTION_ARRAY, a->tls_cert ? tls : tls + 2,
                               MHD_OPTION_END);
-    if (!w->mhd) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: cannot start the HTTP daemon", w->id);
+    if (!s->mhd) {
+        log_msg(s->env.log, LOG_ERROR, "worker %d: cannot start the HTTP daemon", s->env.id);
         return -1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(w->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     if (!di) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: the HTTP daemon has no epoll fd", w->id);
+        log_msg(s->env.log, LOG_ERROR, "worker %d: the HTTP daemon has no epoll fd", s->env.id);
         return -1;
     }
-    w->mhd_io.fd = di->epoll_fd;
-    w->mhd_io.cb = on_mhd_io;
-    w->mhd_io.events = 0;
-    if (loop_io_set(&w->loop, &w->mhd_io, EPOLLIN) != 0) {
-        log_msg(&w->log, LOG_ERROR, "worker %d: cannot watch the HTTP daemon", w->id);
+    s->mhd_io.fd = di->epoll_fd;
+    s->mhd_io.cb = on_mhd_io;
+    s->mhd_io.events = 0;
+    if (loop_io_set(s->env.loop, &s->mhd_io, EPOLLIN) != 0) {
+        log_msg(s->env.log, LOG_ERROR, "worker %d: cannot watch the HTTP daemon", s->env.id);
         return -1;
     }
-    w->mhd_ready = 1;
+    s->mhd_ready = 1;
     return 0;
 }
 
-void http_quiesce(worker *w)
+http_server *http_server_new(const http_env *env)
 {
-    if (w->mhd && !w->quiesced) {
-        /* On success the daemon no longer owns its descriptor: http_stop closes it. */
-        w->quiesced = MHD_quiesce_daemon(w->mhd) != MHD_INVALID_SOCKET ? 2 : 1;
+    http_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->env = *env;
+    s->listen_fd = -1;
+    const app *a = env->app;
+    s->max_conns = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
+    if (start_daemon(s) != 0) {
+        http_server_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void http_server_quiesce(http_server *s)
+{
+    if (s->mhd && !s->quiesced) {
+        /* On success the daemon no longer owns its descriptor: http_server_stop closes it. */
+        s->quiesced = MHD_quiesce_daemon(s->mhd) != MHD_INVALID_SOCKET ? 2 : 1;
     }
 }
 
-void http_stop(worker *w)
+void http_server_stop(http_server *s)
 {
-    if (!w->mhd)
+    if (!s->mhd)
         return;
-    loop_io_set(&w->loop, &w->mhd_io, 0);
-    MHD_stop_daemon(w->mhd);
-    w->mhd = NULL;
-    if (w->quiesced == 2)
-        close(w->listen_fd);
-    w->listen_fd = -1;
+    loop_io_set(s->env.loop, &s->mhd_io, 0);
+    MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+    if (s->quiesced == 2)
+        close(s->listen_fd);
+    s->listen_fd = -1;
 }
 
-void http_fini(worker *w)
+void http_server_free(http_server *s)
 {
-    http_stop(w);
-    while (w->free_reqs) {
-        http_req *r = w->free_reqs;
-        w->free_reqs = r->next_free;
+    if (!s)
+        return;
+    http_server_stop(s);
+    while (s->free_reqs) {
+        http_req *r = s->free_reqs;
+        s->free_reqs = r->next_free;
         free(r);
     }
+    free(s);
 }
 
-void http_run(worker *w)
+int http_server_pending(const http_server *s) { return s->mhd && s->mhd_ready; }
+
+void http_server_run(http_server *s)
 {
-    w->mhd_ready = 0;
-    MHD_run(w->mhd);
+    if (!http_server_pending(s))
+        return;
+    s->mhd_ready = 0;
+    MHD_run(s->mhd);
 }
 
-int http_timeout_ms(worker *w)
+int http_server_timeout_ms(http_server *s)
 {
     MHD_UNSIGNED_LONG_LONG t;
-    if (MHD_get_timeout(w->mhd, &t) != MHD_YES)
+    if (!s->mhd || MHD_get_timeout(s->mhd, &t) != MHD_YES)
         return -1;
+    if (t == 0)
+        s->mhd_ready = 1;
     return t > 1000 ? 1000 : (int)t;
+}
+
+size_t http_server_active(const http_server *s) { return s->active_reqs; }
+
+void http_server_stats(const http_server *s, http_stats *sum)
+{
+    const uint64_t *from = &s->stats.requests[0][0][0];
+    uint64_t *to = &sum->requests[0][0][0];
+    for (size_t i = 0; i < sizeof s->stats.requests / sizeof *from; i++)
+        to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    sum->conns_cut += __atomic_load_n(&s->stats.conns_cut, __ATOMIC_RELAXED);
+    sum->conns_refused += __atomic_load_n(&s->stats.conns_refused, __ATOMIC_RELAXED);
 }

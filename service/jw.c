@@ -121,6 +121,13 @@ void jw_obj_open(jw *w)
     w->need_comma = 0;
 }
 
+void jw_key_obj_open(jw *w, const char *k)
+{
+    key(w, k);
+    put(w, "{", 1);
+    w->need_comma = 0;
+}
+
 void jw_obj_close(jw *w)
 {
     put(w, "}", 1);

@@ -18,6 +18,7 @@ typedef struct jw {
 
 void jw_init(jw *w, char *buf, size_t cap);
 void jw_obj_open(jw *w);
+void jw_key_obj_open(jw *w, const char *key); /* a member whose value is an object */
 void jw_obj_close(jw *w);
 void jw_arr_open(jw *w, const char *key);  /* key NULL inside an array */
 void jw_arr_close(jw *w);

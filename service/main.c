@@ -24,6 +24,7 @@
 #include "loop.h"
 #include "waitq.h"
 #include "version.h"
+#include "metrics.h"
 #include "worker.h"
 
 /* ---- --probe URL ---- */
@@ -260,7 +261,7 @@ int main(int argc, char **argv)
     if (!a.workers || !a.heat || !a.known)
         return 1;
     for (size_t i = 0; i < a.nworkers; i++) {
-        a.workers[i] = worker_new(&a, (int)i);
+        a.workers[i] = worker_new(&a, (int)i, metrics_render);
         if (!a.workers[i])
             return 1;
     }

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http.h"
 #include "lockop.h"
 #include "loop.h"
 #include "master.h"
+#include "route.h"
 #include "version.h"
 #include "worker.h"
 
@@ -54,7 +56,7 @@ static uint64_t sum_counter(app *a, int c)
 {
     uint64_t s = 0;
     for (size_t i = 0; i < a->nworkers; i++)
-        s += lockop_counter(&a->workers[i]->ops, c);
+        s += lockop_counter(worker_ops(a->workers[i]), c);
     return s;
 }
 
@@ -68,19 +70,18 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_uptime_seconds Seconds since start.\n# TYPE redlockd_uptime_seconds gauge\n"
                   "redlockd_uptime_seconds %.3f\n", (double)(clock_now_us() - a->started_us) / 1e6);
 
-    static const char *routes[] = {"/locks/{name}", "/healthz", "/readyz", "/metrics", "other", "/locks"};
-    static const char *methods[] = {"POST", "DELETE", "PATCH", "GET", "other"};
     sb_printf(&b, "# HELP redlockd_http_requests_total HTTP requests by route, method and status class.\n"
                   "# TYPE redlockd_http_requests_total counter\n");
-    for (int r = 0; r < 6; r++)
-        for (int m = 0; m < 5; m++)
-            for (int c = 1; c < 6; c++) {
-                uint64_t s = 0;
-                for (size_t i = 0; i < a->nworkers; i++)
-                    s += ld(&a->workers[i]->http_counts[r][m][c]);
+    http_stats hs = {0};
+    for (size_t i = 0; i < a->nworkers; i++)
+        http_server_stats(worker_http(a->workers[i]), &hs);
+    for (int r = 0; r < ROUTE__COUNT; r++)
+        for (int m = 0; m < ROUTE_M__COUNT; m++)
+            for (int c = 1; c < HTTP_CLASSES; c++) {
+                uint64_t s = hs.requests[r][m][c];
                 if (s)
                     sb_printf(&b, "redlockd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%dxx\"} %llu\n",
-                              routes[r], methods[m], c, (unsigned long long)s);
+                              route_get(r)->label, route_method_name(m), c, (unsigned long long)s);
             }
 
     static const struct { int c; const char *metric, *label; } outcomes[] = {
@@ -124,17 +125,12 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_waiters_gone_total Waiting acquires dropped because their client closed the connection.\n"
                   "# TYPE redlockd_waiters_gone_total counter\nredlockd_waiters_gone_total %llu\n",
               (unsigned long long)sum_counter(a, CNT_GONE));
-    uint64_t cut = 0, refused = 0;
-    for (size_t i = 0; i < a->nworkers; i++) {
-        cut += ld(&a->workers[i]->conns_cut);
-        refused += ld(&a->workers[i]->conns_refused);
-    }
     sb_printf(&b, "# HELP redlockd_connections_refused_total Connections refused past --max-connections.\n"
                   "# TYPE redlockd_connections_refused_total counter\nredlockd_connections_refused_total %llu\n",
-              (unsigned long long)refused);
+              (unsigned long long)hs.conns_refused);
     sb_printf(&b, "# HELP redlockd_slow_connections_closed_total Connections closed for not sending a whole request header in time.\n"
                   "# TYPE redlockd_slow_connections_closed_total counter\nredlockd_slow_connections_closed_total %llu\n",
-              (unsigned long long)cut);
+              (unsigned long long)hs.conns_cut);
     sb_printf(&b, "# HELP redlockd_parked_waiters Acquirers parked waiting for a lock.\n"
                   "# TYPE redlockd_parked_waiters gauge\nredlockd_parked_waiters %ld\n",
               __atomic_load_n(&a->waiters_total, __ATOMIC_RELAXED));
@@ -146,7 +142,7 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         int up = 0, q = 0;
         for (size_t i = 0; i < a->nworkers; i++) {
-            int st = __atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED);
+            int st = __atomic_load_n(&worker_master(a->workers[i], m)->state, __ATOMIC_RELAXED);
             up |= st == MASTER_READY;
             q |= st == MASTER_QUARANTINED;
         }
@@ -158,7 +154,7 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         uint64_t e = 0;
         for (size_t i = 0; i < a->nworkers; i++)
-            e += ld(&a->workers[i]->masters[m].errors);
+            e += ld(&worker_master(a->workers[i], m)->errors);
         sb_printf(&b, "redlockd_master_errors_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)e);
     }
@@ -168,8 +164,8 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         uint64_t n = 0;
         for (size_t i = 0; i < a->nworkers; i++) {
-            n += ld(&a->workers[i]->masters[m].batches);
-            bops[m] += ld(&a->workers[i]->masters[m].batched_ops);
+            n += ld(&worker_master(a->workers[i], m)->batches);
+            bops[m] += ld(&worker_master(a->workers[i], m)->batched_ops);
         }
         sb_printf(&b, "redlockd_master_batches_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)n);
@@ -182,7 +178,7 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_master_rtt_seconds Last round-trip time, by address.\n"
                   "# TYPE redlockd_master_rtt_seconds gauge\n");
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
-        int64_t rtt = __atomic_load_n(&a->workers[0]->masters[m].last_rtt_us, __ATOMIC_RELAXED);
+        int64_t rtt = __atomic_load_n(&worker_master(a->workers[0], m)->last_rtt_us, __ATOMIC_RELAXED);
         sb_printf(&b, "redlockd_master_rtt_seconds{address=\"%s\"} %.6f\n", a->cfg.masters[m].address,
                   (double)rtt / 1e6);
     }
@@ -193,7 +189,7 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_master_state The state of each master (1 for its current state).\n"
                   "# TYPE redlockd_master_state gauge\n");
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
-        int st = __atomic_load_n(&a->workers[0]->masters[m].state, __ATOMIC_RELAXED);
+        int st = __atomic_load_n(&worker_master(a->workers[0], m)->state, __ATOMIC_RELAXED);
         for (int k = MASTER_DOWN; k <= MASTER_READY; k++)
             sb_printf(&b, "redlockd_master_state{address=\"%s\",state=\"%s\"} %d\n",
                       a->cfg.masters[m].address, master_state_name(k), st == k);
@@ -203,7 +199,7 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         uint64_t q = 0;
         for (size_t i = 0; i < a->nworkers; i++) {
-            uint64_t v = ld(&a->workers[i]->masters[m].quarantines);
+            uint64_t v = ld(&worker_master(a->workers[i], m)->quarantines);
             if (v > q)
                 q = v;
         }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -12,8 +13,48 @@
 #include "http.h"
 #include "jw.h"
 #include "keys.h"
+#include "lease.h"
+#include "log.h"
+#include "loop.h"
+#include "notify.h"
+#include "resync.h"
+#include "round.h"
 
 #define TICK_MS 20
+#define WORKER_MAILBOX 256
+
+struct worker {
+    /* read-only after worker_new(); read by other threads */
+    app *app;
+    int id;
+    pthread_t thread;
+    http_server *http;          /* its HTTP server (other threads: http_server_stats only) */
+    /* this thread's; other threads read only the relaxed figures: the masters' states
+     * and counters (readiness, /metrics), ops.waiting and ops.counters */
+    master_conn *masters;       /* one connection per master */
+    lockop_env ops;
+    /* private: this thread only */
+    loop loop;
+    round_env rounds;
+    notify *notify;             /* release announcements from other instances */
+    resync **resyncs;           /* worker 0: counter repair per master, made on demand */
+    master_conn **dirty;        /* masters with output to write this pass */
+    size_t ndirty;
+    loop_timer tick;
+    log_ctx log;
+    lease_rng rng;
+    int64_t next_trim_us;       /* when to hand freed memory back to the system */
+    size_t foreign_ops;         /* ops running here for other workers' requests */
+    /* the mailbox: other threads post under mb_lock, this one drains on its eventfd */
+    int evfd;
+    loop_io ev_io;
+    pthread_mutex_t mb_lock;
+    size_t mb_len;
+    int mb_overflow;            /* lost wake-ups: wake every queue */
+    char mb_names[WORKER_MAILBOX][256];
+    lockop *mb_start, *mb_start_tail; /* waiting acquires to run here for other workers */
+    lockop *mb_done, *mb_done_tail;   /* this worker's requests that another one ran */
+};
 
 /* ---- master hooks ---- */
 
@@ -170,37 +211,6 @@ static worker *keeper_of(const app *a, const char *name, size_t len)
     return a->workers[keys_name_hash(name, len) % a->nworkers];
 }
 
-static void on_released(lockop_env *env, const char *name, size_t len)
-{
-    worker *w = env->owner;
-    worker *keeper = keeper_of(w->app, name, len);
-    int hot = lockop_hot(w->app->heat, name, len, clock_now_us());
-    for (size_t i = 0; i < w->app->nworkers; i++) {
-        worker *o = w->app->workers[i];
-        /* Workers with waiters; and the keeper of a contended name, which may know it
-         * held and must forget that now. */
-        if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) || (o == keeper && hot)))
-            worker_post_wake(o, name, len);
-    }
-}
-
-static void on_watch(lockop_env *env, const char *name, size_t len, int on)
-{
-    worker *w = env->owner;
-    if (!w->notify)
-        return;
-    if (on)
-        notify_subscribe(w->notify, name, len);
-    else
-        notify_unsubscribe(w->notify, name, len);
-}
-
-static void on_announced(void *owner, const char *name, size_t len)
-{
-    worker *w = owner;
-    lockop_wake(&w->ops, name, len);
-}
-
 /* Mailbox names: a release to wake waiters for, or (MB_GONE first) a name whose
  * waiters may include one whose client left. */
 #define MB_GONE '\001'
@@ -224,13 +234,49 @@ static void post_name(worker *w, char kind, const char *name, size_t len)
         w->mb_overflow = 1; /* cannot happen with an eventfd; the poll retries anyway */
 }
 
-void worker_post_wake(worker *w, const char *name, size_t len)
+/* Post a wake-up for name to w (any thread). */
+static void post_wake(worker *w, const char *name, size_t len)
 {
     post_name(w, 0, name, len);
 }
 
-void worker_op_gone(worker *w, lockop *op)
+static void on_released(lockop_env *env, const char *name, size_t len)
 {
+    worker *w = env->owner;
+    worker *keeper = keeper_of(w->app, name, len);
+    int hot = lockop_hot(w->app->heat, name, len, clock_now_us());
+    for (size_t i = 0; i < w->app->nworkers; i++) {
+        worker *o = w->app->workers[i];
+        /* Workers with waiters; and the keeper of a contended name, which may know it
+         * held and must forget that now. */
+        if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) || (o == keeper && hot)))
+            post_wake(o, name, len);
+    }
+}
+
+static void on_watch(lockop_env *env, const char *name, size_t len, int on)
+{
+    worker *w = env->owner;
+    if (!w->notify)
+        return;
+    if (on)
+        notify_subscribe(w->notify, name, len);
+    else
+        notify_unsubscribe(w->notify, name, len);
+}
+
+static void on_announced(void *owner, const char *name, size_t len)
+{
+    worker *w = owner;
+    lockop_wake(&w->ops, name, len);
+}
+
+/* The client of op (a request of this worker's) closed its connection: drop op if it
+ * waits, release what it gets if its attempt is in flight (on whichever worker runs
+ * it).  This worker's thread only. */
+static void on_op_gone(void *owner, lockop *op)
+{
+    worker *w = owner;
     __atomic_store_n(&op->gone, 1, __ATOMIC_RELAXED);
     if (!op->home) {
         lockop_check_gone(&w->ops, op->name, op->name_len); /* it runs here */
@@ -270,8 +316,13 @@ static void foreign_done(lockop *op)
     post_op(home, &home->mb_done, &home->mb_done_tail, op);
 }
 
-void worker_start_op(worker *w, lockop *op)
+/* Start op, a request's lock operation, from w (w's thread).  A waiting acquire runs
+ * on the worker that keeps that name's waiters (by name hash), so that one instance
+ * has one FIFO per name and its waiters never race each other across workers; its
+ * done() is then called back on w.  Anything else runs here. */
+static void on_start_op(void *owner, lockop *op)
 {
+    worker *w = owner;
     app *a = w->app;
     if (a->nworkers > 1) {
         worker *keeper = keeper_of(a, op->name, op->name_len);
@@ -282,24 +333,24 @@ void worker_start_op(worker *w, lockop *op)
          * every master in that order, on the same connections. */
         int hot = op->kind != LOCKOP_MACQUIRE &&
                   lockop_hot(a->heat, op->name, op->name_len, clock_now_us());
-        int route;
+        int to_keeper;
         switch (op->kind) {
         case LOCKOP_ACQUIRE:
-            route = op->wait_deadline_us != 0 || hot;
+            to_keeper = op->wait_deadline_us != 0 || hot;
             break;
         case LOCKOP_MACQUIRE:
-            route = op->wait_deadline_us != 0;
+            to_keeper = op->wait_deadline_us != 0;
             break;
         case LOCKOP_RELEASE:
-            route = hot || __atomic_load_n(&keeper->ops.waiting, __ATOMIC_RELAXED) > 0;
+            to_keeper = hot || __atomic_load_n(&keeper->ops.waiting, __ATOMIC_RELAXED) > 0;
             break;
         case LOCKOP_EXTEND:
-            route = hot;
+            to_keeper = hot;
             break;
         default:
-            route = 0;
+            to_keeper = 0;
         }
-        if (route && keeper != w) {
+        if (to_keeper && keeper != w) {
             op->env = &keeper->ops;
             op->home = w;
             op->home_done = op->done;
@@ -309,6 +360,21 @@ void worker_start_op(worker *w, lockop *op)
         }
     }
     lockop_start(op);
+}
+
+/* Whether every worker has a quorum of trusted masters: a request may land on any. */
+static int on_all_ready(void *owner)
+{
+    const worker *w = owner;
+    const app *a = w->app;
+    for (size_t i = 0; i < a->nworkers; i++) {
+        size_t ready = 0;
+        for (size_t m = 0; m < a->cfg.n_masters; m++)
+            ready += __atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED) == MASTER_READY;
+        if (ready < w->rounds.quorum)
+            return 0;
+    }
+    return 1;
 }
 
 void worker_stop(worker *w)
@@ -386,10 +452,7 @@ static void on_tick(loop_timer *t)
     }
     if (unmarked)
         judge_unmarked(w); /* its peers' checks come back without a state change */
-    if (w->mhd && now >= w->next_sweep_us) {
-        http_sweep(w, now);
-        w->next_sweep_us = now + 100 * 1000;
-    }
+    http_server_tick(w->http, now);
     if (now >= w->next_trim_us) {
         /* After a burst (a frozen master's backlog, a crowd of waiters) hand freed
          * memory back instead of keeping the high-water mark for ever. */
@@ -409,13 +472,12 @@ static void flush_masters(worker *w)
 
 static void pass(worker *w, int timeout_ms)
 {
-    if (w->rounds.ready_head || w->mhd_ready)
+    if (w->rounds.ready_head || http_server_pending(w->http))
         timeout_ms = 0;
     loop_poll(&w->loop, timeout_ms);
     loop_run_timers(&w->loop);
     round_env_dispatch(&w->rounds);
-    if (w->mhd && w->mhd_ready)
-        http_run(w);
+    http_server_run(w->http);
     flush_masters(w);
     log_flush(&w->log);
 }
@@ -423,15 +485,8 @@ static void pass(worker *w, int timeout_ms)
 static int next_timeout(worker *w)
 {
     int t = loop_next_timeout_ms(&w->loop, 1000);
-    if (w->mhd) {
-        int h = http_timeout_ms(w);
-        if (h >= 0 && h < t) {
-            t = h;
-            if (h == 0)
-                w->mhd_ready = 1;
-        }
-    }
-    return t;
+    int h = http_server_timeout_ms(w->http);
+    return h >= 0 && h < t ? h : t;
 }
 
 static void *worker_main(void *arg)
@@ -448,18 +503,18 @@ static void *worker_main(void *arg)
         pass(w, next_timeout(w));
 
     /* Stop accepting, answer parked waiters, let in-flight requests finish. */
-    http_quiesce(w);
+    http_server_quiesce(w->http);
     lockop_env_flush_waiters(&w->ops);
     int64_t limit = clock_now_us() + (a->cfg.node_timeout_ms * 20 + 2000) * 1000;
-    while ((w->active_reqs || w->foreign_ops) && clock_now_us() < limit)
+    while ((http_server_active(w->http) || w->foreign_ops) && clock_now_us() < limit)
         pass(w, next_timeout(w) > 50 ? 50 : next_timeout(w));
     /* Whatever still waits on a master is failed now, and answered. */
     for (size_t i = 0; i < w->rounds.n; i++)
         master_close(&w->masters[i], 0, "shutting down");
     limit = clock_now_us() + 500 * 1000;
-    while ((w->active_reqs || w->foreign_ops) && clock_now_us() < limit)
+    while ((http_server_active(w->http) || w->foreign_ops) && clock_now_us() < limit)
         pass(w, 10);
-    http_stop(w);
+    http_server_stop(w->http);
     notify_free(w->notify);
     w->notify = NULL;
     loop_timer_stop(&w->loop, &w->tick);
@@ -468,7 +523,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-worker *worker_new(app *a, int id)
+worker *worker_new(app *a, int id, http_metrics_fn *metrics)
 {
     worker *w = calloc(1, sizeof *w);
     if (!w)
@@ -476,7 +531,6 @@ worker *worker_new(app *a, int id)
     w->app = a;
     w->id = id;
     w->evfd = -1;
-    w->listen_fd = -1;
     log_init(&w->log, a->cfg.log_json, a->cfg.log_level, 1);
     lease_rng_init(&w->rng);
     pthread_mutex_init(&w->mb_lock, NULL);
@@ -516,7 +570,14 @@ worker *worker_new(app *a, int id)
     w->ev_io.cb = on_mailbox;
     if (loop_io_set(&w->loop, &w->ev_io, EPOLLIN) != 0)
         goto err;
-    if (http_start(w) != 0)
+    http_env env = {
+        .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
+        .masters = w->masters, .nmasters = n, .quorum = w->rounds.quorum, .owner = w,
+        .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
+        .metrics = metrics,
+    };
+    w->http = http_server_new(&env);
+    if (!w->http)
         goto err;
     return w;
 err:
@@ -533,11 +594,15 @@ int worker_start(worker *w)
 
 void worker_join(worker *w) { pthread_join(w->thread, NULL); }
 
+const http_server *worker_http(const worker *w) { return w->http; }
+const lockop_env *worker_ops(const worker *w) { return &w->ops; }
+const master_conn *worker_master(const worker *w, size_t i) { return &w->masters[i]; }
+
 void worker_free(worker *w)
 {
     if (!w)
         return;
-    http_fini(w);
+    http_server_free(w->http);
     notify_free(w->notify);
     /* Timers live in the loop: drop the jobs that own some before the loop goes. */
     for (size_t i = 0; w->resyncs && i < w->rounds.n; i++)

@@ -38,7 +38,7 @@ typedef struct h_cluster {
 
 typedef struct h_resp {
     long status;
-    char body[16384];
+    char body[32768];      /* room for the largest answer (a multi-name grant, ~17 KiB) */
     json_t *json;          /* parsed body or NULL; freed by h_resp_free */
     char retry_after[32];  /* Retry-After header, "" if none */
     char allow[64];        /* Allow header */

@@ -362,6 +362,45 @@ Test(locking, multi_name_lock_is_all_or_nothing)
     h_resp_free(&r);
 }
 
+/* The largest multi-name answer: MULTI_MAX_NAMES (32) names of NAME_MAX_LEN (255)
+ * bytes and a lease of 128 come to about 17 KiB of JSON; it is whole, not cut at a
+ * fixed buffer size (it was cut at 16 KiB, after a 201). */
+Test(locking, the_largest_multi_name_grant_and_release_are_whole_json)
+{
+    char body[10000], name[256];
+    size_t n = (size_t)snprintf(body, sizeof body, "{\"names\":[");
+    for (int i = 0; i < 32; i++) {
+        snprintf(name, sizeof name, "big.%02d.", i);
+        memset(name + 7, 'x', 255 - 7);
+        name[255] = '\0';
+        n += (size_t)snprintf(body + n, sizeof body - n, "%s\"%s\"", i ? "," : "", name);
+    }
+    char lease[129];
+    memset(lease, 'L', 128);
+    lease[128] = '\0';
+    snprintf(body + n, sizeof body - n, "],\"lease\":\"%s\",\"ttl_ms\":10000}", lease);
+    h_resp r;
+    h_http(&C, "POST", "/locks", body, &r);
+    cr_assert_eq(r.status, 201, "%.300s", r.body);
+    cr_assert_not_null(r.json, "not JSON (%zu bytes): ...%s", strlen(r.body),
+                       r.body + (strlen(r.body) > 100 ? strlen(r.body) - 100 : 0));
+    cr_assert_eq(json_array_size(json_object_get(r.json, "names")), 32);
+    cr_assert_eq(json_object_size(json_object_get(r.json, "fencing_tokens")), 32);
+    cr_assert(token_of(&r, name) >= 1);
+    cr_assert_str_eq(h_str(&r, "lease"), lease);
+    cr_assert_eq(h_int(&r, "ttl_ms"), 10000);
+    h_resp_free(&r);
+
+    char del[200];
+    snprintf(del, sizeof del, "{\"lease\":\"%s\"}", lease);
+    h_http(&C, "DELETE", "/locks", del, &r);
+    cr_assert_eq(r.status, 200, "%.300s", r.body);
+    cr_assert_not_null(r.json);
+    cr_assert_eq(json_array_size(json_object_get(r.json, "names")), 32);
+    cr_assert(json_is_true(json_object_get(r.json, "released")));
+    h_resp_free(&r);
+}
+
 struct orderer {
     const char *url;
     const char *body;

@@ -179,6 +179,25 @@ Test(jw, arrays_of_objects_get_commas_between_elements)
     json_decref(parse(buf));
 }
 
+Test(jw, an_object_member_nests_with_commas_on_both_sides)
+{
+    char buf[128];
+    jw w;
+    jw_init(&w, buf, sizeof buf);
+    jw_obj_open(&w);
+    jw_key_int(&w, "a", 1);
+    jw_key_obj_open(&w, "inner");
+    jw_key_int(&w, "x", 2);
+    jw_key_int(&w, "y", 3);
+    jw_obj_close(&w);
+    jw_key_obj_open(&w, "empty");
+    jw_obj_close(&w);
+    jw_key_bool(&w, "after", 0);
+    jw_obj_close(&w);
+    cr_assert_str_eq(buf, "{\"a\":1,\"inner\":{\"x\":2,\"y\":3},\"empty\":{},\"after\":false}");
+    json_decref(parse(buf));
+}
+
 Test(jw, array_of_scalars_with_null_keys)
 {
     char buf[128];

@@ -1,0 +1,449 @@
+/* api.c -- the HTTP API's side of a request (see api.h): the handlers of the routes,
+ * the lock operation each starts and its completion, and every answer (bodies by
+ * body.c), the errors' among them. */
+#include "api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "auth.h"
+#include "body.h"
+#include "errors.h"
+#include "jw.h"
+#include "lease.h"
+#include "stat.h"
+
+/* ---- answers ---- */
+
+/* Send resp (of content type `type`) as r's answer, or keep it until r is resumed. */
+static enum MHD_Result queue(http_req *r, int status, struct MHD_Response *resp, const char *type,
+                             const char *extra_hdr, const char *extra_val)
+{
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    if (extra_hdr)
+        MHD_add_response_header(resp, extra_hdr, extra_val);
+    r->status = status;
+    if (r->suspended) {
+        r->resp = resp; /* queued when the connection is resumed */
+        return MHD_YES;
+    }
+    enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+static enum MHD_Result queue_json(http_req *r, int status, const char *body, size_t len,
+                                  const char *extra_hdr, const char *extra_val)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    return resp ? queue(r, status, resp, "application/json", extra_hdr, extra_val) : MHD_NO;
+}
+
+enum MHD_Result api_error(http_req *r, rl_err e)
+{
+    int has_op = r->op.kind >= 0;
+    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0, has_op ? r->op.nodes_ok : 0,
+                   r->srv->env.quorum};
+    char buf[BODY_MAX_LOCK], val[64];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_error(&j, &be);
+    const char *hdr = NULL;
+    if (e == RL_E_LOCK_HELD || e == RL_E_LOCK_CONTENDED) {
+        hdr = MHD_HTTP_HEADER_RETRY_AFTER;
+        snprintf(val, sizeof val, "%lld", body_retry_after_s(be.retry_after_ms));
+    } else if (e == RL_E_UNAUTHORIZED) {
+        hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+        snprintf(val, sizeof val, "Bearer realm=\"redlockd\"");
+    } else if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
+        hdr = MHD_HTTP_HEADER_ALLOW;
+        route_allow(r->route, val, sizeof val);
+    }
+    return queue_json(r, rl_err_status(e), buf, jw_len(&j), hdr, val);
+}
+
+/* A handler's failure with its own message (r->msg, which api_error() shows). */
+static rl_err fail(http_req *r, rl_err e, const char *msg)
+{
+    snprintf(r->msg, sizeof r->msg, "%s", msg);
+    return e;
+}
+
+/* The answer of an op that succeeded. */
+static void reply_done(http_req *r, const lockop *op)
+{
+    if (op->multi) {
+        const lockop_multi *mu = op->multi;
+        body_multi m = {mu->n, mu->names, mu->lens, mu->tokens, op->lease, op->lease_len,
+                        op->validity_ms, op->ttl_ms};
+        char big[BODY_MAX_MULTI];
+        jw j;
+        jw_init(&j, big, sizeof big);
+        if (op->kind == LOCKOP_MACQUIRE)
+            body_multi_granted(&j, &m);
+        else
+            body_multi_released(&j, &m);
+        queue_json(r, op->kind == LOCKOP_MACQUIRE ? 201 : 200, big, jw_len(&j), NULL, NULL);
+        return;
+    }
+    body_lock l = {op->name, op->name_len, op->lease, op->lease_len, op->token,
+                   op->validity_ms, op->ttl_ms, op->held};
+    char buf[BODY_MAX_LOCK];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    switch (op->kind) {
+    case LOCKOP_ACQUIRE:
+        body_granted(&j, &l);
+        break;
+    case LOCKOP_RELEASE:
+        body_released(&j, &l);
+        break;
+    case LOCKOP_EXTEND:
+        body_extended(&j, &l);
+        break;
+    default:
+        body_inspected(&j, &l);
+        break;
+    }
+    queue_json(r, op->kind == LOCKOP_ACQUIRE ? 201 : 200, buf, jw_len(&j), NULL, NULL);
+}
+
+/* The health body: each master as this worker sees it, or as it answered the
+ * readiness round whose replies are given. */
+static enum MHD_Result reply_health(http_req *r, int status, size_t ok, const redlock_reply *replies)
+{
+    const http_env *env = &r->srv->env;
+    body_master ms[CONFIG_MAX_MASTERS];
+    int64_t now = clock_now_us();
+    for (size_t i = 0; i < env->nmasters; i++) {
+        const master_conn *m = &env->masters[i];
+        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
+        ms[i] = (body_master){
+            .address = m->cfg->address,
+            .ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m),
+            .state = master_state_name(m->state),
+            .quarantined = m->state == MASTER_QUARANTINED,
+            .quarantine_remaining_ms = (m->quarantine_until_us - now) / 1000,
+            .failed = replies && replies[i].state == RL_SLOT_FAILED,
+            .latency_ms = (double)rtt / 1000.0,
+        };
+    }
+    char buf[BODY_MAX_HEALTH];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_health(&j, ok >= env->quorum, env->quorum, ms, env->nmasters);
+    return queue_json(r, status, buf, jw_len(&j), NULL, NULL);
+}
+
+/* ---- clients that hang up while they wait ---- */
+
+static void gone_unwatch(http_req *r)
+{
+    if (!r->gone_watched)
+        return;
+    r->gone_watched = 0;
+    loop_io_set(r->srv->env.loop, &r->gone_io, 0);
+}
+
+/* The peer closed (or reset) a connection whose request waits for a lock: nobody will
+ * read the answer, so the wait ends and a lock granted meanwhile is let go. */
+static void on_gone(loop_io *io, uint32_t events)
+{
+    http_req *r = container_of(io, http_req, gone_io);
+    (void)events;
+    if (!r->gone_watched)
+        return;
+    gone_unwatch(r);
+    r->srv->env.op_gone(r->srv->env.owner, &r->op);
+}
+
+/* While it is suspended libmicrohttpd does not look at the socket: watch it here. */
+static void gone_watch(http_req *r)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    r->gone_io.fd = ci->connect_fd;
+    r->gone_io.cb = on_gone;
+    r->gone_io.events = 0;
+    if (loop_io_set(r->srv->env.loop, &r->gone_io, EPOLLRDHUP) == 0)
+        r->gone_watched = 1;
+}
+
+/* ---- handlers: each answers or suspends its request and returns RL_OK, or returns
+ * the error to answer with (and maybe its message in r->msg) ---- */
+
+static void op_done(lockop *op);
+
+/* Suspend r while its op runs: op_done() answers. */
+static void suspend(http_req *r)
+{
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+}
+
+/* Start r's op through the owner (which may run it on another thread). */
+static rl_err start_routed(http_req *r)
+{
+    suspend(r);
+    if (r->op.wait_deadline_us)
+        gone_watch(r);
+    r->srv->env.start_op(r->srv->env.owner, &r->op);
+    return RL_OK;
+}
+
+/* Start r's op here. */
+static rl_err start_here(http_req *r)
+{
+    suspend(r);
+    lockop_start(&r->op);
+    return RL_OK;
+}
+
+/* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
+static rl_err query_params(http_req *r)
+{
+    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
+        if (v) {
+            rl_err e = params_from_query(&r->params, keys[i], v);
+            if (e != RL_OK)
+                return e;
+        }
+    }
+    return RL_OK;
+}
+
+static rl_err check_params(http_req *r, const lock_params *p)
+{
+    const config *cfg = &r->srv->env.app->cfg;
+    return params_check(p, cfg->max_ttl_ms, cfg->max_wait_ms, cfg->drift_factor, r->msg, sizeof r->msg);
+}
+
+/* The parameters of a lock request into r->params: the query, then the body, checked
+ * against the limits; need_lease: a lease is required. */
+static rl_err lock_params_of(http_req *r, int need_lease)
+{
+    rl_err e = query_params(r);
+    if (e == RL_OK)
+        e = params_from_body(&r->params, r->body, r->body_len, r->msg, sizeof r->msg);
+    if (e == RL_OK)
+        e = check_params(r, &r->params);
+    if (e == RL_OK && need_lease && !r->params.has_lease)
+        e = fail(r, RL_E_INVALID_LEASE, "the lease is required (JSON body {\"lease\": ...} or ?lease=)");
+    return e;
+}
+
+/* The lease given for op. */
+static void set_lease(lockop *op, const char *lease)
+{
+    op->lease_len = strlen(lease);
+    memcpy(op->lease, lease, op->lease_len + 1);
+}
+
+/* A new lease for op (none given): 0 or -1. */
+static int new_lease(http_req *r, lockop *op)
+{
+    if (lease_generate(r->srv->env.rng, op->lease) != 0)
+        return -1;
+    op->lease_len = LEASE_GEN_LEN;
+    op->lease_fresh = 1;
+    return 0;
+}
+
+/* The op of a request on /locks/{name}, with its parameters (and the lease given). */
+static rl_err lock_op(http_req *r, int kind, int need_lease)
+{
+    if (!validate_name(r->name, r->name_len))
+        return RL_E_INVALID_NAME;
+    rl_err e = lock_params_of(r, need_lease);
+    if (e != RL_OK)
+        return e;
+    lockop_init(&r->op, r->srv->env.ops, kind, r->name, r->name_len, op_done, r);
+    if (r->params.has_lease)
+        set_lease(&r->op, r->params.lease);
+    return RL_OK;
+}
+
+static rl_err h_acquire(http_req *r)
+{
+    rl_err e = lock_op(r, LOCKOP_ACQUIRE, 0);
+    if (e != RL_OK)
+        return e;
+    const http_env *env = &r->srv->env;
+    lockop *op = &r->op;
+    op->ttl_ms = r->params.has_ttl ? r->params.ttl_ms : env->app->cfg.default_ttl_ms;
+    if (!r->params.has_lease && new_lease(r, op) != 0)
+        return fail(r, RL_E_INTERNAL, "the system random generator failed");
+    if (r->params.has_wait && r->params.wait_ms > 0)
+        op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
+    int64_t ra;
+    if (!op->wait_deadline_us &&
+        lockop_known_held(env->app->known, op->name, op->name_len, op->lease, op->lease_len,
+                          clock_now_us(), &ra)) {
+        /* Known held, by another lease, moments ago: 409 here and now. */
+        op->err = RL_E_LOCK_HELD;
+        op->retry_after_ms = ra;
+        stat_inc(&env->ops->counters[CNT_HELD_LOCAL]);
+        stat_inc(&env->ops->counters[CNT_ACQ_HELD]);
+        return RL_E_LOCK_HELD;
+    }
+    return start_routed(r);
+}
+
+static rl_err h_release(http_req *r)
+{
+    rl_err e = lock_op(r, LOCKOP_RELEASE, 1);
+    return e != RL_OK ? e : start_routed(r);
+}
+
+static rl_err h_extend(http_req *r)
+{
+    rl_err e = lock_op(r, LOCKOP_EXTEND, 1);
+    if (e != RL_OK)
+        return e;
+    r->op.ttl_ms = r->params.has_ttl ? r->params.ttl_ms : r->srv->env.app->cfg.default_ttl_ms;
+    return start_routed(r);
+}
+
+static rl_err h_inspect(http_req *r)
+{
+    if (!validate_name(r->name, r->name_len))
+        return RL_E_INVALID_NAME;
+    lockop_init(&r->op, r->srv->env.ops, LOCKOP_INSPECT, r->name, r->name_len, op_done, r);
+    return start_here(r);
+}
+
+/* The names of POST /locks, checked against the token's scope; mp is the caller's. */
+static rl_err multi_params_of(http_req *r, multi_params *mp)
+{
+    const app *a = r->srv->env.app;
+    memset(&mp->p, 0, sizeof mp->p);
+    rl_err e = query_params(r);
+    mp->p = r->params;
+    if (e == RL_OK)
+        e = multi_params_from_body(mp, r->body, r->body_len, r->msg, sizeof r->msg);
+    if (e == RL_OK)
+        e = check_params(r, &mp->p);
+    if (e == RL_OK && a->auth.n) {
+        const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        for (size_t j = 0; e == RL_OK && j < mp->n; j++)
+            e = auth_check(&a->auth, h, mp->names[j], mp->lens[j]);
+    }
+    return e;
+}
+
+static rl_err h_macquire(http_req *r)
+{
+    multi_params *mp = malloc(sizeof *mp);
+    if (!mp)
+        return fail(r, RL_E_INTERNAL, "out of memory");
+    rl_err e = multi_params_of(r, mp);
+    if (e != RL_OK) {
+        free(mp);
+        return e;
+    }
+    lockop *op = &r->op;
+    lockop_init(op, r->srv->env.ops, LOCKOP_MACQUIRE, mp->names[0], mp->lens[0], op_done, r);
+    const char *names[MULTI_MAX_NAMES];
+    for (size_t j = 0; j < mp->n; j++)
+        names[j] = mp->names[j];
+    int bad = lockop_set_multi(op, names, mp->lens, mp->n);
+    op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : r->srv->env.app->cfg.default_ttl_ms;
+    if (mp->p.has_lease)
+        set_lease(op, mp->p.lease);
+    else if (!bad)
+        bad = new_lease(r, op);
+    if (mp->p.has_wait && mp->p.wait_ms > 0)
+        op->wait_deadline_us = r->start_us + (int64_t)mp->p.wait_ms * 1000;
+    free(mp);
+    return bad ? RL_E_INTERNAL : start_routed(r);
+}
+
+static rl_err h_mrelease(http_req *r)
+{
+    rl_err e = lock_params_of(r, 1);
+    if (e != RL_OK)
+        return e;
+    const app *a = r->srv->env.app;
+    lockop_init(&r->op, r->srv->env.ops, LOCKOP_MRELEASE, "", 0, op_done, r);
+    if (a->auth.n) /* every name of the set must be in the token's scope */
+        r->op.scope = auth_scope(&a->auth, MHD_lookup_connection_value(
+                                               r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
+    set_lease(&r->op, r->params.lease);
+    if (lockop_set_multi(&r->op, NULL, NULL, 0) != 0)
+        return RL_E_INTERNAL;
+    return start_here(r);
+}
+
+static rl_err h_healthz(http_req *r)
+{
+    const http_env *env = &r->srv->env;
+    size_t ok = 0;
+    for (size_t i = 0; i < env->nmasters; i++)
+        ok += master_usable(&env->masters[i]);
+    reply_health(r, 200, ok, NULL);
+    return RL_OK;
+}
+
+static rl_err h_readyz(http_req *r)
+{
+    lockop_init(&r->op, r->srv->env.ops, LOCKOP_READY, r->name, r->name_len, op_done, r);
+    return start_here(r);
+}
+
+static rl_err h_metrics(http_req *r)
+{
+    size_t len = 0;
+    char *text = r->srv->env.metrics(r->srv->env.app, &len);
+    if (!text)
+        return fail(r, RL_E_INTERNAL, "out of memory");
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return fail(r, RL_E_INTERNAL, "out of memory");
+    }
+    queue(r, 200, resp, "text/plain; version=0.0.4", NULL, NULL);
+    return RL_OK;
+}
+
+/* ---- completion of a suspended request ---- */
+
+static void op_done(lockop *op)
+{
+    http_req *r = op->owner;
+    gone_unwatch(r);
+    if (op->kind == LOCKOP_READY) {
+        /* Ready only when every worker has a quorum of trusted masters: a request may
+         * land on any of them. */
+        const http_env *env = &r->srv->env;
+        size_t ok = op->nodes_ok;
+        if (ok >= env->quorum && !env->all_ready(env->owner))
+            ok = env->quorum - 1;
+        reply_health(r, ok >= env->quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
+        lockop_fini(op);
+    } else if (op->err == RL_OK) {
+        reply_done(r, op);
+    } else {
+        api_error(r, op->err);
+    }
+    r->srv->mhd_ready = 1;
+    MHD_resume_connection(r->conn);
+}
+
+/* What each action of the routing table (route.h) runs. */
+static rl_err (*const handlers[ROUTE_A__COUNT])(http_req *r) = {
+    [ROUTE_A_ACQUIRE] = h_acquire, [ROUTE_A_RELEASE] = h_release, [ROUTE_A_EXTEND] = h_extend,
+    [ROUTE_A_INSPECT] = h_inspect, [ROUTE_A_HEALTHZ] = h_healthz, [ROUTE_A_READYZ] = h_readyz,
+    [ROUTE_A_METRICS] = h_metrics, [ROUTE_A_MACQUIRE] = h_macquire, [ROUTE_A_MRELEASE] = h_mrelease,
+};
+
+rl_err api_handle(http_req *r)
+{
+    return handlers[r->action](r);
+}

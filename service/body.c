@@ -1,0 +1,129 @@
+/* body.c -- the JSON bodies of the HTTP API's answers (see body.h). */
+#include "body.h"
+
+/* {"name" ... : the opening of every single-name body. */
+static void open_name(jw *j, const body_lock *l)
+{
+    jw_obj_open(j);
+    jw_key_strn(j, "name", l->name, l->name_len);
+}
+
+/* ..."fencing_token","validity_ms","ttl_ms"}: what a grant and an extension end with. */
+static void close_term(jw *j, const body_lock *l)
+{
+    jw_key_uint(j, "fencing_token", l->fencing_token);
+    jw_key_int(j, "validity_ms", l->validity_ms);
+    jw_key_int(j, "ttl_ms", l->ttl_ms);
+    jw_obj_close(j);
+}
+
+void body_granted(jw *j, const body_lock *l)
+{
+    open_name(j, l);
+    jw_key_strn(j, "lease", l->lease, l->lease_len);
+    close_term(j, l);
+}
+
+void body_released(jw *j, const body_lock *l)
+{
+    open_name(j, l);
+    jw_key_bool(j, "released", 1);
+    jw_obj_close(j);
+}
+
+void body_extended(jw *j, const body_lock *l)
+{
+    open_name(j, l);
+    close_term(j, l);
+}
+
+void body_inspected(jw *j, const body_lock *l)
+{
+    open_name(j, l);
+    jw_key_bool(j, "held", l->held);
+    jw_key_int(j, "validity_ms", l->validity_ms);
+    jw_key_uint(j, "fencing_token", l->fencing_token);
+    jw_obj_close(j);
+}
+
+static void names(jw *j, const body_multi *m)
+{
+    jw_arr_open(j, "names");
+    for (size_t k = 0; k < m->n; k++)
+        jw_key_strn(j, NULL, m->names[k], m->lens[k]);
+    jw_arr_close(j);
+}
+
+void body_multi_granted(jw *j, const body_multi *m)
+{
+    jw_obj_open(j);
+    names(j, m);
+    jw_key_strn(j, "lease", m->lease, m->lease_len);
+    /* keys are names: valid names need no escaping, and jw escapes them anyway */
+    jw_key_obj_open(j, "fencing_tokens");
+    for (size_t k = 0; k < m->n; k++)
+        jw_key_uint(j, m->names[k], m->tokens[k]);
+    jw_obj_close(j);
+    jw_key_int(j, "validity_ms", m->validity_ms);
+    jw_key_int(j, "ttl_ms", m->ttl_ms);
+    jw_obj_close(j);
+}
+
+void body_multi_released(jw *j, const body_multi *m)
+{
+    jw_obj_open(j);
+    names(j, m);
+    jw_key_bool(j, "released", 1);
+    jw_obj_close(j);
+}
+
+void body_error(jw *j, const body_err *e)
+{
+    jw_obj_open(j);
+    jw_key_str(j, "error", rl_err_code(e->err));
+    jw_key_str(j, "message", e->message && *e->message ? e->message : rl_err_message(e->err));
+    switch (e->err) {
+    case RL_E_LOCK_HELD:
+    case RL_E_LOCK_CONTENDED:
+        jw_key_int(j, "retry_after_ms", e->retry_after_ms < 0 ? 0 : e->retry_after_ms);
+        break;
+    case RL_E_QUORUM_UNAVAILABLE:
+    case RL_E_VALIDITY_EXHAUSTED:
+        jw_key_uint(j, "nodes_ok", e->nodes_ok);
+        jw_key_uint(j, "quorum", e->quorum);
+        break;
+    default:
+        break;
+    }
+    jw_obj_close(j);
+}
+
+long long body_retry_after_s(int64_t retry_after_ms)
+{
+    long long ra = retry_after_ms < 0 ? 0 : retry_after_ms;
+    return ra < 1000 ? 1 : (ra + 999) / 1000;
+}
+
+void body_health(jw *j, int ready, size_t quorum, const body_master *m, size_t n)
+{
+    jw_obj_open(j);
+    jw_key_bool(j, "ready", ready);
+    jw_key_uint(j, "quorum", quorum);
+    jw_arr_open(j, "masters");
+    for (size_t i = 0; i < n; i++) {
+        jw_obj_open(j);
+        jw_key_str(j, "address", m[i].address);
+        jw_key_bool(j, "ok", m[i].ok);
+        jw_key_str(j, "state", m[i].state);
+        if (m[i].quarantined)
+            jw_key_int(j, "quarantine_remaining_ms",
+                       m[i].quarantine_remaining_ms > 0 ? m[i].quarantine_remaining_ms : 0);
+        if (m[i].failed)
+            jw_raw_fields(j, "\"latency_ms\":null");
+        else
+            jw_key_double(j, "latency_ms", m[i].latency_ms);
+        jw_obj_close(j);
+    }
+    jw_arr_close(j);
+    jw_obj_close(j);
+}

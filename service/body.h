@@ -1,0 +1,96 @@
+/* body.h -- the JSON bodies of the HTTP API's answers: a grant, a release, an
+ * extension and an inspection of one name, a grant and a release of several, an error,
+ * and the masters' health (/healthz, /readyz).  Pure: plain data in, JSON out through
+ * a jw writer (jw.h), no I/O, no clock, no state.  api.c picks the body and the
+ * status; api/openapi.yaml is the contract these shapes keep. */
+#ifndef RL_BODY_H
+#define RL_BODY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "jw.h"
+#include "validate.h"
+
+/* Writer room enough for any single-name body or error body. */
+#define BODY_MAX_LOCK 1024
+/* ... for any multi-name body: MULTI_MAX_NAMES names of NAME_MAX_LEN, each twice
+ * (the list and the tokens), with quotes, commas and a 20-digit token, and the lease. */
+#define BODY_MAX_MULTI (2 * MULTI_MAX_NAMES * (NAME_MAX_LEN + 24) + LEASE_MAX_LEN + 128)
+/* ... for the health body of a usual cluster (it is cut past that: see body_health). */
+#define BODY_MAX_HEALTH 16384
+
+/* One name's lock as the answers show it.  Each body uses the fields it names. */
+typedef struct body_lock {
+    const char *name;
+    size_t name_len;
+    const char *lease;          /* grants */
+    size_t lease_len;
+    uint64_t fencing_token;
+    int64_t validity_ms;
+    long ttl_ms;
+    int held;                   /* inspections */
+} body_lock;
+
+/* 201 of POST /locks/{name}: {"name","lease","fencing_token","validity_ms","ttl_ms"} */
+void body_granted(jw *j, const body_lock *l);
+/* 200 of DELETE /locks/{name}: {"name","released":true} */
+void body_released(jw *j, const body_lock *l);
+/* 200 of PATCH /locks/{name}: {"name","fencing_token","validity_ms","ttl_ms"} */
+void body_extended(jw *j, const body_lock *l);
+/* 200 of GET /locks/{name}: {"name","held","validity_ms","fencing_token"} */
+void body_inspected(jw *j, const body_lock *l);
+
+/* Several names' lock (the layout of validate.h's and lockop.h's name arrays). */
+typedef struct body_multi {
+    size_t n;
+    const char (*names)[NAME_MAX_LEN + 1];
+    const size_t *lens;
+    const uint64_t *tokens;     /* grants: per name */
+    const char *lease;          /* grants */
+    size_t lease_len;
+    int64_t validity_ms;        /* grants */
+    long ttl_ms;                /* grants */
+} body_multi;
+
+/* 201 of POST /locks: {"names":[...],"lease","fencing_tokens":{name: token},
+ * "validity_ms","ttl_ms"} */
+void body_multi_granted(jw *j, const body_multi *m);
+/* 200 of DELETE /locks: {"names":[...],"released":true} */
+void body_multi_released(jw *j, const body_multi *m);
+
+/* An error answer: its code and what its body carries besides. */
+typedef struct body_err {
+    rl_err err;
+    const char *message;        /* NULL or "": the error's own message (errors.h) */
+    int64_t retry_after_ms;     /* the 409s: when to try again (negative counts as 0) */
+    size_t nodes_ok, quorum;    /* a round that fell short: masters that answered, needed */
+} body_err;
+
+/* {"error","message"}, plus "retry_after_ms" for RL_E_LOCK_HELD and
+ * RL_E_LOCK_CONTENDED, and "nodes_ok","quorum" for RL_E_QUORUM_UNAVAILABLE and
+ * RL_E_VALIDITY_EXHAUSTED. */
+void body_error(jw *j, const body_err *e);
+
+/* The Retry-After header that goes with a 409's retry_after_ms: whole seconds,
+ * rounded up, at least 1. */
+long long body_retry_after_s(int64_t retry_after_ms);
+
+/* One master in the health body. */
+typedef struct body_master {
+    const char *address;
+    int ok;                     /* usable now, or answered the readiness round */
+    const char *state;          /* master_state_name() */
+    int quarantined;            /* then quarantine_remaining_ms is shown */
+    int64_t quarantine_remaining_ms; /* negative counts as 0 */
+    int failed;                 /* failed the readiness round: latency_ms is null */
+    double latency_ms;
+} body_master;
+
+/* {"ready","quorum","masters":[{"address","ok","state"[,"quarantine_remaining_ms"],
+ * "latency_ms"}...]}.  With CONFIG_MAX_MASTERS masters of the longest addresses the
+ * body outgrows BODY_MAX_HEALTH: the writer then says it overflowed. */
+void body_health(jw *j, int ready, size_t quorum, const body_master *m, size_t n);
+
+#endif

@@ -1,0 +1,54 @@
+/* http_env.h -- what an HTTP server (http.h) is given by its owner at creation
+ * (http_env) and what it counts (http_stats): the types the server's users and the
+ * two halves of the server (http.c, api.c) share. */
+#ifndef RL_HTTP_ENV_H
+#define RL_HTTP_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app.h"
+#include "lease.h"
+#include "lockop.h"
+#include "log.h"
+#include "loop.h"
+#include "master.h"
+#include "route.h"
+
+typedef struct http_server http_server;
+
+/* Renders the /metrics exposition (the caller frees it); NULL on allocation failure. */
+typedef char *http_metrics_fn(app *a, size_t *len);
+
+/* What a server needs from its owner; copied at creation, the pointers must outlive it. */
+typedef struct http_env {
+    app *app;                   /* configuration, tokens, TLS, the listening socket, stopping */
+    int id;                     /* the owner's number: in request ids and log lines */
+    loop *loop;                 /* the owner's loop: the daemon's descriptor is watched there */
+    log_ctx *log;
+    lockop_env *ops;            /* requests' ops are made in it */
+    lease_rng *rng;             /* for the leases the server makes up */
+    const master_conn *masters; /* the owner's connections, shown by /healthz and /readyz */
+    size_t nmasters, quorum;
+    void *owner;                /* passed back to the callbacks */
+    /* Start op, a request's lock operation (it may run on another thread; op->done
+     * comes back on this one). */
+    void (*start_op)(void *owner, lockop *op);
+    /* The client of op closed its connection while op waits: drop it. */
+    void (*op_gone)(void *owner, lockop *op);
+    /* Whether every worker has a quorum of trusted masters (/readyz). */
+    int (*all_ready)(void *owner);
+    http_metrics_fn *metrics;
+} http_env;
+
+/* Status classes 1xx..5xx, counted by their first digit (0 unused). */
+#define HTTP_CLASSES 6
+
+/* A server's counters (or their sum over servers). */
+typedef struct http_stats {
+    uint64_t requests[ROUTE__COUNT][ROUTE_M__COUNT][HTTP_CLASSES]; /* by route, method, class */
+    uint64_t conns_cut;         /* closed for a slow or missing request header */
+    uint64_t conns_refused;     /* refused past --max-connections */
+} http_stats;
+
+#endif
