@@ -282,17 +282,8 @@ static rl_err h_acquire(http_req *r)
         return fail(r, RL_E_INTERNAL, "the system random generator failed");
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
-    int64_t ra;
-    if (!op->wait_deadline_us &&
-        lockop_known_held(env->app->known, op->name, op->name_len, op->lease, op->lease_len,
-                          clock_now_us(), &ra)) {
-        /* Known held, by another lease, moments ago: 409 here and now. */
-        op->err = RL_E_LOCK_HELD;
-        op->retry_after_ms = ra;
-        stat_inc(&env->ops->counters[CNT_HELD_LOCAL]);
-        stat_inc(&env->ops->counters[CNT_ACQ_HELD]);
-        return RL_E_LOCK_HELD;
-    }
+    if (!op->wait_deadline_us && lockop_held_known(op, env->app->known))
+        return RL_E_LOCK_HELD; /* known held, by another lease, moments ago: 409 now */
     return start_routed(r);
 }
 

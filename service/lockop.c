@@ -836,35 +836,17 @@ void lockop_start(lockop *op)
     finish(op);
 }
 
-/* ---- what the worker asks of the queues ---- */
+/* ---- answered without a round ---- */
 
-void lockop_wake(lockop_env *env, const char *name, size_t len)
+int lockop_held_known(lockop *op, const waitq_known *known)
 {
-    waitq_wake(&env->wq, name, len);
-}
-
-void lockop_check_gone(lockop_env *env, const char *name, size_t len)
-{
-    waitq_check_gone(&env->wq, name, len);
-}
-
-void lockop_wake_all(lockop_env *env)
-{
-    waitq_wake_all(&env->wq);
-}
-
-void lockop_env_flush_waiters(lockop_env *env)
-{
-    waitq_flush(&env->wq);
-}
-
-int lockop_hot(const int64_t *heat, const char *name, size_t len, int64_t now_us)
-{
-    return waitq_hot(heat, name, len, now_us);
-}
-
-int lockop_known_held(const waitq_known *known, const char *name, size_t len, const char *lease,
-                      size_t lease_len, int64_t now_us, int64_t *retry_after_ms)
-{
-    return waitq_known_held(known, name, len, lease, lease_len, now_us, retry_after_ms);
+    int64_t ra;
+    if (!waitq_known_held(known, op->name, op->name_len, op->lease, op->lease_len, clock_now_us(),
+                          &ra))
+        return 0;
+    op->err = RL_E_LOCK_HELD;
+    op->retry_after_ms = ra;
+    count(op->env, CNT_HELD_LOCAL);
+    count(op->env, CNT_ACQ_HELD);
+    return 1;
 }

@@ -38,26 +38,9 @@ void lockop_fini(lockop *op);
  * op about to be handed to another thread. */
 void lockop_fini_rounds(lockop *op);
 
-/* Wake the waiters on name (a release went through this instance). */
-void lockop_wake(lockop_env *env, const char *name, size_t len);
-
-/* Drop the waiters of name (or of multi-name sets with it) whose client closed the
- * connection; an attempt in flight for one is released when it ends. */
-void lockop_check_gone(lockop_env *env, const char *name, size_t len);
-
-/* Wake the head waiter of every name (a lost wake-up message). */
-void lockop_wake_all(lockop_env *env);
-
-/* Answer every parked waiter now with its last result (shutdown). */
-void lockop_env_flush_waiters(lockop_env *env);
-
-/* Whether name counts as contended now (its operations run on the worker that keeps
- * it).  heat may be NULL.  (waitq_hot.) */
-int lockop_hot(const int64_t *heat, const char *name, size_t len, int64_t now_us);
-
-/* Whether name is known held, by a lease other than lease, now; *retry_after_ms then
- * says for how long.  Safe from any thread.  (waitq_known_held.) */
-int lockop_known_held(const waitq_known *known, const char *name, size_t len, const char *lease,
-                      size_t lease_len, int64_t now_us, int64_t *retry_after_ms);
+/* A no-wait acquire of a name another worker's queue knows held by another lease
+ * (known: the shared slots, waitq.h): op is answered 409 (err, retry_after_ms set,
+ * counted) without a round, and 1 is returned; else 0.  Any worker's thread. */
+int lockop_held_known(lockop *op, const waitq_known *known);
 
 #endif

@@ -19,6 +19,7 @@
 #include "notify.h"
 #include "resync.h"
 #include "round.h"
+#include "waitq.h"
 
 #define TICK_MS 20
 #define WORKER_MAILBOX 256
@@ -244,7 +245,7 @@ static void on_released(lockop_env *env, const char *name, size_t len)
 {
     worker *w = env->owner;
     worker *keeper = keeper_of(w->app, name, len);
-    int hot = lockop_hot(w->app->heat, name, len, clock_now_us());
+    int hot = waitq_hot(w->app->heat, name, len, clock_now_us());
     for (size_t i = 0; i < w->app->nworkers; i++) {
         worker *o = w->app->workers[i];
         /* Workers with waiters; and the keeper of a contended name, which may know it
@@ -268,7 +269,7 @@ static void on_watch(lockop_env *env, const char *name, size_t len, int on)
 static void on_announced(void *owner, const char *name, size_t len)
 {
     worker *w = owner;
-    lockop_wake(&w->ops, name, len);
+    waitq_wake(&w->ops.wq, name, len);
 }
 
 /* The client of op (a request of this worker's) closed its connection: drop op if it
@@ -279,7 +280,7 @@ static void on_op_gone(void *owner, lockop *op)
     worker *w = owner;
     __atomic_store_n(&op->gone, 1, __ATOMIC_RELAXED);
     if (!op->home) {
-        lockop_check_gone(&w->ops, op->name, op->name_len); /* it runs here */
+        waitq_check_gone(&w->ops.wq, op->name, op->name_len); /* it runs here */
         return;
     }
     /* It runs on the worker that keeps its name: that worker looks through its queues
@@ -332,7 +333,7 @@ static void on_start_op(void *owner, lockop *op)
          * has waiters (of any name), so that a release and the waiter it wakes reach
          * every master in that order, on the same connections. */
         int hot = op->kind != LOCKOP_MACQUIRE &&
-                  lockop_hot(a->heat, op->name, op->name_len, clock_now_us());
+                  waitq_hot(a->heat, op->name, op->name_len, clock_now_us());
         int to_keeper;
         switch (op->kind) {
         case LOCKOP_ACQUIRE:
@@ -408,13 +409,13 @@ static void on_mailbox(loop_io *io, uint32_t events)
     pthread_mutex_unlock(&w->mb_lock);
     for (size_t i = 0; copy && i < n; i++) {
         if (copy[i][0] == MB_GONE)
-            lockop_check_gone(&w->ops, copy[i] + 1, strlen(copy[i] + 1));
+            waitq_check_gone(&w->ops.wq, copy[i] + 1, strlen(copy[i] + 1));
         else
-            lockop_wake(&w->ops, copy[i], strlen(copy[i]));
+            waitq_wake(&w->ops.wq, copy[i], strlen(copy[i]));
     }
     free(copy);
     if (overflow)
-        lockop_wake_all(&w->ops);
+        waitq_wake_all(&w->ops.wq);
     int stopping = __atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED);
     while (start) {
         lockop *op = start;
@@ -504,7 +505,7 @@ static void *worker_main(void *arg)
 
     /* Stop accepting, answer parked waiters, let in-flight requests finish. */
     http_server_quiesce(w->http);
-    lockop_env_flush_waiters(&w->ops);
+    waitq_flush(&w->ops.wq);
     int64_t limit = clock_now_us() + (a->cfg.node_timeout_ms * 20 + 2000) * 1000;
     while ((http_server_active(w->http) || w->foreign_ops) && clock_now_us() < limit)
         pass(w, next_timeout(w) > 50 ? 50 : next_timeout(w));
