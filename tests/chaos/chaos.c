@@ -158,6 +158,7 @@ struct chaos {
     long quarantine_ms; /* what the service was told (or defaults to); 0 without the flag */
     char data_loss_reason[192];
     char svc_flags[256]; /* the flags the checker chose, for the report */
+    unsigned svc_san;    /* CHAOS_SAN_* the service binary was built with */
 
     chaos_history hist; /* appended to by main only, after joining the clients */
     int64_t t0;
@@ -485,6 +486,30 @@ static void print_log_tail(const char *path, int lines)
     fclose(f);
     for (int i = n > lines ? n - lines : 0; i < n; i++)
         fprintf(stderr, "    | %s", ring[i % lines]);
+}
+
+/* What LeakSanitizer wrote to the log at path after byte from: its first line and its
+ * SUMMARY line ("" if it wrote nothing). */
+static void leak_report_since(const char *path, off_t from, char *out, size_t outsz)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char line[512], first[256] = "";
+    if (fseeko(f, from, SEEK_SET) == 0)
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = '\0';
+            if (!first[0] && strstr(line, "LeakSanitizer"))
+                snprintf(first, sizeof first, "%.255s", line);
+            else if (first[0] && !strncmp(line, "SUMMARY: ", 9)) {
+                snprintf(out, outsz, "%.120s ... %.120s", first, line);
+                break;
+            }
+        }
+    fclose(f);
+    if (!out[0] && first[0])
+        snprintf(out, outsz, "%s", first);
 }
 
 static int http_get_status(struct chaos *cx, const char *path, char *body, size_t bodysz)
@@ -1924,7 +1949,8 @@ static void usage(FILE *f)
             "  --seed N               fault schedule and client choices (random)\n"
             "  --service-arg ARG      one more argument for redlockd (repeatable)\n"
             "  --fd-slack N           fds allowed above baseline after the run (8)\n"
-            "  --rss-slack-kb KB, --rss-slack-pct P  RSS allowed above baseline: the larger (16384, 25)\n"
+            "  --rss-slack-kb KB, --rss-slack-pct P  RSS allowed above baseline: the larger (16384, 25);\n"
+            "                         not judged for an ASan build (LeakSanitizer at exit instead) or a TSan one\n"
             "  --dir-root PATH        where the run directory goes (/dev/shm if writable, else /tmp)\n"
             "  --keep                 keep the run directory even if every property held\n"
             "  --discard              remove it even if a property failed (planted failures)\n"
@@ -2204,6 +2230,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "chaos: %s is not an executable (build it with `make`)\n", o->service_bin);
         return 3;
     }
+    FILE *exe = fopen(o->service_bin, "re");
+    if (exe) {
+        cx->svc_san = chaos_sanitizers_in(exe);
+        fclose(exe);
+    }
+    /* (f) judges an AddressSanitizer build's leaks by LeakSanitizer's report at exit:
+     * make sure it runs whatever ASAN_OPTIONS says (the last setting wins) */
+    if (cx->svc_san & CHAOS_SAN_ADDRESS) {
+        const char *prev = getenv("ASAN_OPTIONS");
+        char opts[1024];
+        snprintf(opts, sizeof opts, "%s%sdetect_leaks=1", prev ? prev : "", prev && *prev ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+    }
     if (access(o->proxy_bin, X_OK) != 0) {
         fprintf(stderr, "chaos: fault proxy %s is not an executable\n", o->proxy_bin);
         return 3;
@@ -2295,6 +2334,11 @@ int main(int argc, char **argv)
     if (extra_has(cx, "--trust-fsync-always") && !o->scenario && kind_enabled(cx, F_AOF_CUT))
         printf("chaos: note: --trust-fsync-always readmits a restarted appendfsync-always master at once; aof_cut"
                " breaks that trust (fsynced writes lost), so a double grant is then expected\n");
+    if (cx->svc_san)
+        printf("chaos: redlockd build: %s (read from its binary); %s\n", chaos_sanitizer_names(cx->svc_san),
+               cx->svc_san & CHAOS_SAN_ADDRESS  ? "(f) judges leaks by LeakSanitizer at exit, not RSS growth"
+               : cx->svc_san & CHAOS_SAN_THREAD ? "(f) judges fds only, not RSS growth"
+                                                : "the allocator is the default one, (f) judges RSS as usual");
     printf("chaos: run directory %s\n", cx->dir);
 
     int exit_code = 0;
@@ -2309,6 +2353,7 @@ int main(int argc, char **argv)
     char ready_last[4200] = "";
     int stop_status = -1;
     long long stop_ms = -1;
+    off_t log_at_stop = -1; /* the service's log size when it was sent SIGTERM */
 
     if (masters_start(cx) < 0 || proxy_start(cx) < 0 || service_start(cx) < 0) {
         harness_broken = 1;
@@ -2370,6 +2415,8 @@ int main(int argc, char **argv)
     mon_th = 0;
     svc_check_alive(cx);
     if (cx->svc_pid > 0) {
+        struct stat lst;
+        log_at_stop = stat(cx->svc_log, &lst) == 0 ? lst.st_size : 0;
         long long t = now_ms();
         stop_status = proc_stop(cx->svc_pid, SIGTERM, 10000);
         stop_ms = now_ms() - t;
@@ -2467,14 +2514,20 @@ cleanup:
         shutdown_judged = 1;
     }
 
-    long rss_limit = base_rss + (o->rss_slack_kb > base_rss * o->rss_slack_pct / 100 ? o->rss_slack_kb
-                                                                                      : base_rss * o->rss_slack_pct / 100);
-    int res_ok = base_fds >= 0 && end_fds >= 0 && end_fds <= base_fds + o->fd_slack && end_rss <= rss_limit;
-    printf("chaos: %s (f) resources: fds %d -> %d (limit %d), RSS %.1f -> %.1f MB (limit %.1f MB); "
-           "peak during the run: %d fds, %.1f MB\n",
-           res_ok ? "PASS" : "FAIL", base_fds, end_fds, base_fds + o->fd_slack, base_rss / 1024.0, end_rss / 1024.0,
-           rss_limit / 1024.0, mo.peak_fds, mo.peak_rss / 1024.0);
-    if (!res_ok)
+    chaos_resources res = {.sanitizers = cx->svc_san,
+                           .base_fds = base_fds,
+                           .end_fds = end_fds,
+                           .fd_slack = o->fd_slack,
+                           .base_rss_kb = base_rss,
+                           .end_rss_kb = end_rss,
+                           .rss_slack_kb = o->rss_slack_kb,
+                           .rss_slack_pct = o->rss_slack_pct,
+                           .peak_fds = mo.peak_fds,
+                           .peak_rss_kb = mo.peak_rss,
+                           .exited = stop_status >= 0 && WIFEXITED(stop_status)};
+    if (res.exited && log_at_stop >= 0)
+        leak_report_since(cx->svc_log, log_at_stop, res.leak_report, sizeof res.leak_report);
+    if (chaos_judge_resources(&res, stdout))
         strcat(failed, " (f)");
 
     if (ready_ms < 0 && cx->harness_err[0] && !cx->svc_exited)

@@ -16,6 +16,9 @@
 # deals data-loss faults and reports whatever it finds.  The checker passes
 # --quarantine-ms = --max-ttl-ms (1000, the clients' longest ttl) and, if the service has
 # it, --retention-ms = 2 x max ttl; never --trust-fsync-always (the delay is under test).
+# In a SANITIZER build the checkers are instrumented like the service, and the resource
+# verdict (f) goes by the service binary: under AddressSanitizer it judges leaks by
+# LeakSanitizer's report at exit, not RSS growth (the quarantine); see README.md.
 TEST_EXTRA += chaos-selftest chaos-scenarios chaos-short
 
 CHAOS_DIR := $(BUILD)/chaos

@@ -2,6 +2,7 @@
  * exact bounds each property is judged with and why they are sound). */
 #include "judge.h"
 
+#include <elf.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,4 +506,98 @@ long chaos_judge_status(const chaos_history *h, const chaos_judge_opts *o, FILE 
         fputs(buf, out);
     free(buf);
     return v;
+}
+
+unsigned chaos_sanitizers_in(FILE *exe)
+{
+    /* The names are read from the ELF dynamic symbol table, not searched for in the
+     * whole file: a program that merely mentions them (as this one does) is no build. */
+    static const struct {
+        const char *prefix;
+        unsigned bit;
+    } runtimes[] = {{"__asan_init", CHAOS_SAN_ADDRESS}, {"__ubsan_handle_", CHAOS_SAN_UNDEFINED},
+                    {"__tsan_init", CHAOS_SAN_THREAD}};
+    Elf64_Ehdr eh;
+    if (fseeko(exe, 0, SEEK_SET) != 0 || fread(&eh, sizeof eh, 1, exe) != 1 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0)
+        return 0;
+    Elf64_Shdr *sh = calloc(eh.e_shnum, sizeof *sh);
+    if (!sh || fseeko(exe, (off_t)eh.e_shoff, SEEK_SET) != 0 || fread(sh, sizeof *sh, eh.e_shnum, exe) != eh.e_shnum) {
+        free(sh);
+        return 0;
+    }
+    unsigned san = 0;
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh.e_shnum || sh[i].sh_entsize != sizeof(Elf64_Sym))
+            continue;
+        const Elf64_Shdr *strs = &sh[sh[i].sh_link];
+        char *names = strs->sh_size < (64u << 20) ? malloc(strs->sh_size + 1) : NULL;
+        if (!names || fseeko(exe, (off_t)strs->sh_offset, SEEK_SET) != 0 ||
+            fread(names, 1, strs->sh_size, exe) != strs->sh_size) {
+            free(names);
+            continue;
+        }
+        names[strs->sh_size] = '\0';
+        if (fseeko(exe, (off_t)sh[i].sh_offset, SEEK_SET) == 0)
+            for (uint64_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Sym); k++) {
+                Elf64_Sym sym;
+                if (fread(&sym, sizeof sym, 1, exe) != 1)
+                    break;
+                if (sym.st_name >= strs->sh_size)
+                    continue;
+                for (size_t r = 0; r < sizeof runtimes / sizeof runtimes[0]; r++)
+                    if (!strncmp(names + sym.st_name, runtimes[r].prefix, strlen(runtimes[r].prefix)))
+                        san |= runtimes[r].bit;
+            }
+        free(names);
+    }
+    free(sh);
+    return san;
+}
+
+const char *chaos_sanitizer_names(unsigned san)
+{
+    static const char *const names[8] = {"no sanitizer",
+                                         "AddressSanitizer",
+                                         "UndefinedBehaviorSanitizer",
+                                         "AddressSanitizer+UndefinedBehaviorSanitizer",
+                                         "ThreadSanitizer",
+                                         "AddressSanitizer+ThreadSanitizer",
+                                         "ThreadSanitizer+UndefinedBehaviorSanitizer",
+                                         "AddressSanitizer+ThreadSanitizer+UndefinedBehaviorSanitizer"};
+    return names[san & 7u];
+}
+
+int chaos_judge_resources(const chaos_resources *r, FILE *out)
+{
+    long pct = r->base_rss_kb * r->rss_slack_pct / 100;
+    long rss_limit = r->base_rss_kb + (r->rss_slack_kb > pct ? r->rss_slack_kb : pct);
+    int fds_ok = r->base_fds >= 0 && r->end_fds >= 0 && r->end_fds <= r->base_fds + r->fd_slack;
+    int ok = fds_ok;
+    char mem[600];
+    if (r->sanitizers & CHAOS_SAN_ADDRESS) {
+        const char *leaks = !r->exited        ? "not judged: it did not exit on SIGTERM by itself, see (e) and (h)"
+                            : r->leak_report[0] ? r->leak_report
+                                              : "none reported";
+        if (r->exited && r->leak_report[0])
+            ok = 0;
+        snprintf(mem, sizeof mem,
+                 "RSS %.1f -> %.1f MB not judged (%s build: its quarantine keeps freed memory resident); "
+                 "leaks judged by LeakSanitizer at exit instead: %s",
+                 r->base_rss_kb / 1024.0, r->end_rss_kb / 1024.0, chaos_sanitizer_names(r->sanitizers), leaks);
+    } else if (r->sanitizers & CHAOS_SAN_THREAD) {
+        snprintf(mem, sizeof mem,
+                 "RSS %.1f -> %.1f MB not judged (%s build: its shadow memory grows with the memory touched); "
+                 "leaks not judged (ThreadSanitizer has no leak checker)",
+                 r->base_rss_kb / 1024.0, r->end_rss_kb / 1024.0, chaos_sanitizer_names(r->sanitizers));
+    } else {
+        if (r->end_rss_kb > rss_limit)
+            ok = 0;
+        snprintf(mem, sizeof mem, "RSS %.1f -> %.1f MB (limit %.1f MB)", r->base_rss_kb / 1024.0,
+                 r->end_rss_kb / 1024.0, rss_limit / 1024.0);
+    }
+    fprintf(out, "chaos: %s (f) resources: fds %d -> %d (limit %d), %s; peak during the run: %d fds, %.1f MB\n",
+            ok ? "PASS" : "FAIL", r->base_fds, r->end_fds, r->base_fds + r->fd_slack, mem, r->peak_fds,
+            r->peak_rss_kb / 1024.0);
+    return !ok;
 }

@@ -436,6 +436,84 @@ static void spin_ms(long ms)
         x++;
 }
 
+/* ---- (f) resources under sanitizer builds ------------------------------------------- */
+
+static int resources(const chaos_resources *r, char *line, size_t linesz)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        exit(1);
+    int failed = chaos_judge_resources(r, f);
+    fclose(f);
+    snprintf(line, linesz, "%s", buf ? buf : "");
+    free(buf);
+    return failed;
+}
+
+static void resources_judge_rss_by_the_build(void)
+{
+    /* the readings of a 30 s run of an ASan build that leaked nothing */
+    chaos_resources r = {.base_fds = 20, .end_fds = 21, .fd_slack = 8, .base_rss_kb = 18 * 1024,
+                         .end_rss_kb = 117 * 1024, .rss_slack_kb = 16384, .rss_slack_pct = 25,
+                         .peak_fds = 40, .peak_rss_kb = 120 * 1024, .exited = 1};
+    char line[1024];
+    CHECK(resources(&r, line, sizeof line) == 1 && strstr(line, "(limit 34.0 MB)"),
+          "default build: 18 -> 117 MB is over the limit: %s", line);
+    r.end_rss_kb = 34 * 1024;
+    CHECK(resources(&r, line, sizeof line) == 0, "default build: 34 MB is on the limit: %s", line);
+    r.end_rss_kb = 117 * 1024;
+    r.sanitizers = CHAOS_SAN_UNDEFINED;
+    CHECK(resources(&r, line, sizeof line) == 1, "UBSan leaves the allocator alone: still judged: %s", line);
+
+    r.sanitizers = CHAOS_SAN_ADDRESS | CHAOS_SAN_UNDEFINED;
+    CHECK(resources(&r, line, sizeof line) == 0 && strstr(line, "not judged") && strstr(line, "none reported"),
+          "ASan: RSS growth is the quarantine, no leak report: %s", line);
+    snprintf(r.leak_report, sizeof r.leak_report, "==1==ERROR: LeakSanitizer: detected memory leaks ... "
+                                                  "SUMMARY: AddressSanitizer: 64 byte(s) leaked in 1 allocation(s).");
+    CHECK(resources(&r, line, sizeof line) == 1 && strstr(line, "64 byte(s) leaked"),
+          "ASan: a LeakSanitizer report at exit fails (f): %s", line);
+    r.exited = 0;
+    CHECK(resources(&r, line, sizeof line) == 0 && strstr(line, "did not exit"),
+          "ASan: no exit, no leak check: not judged here ((e)/(h) fail the run): %s", line);
+    r.exited = 1;
+    r.leak_report[0] = '\0';
+    r.end_fds = 29;
+    CHECK(resources(&r, line, sizeof line) == 1, "ASan: fds are judged as in any build: %s", line);
+
+    r.end_fds = 21;
+    r.sanitizers = CHAOS_SAN_THREAD;
+    CHECK(resources(&r, line, sizeof line) == 0 && strstr(line, "not judged") && strstr(line, "no leak checker"),
+          "TSan: RSS not judged, and the line says there is no leak check: %s", line);
+}
+
+static void sanitizers_are_read_from_the_binary(void)
+{
+    /* this program is built with the same SAN_FLAGS as the service */
+    FILE *self = fopen("/proc/self/exe", "re");
+    CHECK(self != NULL, "cannot open /proc/self/exe");
+    if (!self)
+        return;
+    unsigned san = chaos_sanitizers_in(self);
+    fclose(self);
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK(san & CHAOS_SAN_ADDRESS, "an ASan build reads as %s", chaos_sanitizer_names(san));
+#else
+    CHECK(!(san & CHAOS_SAN_ADDRESS), "a build without ASan reads as %s", chaos_sanitizer_names(san));
+#endif
+#if defined(__SANITIZE_THREAD__)
+    CHECK(san & CHAOS_SAN_THREAD, "a TSan build reads as %s", chaos_sanitizer_names(san));
+#else
+    CHECK(!(san & CHAOS_SAN_THREAD), "a build without TSan reads as %s", chaos_sanitizer_names(san));
+#endif
+    static char not_elf[4096] = "__asan_init __tsan_init __ubsan_handle_add_overflow";
+    FILE *f = fmemopen(not_elf, sizeof not_elf, "r");
+    CHECK(f && chaos_sanitizers_in(f) == 0, "names outside an ELF symbol table do not count");
+    if (f)
+        fclose(f);
+}
+
 static void schedstat_measures_time_spent_waiting_for_a_cpu(void)
 {
     /* two busy tasks pinned to one CPU for 400 ms: each waits roughly half the time */
@@ -730,6 +808,8 @@ int main(int argc, char **argv)
     RUN(status_accepts_exactly_the_documented_set());
     RUN(clean_long_history_passes_and_one_planted_fault_is_found());
     RUN(history_survives_a_save_and_load());
+    RUN(resources_judge_rss_by_the_build());
+    RUN(sanitizers_are_read_from_the_binary());
     RUN(schedstat_measures_time_spent_waiting_for_a_cpu());
     if (proxy)
         RUN(proxy_modes_behave_as_documented(proxy));
