@@ -38,7 +38,7 @@ void config_defaults(config *cfg)
     cfg->quarantine_ms = -1; /* -1: follow max_ttl_ms */
     cfg->header_timeout_ms = 15000;
     cfg->log_json = 1;
-    cfg->log_level = LOG_INFO;
+    cfg->log_level = LOG_LEVEL_INFO;
 }
 
 int config_parse_long(const char *s, long min, long max, long *out)

@@ -42,7 +42,7 @@ typedef struct config {
     char tls_cert[512], tls_key[512]; /* both set: HTTPS */
     char redis_password_file[512];
     int log_json;          /* 1: JSON lines, 0: text */
-    int log_level;         /* LOG_ERROR..LOG_DEBUG from log.h */
+    int log_level;         /* LOG_LEVEL_ERROR..LOG_LEVEL_DEBUG from log.h */
 } config;
 
 /* Outcome of config_load(). */

@@ -127,7 +127,7 @@ static void log_request(http_req *r, int toe_ok)
         cls = 5;
     const route *rt = r->route ? r->route : route_get(ROUTE_OTHER);
     stat_inc(&s->stats.requests[rt->id][r->method_id][cls]);
-    if (s->env.log->level < LOG_INFO)
+    if (s->env.log->level < LOG_LEVEL_INFO)
         return;
     char fields[768];
     jw j;
@@ -143,7 +143,7 @@ static void log_request(http_req *r, int toe_ok)
         jw_key_uint(&j, "nodes_ok", r->op.nodes_ok);
     if (!toe_ok)
         jw_key_bool(&j, "aborted", 1);
-    log_event(s->env.log, LOG_INFO, "request", fields);
+    log_event(s->env.log, LOG_LEVEL_INFO, "request", fields);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -298,7 +298,7 @@ static int start_daemon(http_server *s)
      * socket it was given when it stops, and must not close the others'. */
     s->listen_fd = dup(a->listen_fd);
     if (s->listen_fd < 0) {
-        log_msg(s->env.log, LOG_ERROR, "worker %d: dup of the listening socket failed", s->env.id);
+        log_msg(s->env.log, LOG_LEVEL_ERROR, "worker %d: dup of the listening socket failed", s->env.id);
         return -1;
     }
     s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s,
@@ -312,19 +312,19 @@ static int start_daemon(http_server *s)
                               MHD_OPTION_ARRAY, a->tls_cert ? tls : tls + 2,
                               MHD_OPTION_END);
     if (!s->mhd) {
-        log_msg(s->env.log, LOG_ERROR, "worker %d: cannot start the HTTP daemon", s->env.id);
+        log_msg(s->env.log, LOG_LEVEL_ERROR, "worker %d: cannot start the HTTP daemon", s->env.id);
         return -1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     if (!di) {
-        log_msg(s->env.log, LOG_ERROR, "worker %d: the HTTP daemon has no epoll fd", s->env.id);
+        log_msg(s->env.log, LOG_LEVEL_ERROR, "worker %d: the HTTP daemon has no epoll fd", s->env.id);
         return -1;
     }
     s->mhd_io.fd = di->epoll_fd;
     s->mhd_io.cb = on_mhd_io;
     s->mhd_io.events = 0;
     if (loop_io_set(s->env.loop, &s->mhd_io, EPOLLIN) != 0) {
-        log_msg(s->env.log, LOG_ERROR, "worker %d: cannot watch the HTTP daemon", s->env.id);
+        log_msg(s->env.log, LOG_LEVEL_ERROR, "worker %d: cannot watch the HTTP daemon", s->env.id);
         return -1;
     }
     s->mhd_ready = 1;

@@ -25,7 +25,7 @@ int log_level_parse(const char *s)
         if (strcmp(s, level_names[i]) == 0)
             return i;
     if (strcmp(s, "warning") == 0)
-        return LOG_WARN;
+        return LOG_LEVEL_WARN;
     return -1;
 }
 

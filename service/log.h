@@ -7,7 +7,8 @@
 
 #include <stddef.h>
 
-enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+/* Levels (named apart from <syslog.h>'s LOG_INFO, LOG_DEBUG...: both headers can be included). */
+enum { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN = 1, LOG_LEVEL_INFO = 2, LOG_LEVEL_DEBUG = 3 };
 
 typedef struct log_ctx {
     int json;         /* 1: JSON lines, 0: text */

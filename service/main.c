@@ -101,7 +101,7 @@ static int listen_on(app *a)
     snprintf(port, sizeof port, "%d", c->listen_port);
     int gai = getaddrinfo(c->listen_host, port, &hints, &res);
     if (gai != 0) {
-        log_msg(&a->log, LOG_ERROR, "cannot resolve listen address '%s': %s", c->listen_host, gai_strerror(gai));
+        log_msg(&a->log, LOG_LEVEL_ERROR, "cannot resolve listen address '%s': %s", c->listen_host, gai_strerror(gai));
         return -1;
     }
     int fd = -1;
@@ -113,7 +113,7 @@ static int listen_on(app *a)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0)
             break;
-        log_msg(&a->log, LOG_ERROR, "cannot listen on %s:%d: %s", c->listen_host, c->listen_port, strerror(errno));
+        log_msg(&a->log, LOG_LEVEL_ERROR, "cannot listen on %s:%d: %s", c->listen_host, c->listen_port, strerror(errno));
         close(fd);
         fd = -1;
     }
@@ -197,7 +197,7 @@ static void raise_fd_limit(app *a)
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     if (rl.rlim_cur < want)
-        log_msg(&a->log, LOG_WARN,
+        log_msg(&a->log, LOG_LEVEL_WARN,
                 "open-file limit %llu is below what --max-connections %ld needs (%llu): "
                 "connections past it are refused",
                 (unsigned long long)rl.rlim_cur, a->cfg.max_connections, (unsigned long long)want);
@@ -267,7 +267,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < a.nworkers; i++)
         if (worker_start(a.workers[i]) != 0) {
-            log_msg(&a.log, LOG_ERROR, "cannot start worker threads");
+            log_msg(&a.log, LOG_LEVEL_ERROR, "cannot start worker threads");
             return 1;
         }
 
@@ -290,7 +290,7 @@ int main(int argc, char **argv)
     jw_key_int(&j, "auth_tokens", (long long)a.auth.n);
     char msg[400];
     snprintf(msg, sizeof msg, "listening on %s", a.listen_addr);
-    log_event(&a.log, LOG_INFO, msg, fields);
+    log_event(&a.log, LOG_LEVEL_INFO, msg, fields);
 
     int sig = 0;
     for (;;) {
@@ -299,7 +299,7 @@ int main(int argc, char **argv)
         if (sig == SIGTERM || sig == SIGINT)
             break;
     }
-    log_msg(&a.log, LOG_INFO, "signal %d: stopping (finishing in-flight requests)", sig);
+    log_msg(&a.log, LOG_LEVEL_INFO, "signal %d: stopping (finishing in-flight requests)", sig);
     __atomic_store_n(&a.stopping, 1, __ATOMIC_RELAXED);
     for (size_t i = 0; i < a.nworkers; i++)
         worker_stop(a.workers[i]);
@@ -315,6 +315,6 @@ int main(int argc, char **argv)
     auth_free(&a.auth);
     free(a.tls_cert);
     free(a.tls_key);
-    log_msg(&a.log, LOG_INFO, "stopped");
+    log_msg(&a.log, LOG_LEVEL_INFO, "stopped");
     return 0;
 }

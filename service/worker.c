@@ -135,7 +135,7 @@ static void judge_unmarked(worker *w)
             jw_key_str(&j, "master", m->cfg->address);
             jw_key_str(&j, "reason", "no record, and not every master has answered: a new "
                                      "cluster needs all of its masters up once");
-            log_event(&w->log, LOG_WARN, "master unjudged", fields);
+            log_event(&w->log, LOG_LEVEL_WARN, "master unjudged", fields);
         }
     }
 }
@@ -157,12 +157,12 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
         jw_key_str(&j, "reason", why);
         if (st == MASTER_QUARANTINED)
             jw_key_int(&j, "quarantine_ms", (m->quarantine_until_us - clock_now_us()) / 1000);
-        int level = st == MASTER_READY ? LOG_INFO : LOG_WARN;
+        int level = st == MASTER_READY ? LOG_LEVEL_INFO : LOG_LEVEL_WARN;
         /* "unmarked" is judged at once; shutting down is said once by main. */
         if (st == MASTER_UNMARKED || __atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED))
-            level = LOG_DEBUG;
+            level = LOG_LEVEL_DEBUG;
         if (w->id != 0)
-            level = LOG_DEBUG; /* one line per master, not one per worker */
+            level = LOG_LEVEL_DEBUG; /* one line per master, not one per worker */
         log_event(&w->log, level, "master state", fields);
     }
     if (old_state == MASTER_READY && (st == MASTER_UNMARKED || st == MASTER_QUARANTINED))
@@ -582,7 +582,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
         goto err;
     return w;
 err:
-    log_msg(&w->log, LOG_ERROR, "worker %d: cannot start: %s", id, strerror(errno));
+    log_msg(&w->log, LOG_LEVEL_ERROR, "worker %d: cannot start: %s", id, strerror(errno));
     log_flush(&w->log);
     worker_free(w);
     return NULL;

@@ -464,7 +464,7 @@ Test(config, defaults_are_the_documented_ones)
     cr_assert_str_eq(c->tls_key, "");
     cr_assert_str_eq(c->redis_password_file, "");
     cr_assert_eq(c->log_json, 1);
-    cr_assert_eq(c->log_level, LOG_INFO);
+    cr_assert_eq(c->log_level, LOG_LEVEL_INFO);
     free(c);
 }
 
@@ -521,7 +521,7 @@ Test(config, load_reads_every_flag_both_spellings)
     cr_assert_eq(c->max_waiters, 0);
     cr_assert_eq(c->quarantine_ms, 0, "an explicit 0 is kept, not replaced by max ttl");
     cr_assert_eq(c->log_json, 0);
-    cr_assert_eq(c->log_level, LOG_DEBUG);
+    cr_assert_eq(c->log_level, LOG_LEVEL_DEBUG);
     free(c);
 }
 
@@ -539,7 +539,7 @@ Test(config, load_reads_the_environment)
     cr_assert_str_eq(c->masters[0].password, "pw");
     cr_assert_eq(c->threads, 7);
     cr_assert_float_eq(c->drift_factor, 0.1, 1e-12);
-    cr_assert_eq(c->log_level, LOG_WARN);
+    cr_assert_eq(c->log_level, LOG_LEVEL_WARN);
     cr_assert_str_eq(c->listen_host, "::");
     cr_assert_eq(c->listen_port, 81);
     free(c);
