@@ -257,7 +257,6 @@ static void release_everywhere(lockop *op)
 }
 
 static void acquire_done(round *rd);
-static void release_resume(lockop *r);
 
 /* op's attempt goes out in rd (an acquire round, or a handoff), writing its own
  * value: the lease and a tag no other attempt has. */
@@ -325,19 +324,9 @@ static void acquire_start(lockop *op)
     }
 }
 
-/* The attempt op had in flight ended: followers and a waiter whose turn came go on,
- * then a release that waited for it (try_handoff) goes on too. */
-static void attempt_over(lockop *op, lockop *waiting_release)
-{
-    waitq_attempt_ended(&op->w);
-    release_resume(waiting_release);
-}
-
 static void acquire_failed(lockop *op, rl_err err)
 {
     lockop_env *env = op->env;
-    lockop *waiting_release = op->handoff_wait;
-    op->handoff_wait = NULL;
     op->err = err;
     op->w.in_flight = 0;
     release_everywhere(op);
@@ -381,7 +370,7 @@ static void acquire_failed(lockop *op, rl_err err)
          * instance wakes the waiter, and its deadline answers otherwise. */
         rl_err parked = waitq_park(&env->wq, &op->w, delay, op->wait_deadline_us);
         if (parked == RL_OK) {
-            attempt_over(op, waiting_release); /* parked again: hand it over now */
+            waitq_attempt_ended(&op->w);
             return;
         }
         if (parked == RL_E_TOO_MANY_WAITERS)
@@ -397,14 +386,11 @@ static void acquire_failed(lockop *op, rl_err err)
     waitq_leave(&op->w, 0);
     waitq_attempt_ended(&op->w);
     finish(op);
-    release_resume(waiting_release);
 }
 
 static void acquire_succeeded(lockop *op)
 {
     lockop_env *env = op->env;
-    lockop *waiting_release = op->handoff_wait;
-    op->handoff_wait = NULL;
     op->err = RL_OK;
     op->w.in_flight = 0;
     count(env, CNT_ACQ_GRANTED);
@@ -420,7 +406,6 @@ static void acquire_succeeded(lockop *op)
     }
     waitq_attempt_ended(&op->w);
     finish(op);
-    release_resume(waiting_release); /* the releaser's lock had gone: it answers as it will */
 }
 
 /* The acquire round did not reach a quorum: held by another lease, votes split
@@ -608,18 +593,12 @@ static int try_handoff(lockop *r)
     if (!hw)
         return 0;
     lockop *h = op_of(hw);
-    if (h->multi || h->handoff_from || h->wait_deadline_us <= clock_now_us() + 1000)
+    /* With an attempt on the name in flight, a plain release: waiting for that
+     * attempt to end before the handoff round would cost the release up to two node
+     * timeouts with a slow master.  The attempt, refused, sees the release (waitq.h)
+     * and its waiter tries again at once. */
+    if (busy_w || h->multi || h->handoff_from || h->wait_deadline_us <= clock_now_us() + 1000)
         return 0;
-    if (busy_w) {
-        /* An attempt on the name is in flight and will be refused (the lock is still
-         * the releaser's): hand over as soon as it is (acquire_failed), rather than
-         * let the waiter retry after us. */
-        lockop *busy = op_of(busy_w);
-        if (busy->handoff_wait)
-            return 0;
-        busy->handoff_wait = r;
-        return 1;
-    }
     round *rd = round_new(env->rounds, handoff_done, h);
     if (!rd)
         return 0;
@@ -672,15 +651,6 @@ static int release_start(lockop *op)
     size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len, env->origin_len};
     round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, round_all(env->rounds));
     return 0;
-}
-
-/* The release r waited for a waiter's attempt (try_handoff): that attempt has ended. */
-static void release_resume(lockop *r)
-{
-    if (r && release_start(r) != 0) {
-        r->err = RL_E_INTERNAL;
-        r->done(r);
-    }
 }
 
 static void release_done(round *rd)

@@ -106,7 +106,6 @@ struct lockop {
     int partial;                /* the failed attempt was granted by some masters */
     int64_t split_deadline_us;  /* a no-wait acquire retries split rounds until then */
     lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
-    lockop *handoff_wait;       /* a release waiting for this head's attempt to end */
     int waiting;                /* counted in env->waiting */
 };
 
