@@ -11,6 +11,7 @@
 #include "auth.h"
 #include "body.h"
 #include "errors.h"
+#include "hold.h"
 #include "jw.h"
 #include "lease.h"
 #include "stat.h"
@@ -151,6 +152,9 @@ static void gone_unwatch(http_req *r)
 
 /* The peer closed (or reset) a connection whose request waits for a lock: nobody will
  * read the answer, so the wait ends and a lock granted meanwhile is let go. */
+static void stream_gone(http_req *r);
+static int stream_running(const http_req *r);
+
 static void on_gone(loop_io *io, uint32_t events)
 {
     http_req *r = container_of(io, http_req, gone_io);
@@ -158,7 +162,10 @@ static void on_gone(loop_io *io, uint32_t events)
     if (!r->gone_watched)
         return;
     gone_unwatch(r);
-    r->srv->env.op_gone(r->srv->env.owner, &r->op);
+    if (stream_running(r))
+        stream_gone(r);
+    else
+        r->srv->env.op_gone(r->srv->env.owner, &r->op);
 }
 
 /* While it is suspended libmicrohttpd does not look at the socket: watch it here. */
@@ -172,6 +179,160 @@ static void gone_watch(http_req *r)
     r->gone_io.events = 0;
     if (loop_io_set(r->srv->env.loop, &r->gone_io, EPOLLRDHUP) == 0)
         r->gone_watched = 1;
+}
+
+/* ---- locks held while the connection is open (hold=stream) ---- */
+
+/* A streamed answer: the grant, then one line per event of its hold (hold.h), in
+ * application/x-ndjson.  The content reader hands out what is written and suspends
+ * the connection when it has nothing; an event resumes it. */
+struct api_stream {
+    hold *h;             /* NULL once the hold has said its last word (or was let go) */
+    int started;         /* the grant was answered: the hold runs */
+    int ended;           /* nothing more will be written */
+    int paused;          /* the reader suspended the connection */
+    size_t off, len, cap;
+    char *buf;
+};
+
+static int stream_running(const http_req *r)
+{
+    return r->stream && r->stream->started;
+}
+
+/* Bytes a client may leave unread before it counts as gone. */
+#define STREAM_MAX_UNREAD (64 * 1024)
+
+static void stream_wake(http_req *r)
+{
+    struct api_stream *st = r->stream;
+    if (st->paused) {
+        st->paused = 0;
+        r->srv->mhd_ready = 1;
+        MHD_resume_connection(r->conn);
+    }
+}
+
+static void stream_write(http_req *r, const char *line, size_t n)
+{
+    struct api_stream *st = r->stream;
+    if (st->ended)
+        return;
+    if (st->len + n + 1 > st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 1024;
+        while (cap < st->len + n + 1)
+            cap *= 2;
+        char *nb = cap <= STREAM_MAX_UNREAD ? realloc(st->buf, cap) : NULL;
+        if (!nb) { /* a client that does not read: let the lock go */
+            stream_gone(r);
+            return;
+        }
+        st->buf = nb;
+        st->cap = cap;
+    }
+    memcpy(st->buf + st->len, line, n);
+    st->len += n;
+    st->buf[st->len++] = '\n';
+    stream_wake(r);
+}
+
+static void on_hold_event(void *owner, int event, int64_t validity_ms, const char *reason)
+{
+    http_req *r = owner;
+    char buf[256];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_hold_event(&j, event == HOLD_EXTENDED ? "extended" : event == HOLD_LOST ? "lost" : "released",
+                    event == HOLD_EXTENDED ? validity_ms : -1, reason);
+    if (event != HOLD_EXTENDED)
+        r->stream->h = NULL; /* the hold's last word: it lets go of the lock itself */
+    stream_write(r, buf, jw_len(&j));
+    if (event != HOLD_EXTENDED) {
+        r->stream->ended = 1;
+        stream_wake(r);
+    }
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    http_req *r = cls;
+    struct api_stream *st = r->stream;
+    (void)pos;
+    if (!st)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (st->len > st->off) {
+        size_t n = st->len - st->off < max ? st->len - st->off : max;
+        memcpy(out, st->buf + st->off, n);
+        st->off += n;
+        if (st->off == st->len)
+            st->off = st->len = 0;
+        return (ssize_t)n;
+    }
+    if (st->ended)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    st->paused = 1; /* nothing to say: wait for the hold's next event */
+    MHD_suspend_connection(r->conn);
+    return 0;
+}
+
+/* The client hung up (or does not read): release the lock, end the stream. */
+static void stream_gone(http_req *r)
+{
+    struct api_stream *st = r->stream;
+    if (st->h) {
+        hold_close(st->h);
+        st->h = NULL;
+    }
+    st->ended = 1;
+    st->len = st->off = 0;
+    stream_wake(r);
+}
+
+/* The acquire of a streamed hold was granted: answer 201 with a stream, and keep the
+ * lock for as long as it is open. */
+static void stream_begin(http_req *r, const lockop *op)
+{
+    struct api_stream *st = r->stream;
+    body_lock l = {op->name, op->name_len, op->lease, op->lease_len, op->token,
+                   op->validity_ms, op->ttl_ms, op->held};
+    char buf[BODY_MAX_LOCK];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_granted(&j, &l);
+    stream_write(r, buf, jw_len(&j));
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_read, r, NULL);
+    if (!resp || st->ended) {
+        if (resp)
+            MHD_destroy_response(resp);
+        hold_start(st->h, op, NULL, NULL); /* only to let the lock go */
+        hold_close(st->h);
+        st->h = NULL;
+        api_error(r, RL_E_INTERNAL);
+        return;
+    }
+    hold_start(st->h, op, on_hold_event, r);
+    st->started = 1;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    queue(r, 201, resp, "application/x-ndjson", NULL, NULL);
+    gone_watch(r); /* a client that hangs up releases the lock */
+}
+
+void api_stream_free(http_req *r)
+{
+    struct api_stream *st = r->stream;
+    if (!st)
+        return;
+    gone_unwatch(r);
+    if (st->h) {
+        if (st->started)
+            hold_close(st->h);
+        else
+            hold_discard(st->h);
+    }
+    free(st->buf);
+    free(st);
+    r->stream = NULL;
 }
 
 /* ---- handlers: each answers or suspends its request and returns RL_OK, or returns
@@ -207,8 +368,8 @@ static rl_err start_here(http_req *r)
 /* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
 static rl_err query_params(http_req *r)
 {
-    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease", "hold"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
         if (v) {
             rl_err e = params_from_query(&r->params, keys[i], v);
@@ -264,6 +425,8 @@ static rl_err lock_op(http_req *r, int kind, int need_lease)
     rl_err e = lock_params_of(r, need_lease);
     if (e != RL_OK)
         return e;
+    if (r->params.hold_stream && kind != LOCKOP_ACQUIRE)
+        return fail(r, RL_E_INVALID_HOLD, "hold=stream is for POST /locks/{name}");
     lockop_init(&r->op, r->srv->env.ops, kind, r->name, r->name_len, op_done, r);
     if (r->params.has_lease)
         set_lease(&r->op, r->params.lease);
@@ -282,6 +445,14 @@ static rl_err h_acquire(http_req *r)
         return fail(r, RL_E_INTERNAL, "the system random generator failed");
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
+    if (r->params.hold_stream) {
+        r->stream = calloc(1, sizeof *r->stream);
+        if (!r->stream || !(r->stream->h = hold_new(env->holds))) {
+            free(r->stream);
+            r->stream = NULL;
+            return RL_E_TOO_MANY_STREAMS;
+        }
+    }
     if (!op->wait_deadline_us && lockop_held_known(op, env->app->known))
         return RL_E_LOCK_HELD; /* known held, by another lease, moments ago: 409 now */
     return start_routed(r);
@@ -335,6 +506,8 @@ static rl_err h_macquire(http_req *r)
     if (!mp)
         return fail(r, RL_E_INTERNAL, "out of memory");
     rl_err e = multi_params_of(r, mp);
+    if (e == RL_OK && mp->p.hold_stream)
+        e = fail(r, RL_E_INVALID_HOLD, "hold=stream is for single-name locks (POST /locks/{name})");
     if (e != RL_OK) {
         free(mp);
         return e;
@@ -418,9 +591,12 @@ static void op_done(lockop *op)
             ok = env->quorum - 1;
         reply_health(r, ok >= env->quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
         lockop_fini(op);
+    } else if (op->err == RL_OK && r->stream) {
+        stream_begin(r, op);
     } else if (op->err == RL_OK) {
         reply_done(r, op);
     } else {
+        api_stream_free(r); /* not granted: no stream */
         api_error(r, op->err);
     }
     r->srv->mhd_ready = 1;

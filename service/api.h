@@ -19,4 +19,8 @@ rl_err api_handle(http_req *r);
  * The headers: Retry-After with a 409, WWW-Authenticate with a 401, Allow with a 405. */
 enum MHD_Result api_error(http_req *r, rl_err e);
 
+/* r is over (completed or cut): a lock it held for its stream is released, and the
+ * stream's state freed.  No-op for other requests. */
+void api_stream_free(http_req *r);
+
 #endif

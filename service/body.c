@@ -127,3 +127,14 @@ void body_health(jw *j, int ready, size_t quorum, const body_master *m, size_t n
     jw_arr_close(j);
     jw_obj_close(j);
 }
+
+void body_hold_event(jw *j, const char *event, int64_t validity_ms, const char *reason)
+{
+    jw_obj_open(j);
+    jw_key_str(j, "event", event);
+    if (validity_ms >= 0)
+        jw_key_int(j, "validity_ms", validity_ms);
+    if (reason)
+        jw_key_str(j, "reason", reason);
+    jw_obj_close(j);
+}

@@ -35,6 +35,10 @@ typedef struct body_lock {
 
 /* 201 of POST /locks/{name}: {"name","lease","fencing_token","validity_ms","ttl_ms"} */
 void body_granted(jw *j, const body_lock *l);
+
+/* A line of a streamed hold after its grant: {"event": event, "validity_ms" (when
+ * >= 0), "reason" (when not NULL)}. */
+void body_hold_event(jw *j, const char *event, int64_t validity_ms, const char *reason);
 /* 200 of DELETE /locks/{name}: {"name","released":true} */
 void body_released(jw *j, const body_lock *l);
 /* 200 of PATCH /locks/{name}: {"name","fencing_token","validity_ms","ttl_ms"} */

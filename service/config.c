@@ -35,6 +35,7 @@ void config_defaults(config *cfg)
     cfg->threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
     cfg->max_connections = 10000;
     cfg->max_waiters = 10000;
+    cfg->max_streams = 10000;
     cfg->quarantine_ms = -1; /* -1: follow max_ttl_ms */
     cfg->header_timeout_ms = 15000;
     cfg->log_json = 1;
@@ -227,6 +228,8 @@ static const struct opt opts[] = {
      "open HTTP connections, whole process"},
     {"max-waiters", "REDLOCK_MAX_WAITERS", OPT_LONG, OFF(max_waiters), 0, 1000000,
      "parked waiting acquirers, whole process"},
+    {"max-streams", "REDLOCK_MAX_STREAMS", OPT_LONG, OFF(max_streams), 0, 1000000,
+     "locks held for open streams (hold=stream), whole process"},
     {"quarantine-ms", "REDLOCK_QUARANTINE_MS", OPT_LONG, OFF(quarantine_ms), 0, 86400000L * 30,
      "how long a master that restarted or lost its data stays out of quorums (default: max ttl)"},
     {"trust-fsync-always", "REDLOCK_TRUST_FSYNC_ALWAYS", OPT_BOOL, OFF(trust_fsync_always), 0, 1,

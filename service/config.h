@@ -32,6 +32,7 @@ typedef struct config {
     int threads;
     long max_connections;  /* whole process */
     long max_waiters;      /* parked acquirers, whole process */
+    long max_streams;      /* locks held for open streams (hold=stream), whole process */
     long quarantine_ms;    /* how long a master that restarted or lost its data stays out of
                             * quorums (the delayed restart; default: max ttl) */
     int trust_fsync_always; /* 1: a restarted master whose config is AOF with appendfsync

@@ -15,6 +15,8 @@
     X(RL_E_INVALID_WAIT, 400, "invalid_wait", "wait_ms must be a non-negative integer") \
     X(RL_E_INVALID_LEASE, 400, "invalid_lease",                                      \
       "a lease is 16..128 characters of [A-Za-z0-9_-]")                              \
+    X(RL_E_INVALID_HOLD, 400, "invalid_hold",                                        \
+      "hold must be \"stream\" (a lock held while the connection is open)")         \
     X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
     X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
     X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \
@@ -33,6 +35,7 @@
     X(RL_E_VALIDITY_EXHAUSTED, 503, "validity_exhausted",                            \
       "a quorum granted, but the round took longer than the ttl allows")             \
     X(RL_E_TOO_MANY_WAITERS, 503, "too_many_waiters", "too many requests are waiting") \
+    X(RL_E_TOO_MANY_STREAMS, 503, "too_many_streams", "too many locks are held by streams") \
     X(RL_E_SHUTTING_DOWN, 503, "shutting_down", "the service is shutting down")
 
 typedef enum {

@@ -94,6 +94,7 @@ static http_req *req_new(http_server *s)
     r->op.rd = NULL;
     r->op.multi = NULL;
     r->op.kind = -1;
+    r->stream = NULL;
     s->active_reqs++;
     return r;
 }
@@ -101,6 +102,7 @@ static http_req *req_new(http_server *s)
 static void req_free(http_req *r)
 {
     http_server *s = r->srv;
+    api_stream_free(r);
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
     if (r->body != r->body_inline)

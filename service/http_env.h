@@ -9,6 +9,7 @@
 
 #include "app.h"
 #include "lease.h"
+#include "hold.h"
 #include "lockop.h"
 #include "log.h"
 #include "loop.h"
@@ -27,6 +28,7 @@ typedef struct http_env {
     loop *loop;                 /* the owner's loop: the daemon's descriptor is watched there */
     log_ctx *log;
     lockop_env *ops;            /* requests' ops are made in it */
+    hold_env *holds;            /* locks held for streamed answers (hold.h) */
     lease_rng *rng;             /* for the leases the server makes up */
     const master_conn *masters; /* the owner's connections, shown by /healthz and /readyz */
     size_t nmasters, quorum;

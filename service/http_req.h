@@ -61,7 +61,9 @@ struct http_req {
     lock_params params;
     char msg[256];              /* its message for its error answer, "" if none */
     lockop op;                  /* kind -1 until the handler makes one */
-    loop_io gone_io;            /* a waiting acquire: its connection, watched for a hang-up */
+    loop_io gone_io;            /* a waiting acquire or a stream: its connection, watched
+                                 * for a hang-up */
+    struct api_stream *stream;  /* a lock held while the connection is open (api.c) */
     int gone_watched;
     /* the answer */
     int started;                /* the handler ran (body complete) */

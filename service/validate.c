@@ -79,6 +79,10 @@ rl_err params_from_query(lock_params *p, const char *key, const char *value)
             return RL_E_INVALID_LEASE;
         memcpy(p->lease, value, n + 1);
         p->has_lease = 1;
+    } else if (strcmp(key, "hold") == 0) {
+        if (strcmp(value, "stream") != 0)
+            return RL_E_INVALID_HOLD;
+        p->hold_stream = 1;
     }
     return RL_OK;
 }
@@ -126,8 +130,13 @@ rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg,
                 memcpy(p->lease, json_string_value(v), json_string_length(v) + 1);
                 p->has_lease = 1;
             }
+        } else if (strcmp(key, "hold") == 0) {
+            if (!json_is_string(v) || strcmp(json_string_value(v), "stream") != 0)
+                rc = RL_E_INVALID_HOLD;
+            else
+                p->hold_stream = 1;
         } else {
-            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease%s)", key,
+            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease, hold%s)", key,
                      strcmp(key, "names") == 0 ? "; names goes to POST /locks" : "");
             rc = RL_E_INVALID_JSON;
         }

@@ -24,15 +24,17 @@ typedef struct lock_params {
     long ttl_ms;
     long wait_ms;
     int has_ttl, has_wait, has_lease;
+    int hold_stream;     /* "hold": "stream": kept while the connection is open (hold.h) */
     char lease[LEASE_MAX_LEN + 1];
 } lock_params;
 
-/* Apply a query-string value ("ttl_ms", "wait_ms", "lease"); unknown keys are ignored.
+/* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "hold"); unknown keys are
+ * ignored.
  * Returns RL_OK or the error for that value. */
 rl_err params_from_query(lock_params *p, const char *key, const char *value);
 
 /* Parse a body: empty (len 0) means none; otherwise a JSON object whose known members
- * are ttl_ms, wait_ms (non-negative integers) and lease (string).  Unknown members are
+ * are ttl_ms, wait_ms (non-negative integers), lease (string) and hold ("stream").  Unknown members are
  * an error, so that a typo does not pass silently.  On error, msg says what is wrong. */
 rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg, size_t msglen);
 

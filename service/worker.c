@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "hold.h"
 #include "http.h"
 #include "jw.h"
 #include "keys.h"
@@ -34,6 +35,7 @@ struct worker {
      * and counters (readiness, /metrics), ops.waiting and ops.counters */
     master_conn *masters;       /* one connection per master */
     lockop_env ops;
+    hold_env holds;             /* locks held for streams (hold.h) */
     /* private: this thread only */
     loop loop;
     round_env rounds;
@@ -250,7 +252,8 @@ static void on_released(lockop_env *env, const char *name, size_t len)
         worker *o = w->app->workers[i];
         /* Workers with waiters; and the keeper of a contended name, which may know it
          * held and must forget that now. */
-        if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) || (o == keeper && hot)))
+        if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) ||
+                       __atomic_load_n(&o->holds.n, __ATOMIC_RELAXED) || (o == keeper && hot)))
             post_wake(o, name, len);
     }
 }
@@ -266,10 +269,17 @@ static void on_watch(lockop_env *env, const char *name, size_t len, int on)
         notify_unsubscribe(w->notify, name, len);
 }
 
+/* A release of name went through: wake its waiters, and check its holds. */
+static void released_here(worker *w, const char *name, size_t len)
+{
+    waitq_wake(&w->ops.wq, name, len);
+    if (w->holds.n)
+        hold_check(&w->holds, name, len);
+}
+
 static void on_announced(void *owner, const char *name, size_t len)
 {
-    worker *w = owner;
-    waitq_wake(&w->ops.wq, name, len);
+    released_here(owner, name, len);
 }
 
 /* The client of op (a request of this worker's) closed its connection: drop op if it
@@ -411,7 +421,7 @@ static void on_mailbox(loop_io *io, uint32_t events)
         if (copy[i][0] == MB_GONE)
             waitq_check_gone(&w->ops.wq, copy[i] + 1, strlen(copy[i] + 1));
         else
-            waitq_wake(&w->ops.wq, copy[i], strlen(copy[i]));
+            released_here(w, copy[i], strlen(copy[i]));
     }
     free(copy);
     if (overflow)
@@ -506,16 +516,18 @@ static void *worker_main(void *arg)
     /* Stop accepting, answer parked waiters, let in-flight requests finish. */
     http_server_quiesce(w->http);
     waitq_flush(&w->ops.wq);
+    hold_shutdown(&w->holds); /* releases, then ends the streams */
     int64_t limit = clock_now_us() + (a->cfg.node_timeout_ms * 20 + 2000) * 1000;
-    while ((http_server_active(w->http) || w->foreign_ops) && clock_now_us() < limit)
+    while ((http_server_active(w->http) || w->foreign_ops || w->holds.n) && clock_now_us() < limit)
         pass(w, next_timeout(w) > 50 ? 50 : next_timeout(w));
     /* Whatever still waits on a master is failed now, and answered. */
     for (size_t i = 0; i < w->rounds.n; i++)
         master_close(&w->masters[i], 0, "shutting down");
     limit = clock_now_us() + 500 * 1000;
-    while ((http_server_active(w->http) || w->foreign_ops) && clock_now_us() < limit)
+    while ((http_server_active(w->http) || w->foreign_ops || w->holds.n) && clock_now_us() < limit)
         pass(w, 10);
     http_server_stop(w->http);
+    hold_env_fini(&w->holds);
     notify_free(w->notify);
     w->notify = NULL;
     loop_timer_stop(&w->loop, &w->tick);
@@ -560,6 +572,8 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     w->ops.watch = on_watch;
     w->ops.origin = a->origin;
     w->ops.origin_len = strlen(a->origin);
+    w->holds = (hold_env){.ops = &w->ops, .owner = w, .start_op = on_start_op,
+                          .max_holds = a->cfg.max_streams, .holds_total = &a->holds_total};
     w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w);
     if (!w->notify)
         goto err;
@@ -574,7 +588,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     http_env env = {
         .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
         .masters = w->masters, .nmasters = n, .quorum = w->rounds.quorum, .owner = w,
-        .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
+        .holds = &w->holds, .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
         .metrics = metrics,
     };
     w->http = http_server_new(&env);
