@@ -27,6 +27,7 @@ ParameterizedTestParameters(errors, status_and_code_per_error)
         {RL_E_INVALID_TTL, 400, "invalid_ttl"},
         {RL_E_INVALID_WAIT, 400, "invalid_wait"},
         {RL_E_INVALID_LEASE, 400, "invalid_lease"},
+        {RL_E_INVALID_HOLD, 400, "invalid_hold"},
         {RL_E_UNAUTHORIZED, 401, "unauthorized"},
         {RL_E_FORBIDDEN, 403, "forbidden"},
         {RL_E_NOT_FOUND, 404, "not_found"},
@@ -40,6 +41,7 @@ ParameterizedTestParameters(errors, status_and_code_per_error)
         {RL_E_QUORUM_UNAVAILABLE, 503, "quorum_unavailable"},
         {RL_E_VALIDITY_EXHAUSTED, 503, "validity_exhausted"},
         {RL_E_TOO_MANY_WAITERS, 503, "too_many_waiters"},
+        {RL_E_TOO_MANY_STREAMS, 503, "too_many_streams"},
         {RL_E_SHUTTING_DOWN, 503, "shutting_down"},
     };
     return cr_make_param_array(struct err_case, cases, sizeof cases / sizeof cases[0]);
@@ -57,7 +59,7 @@ ParameterizedTest(struct err_case *c, errors, status_and_code_per_error)
 Test(errors, the_table_above_covers_every_code)
 {
     /* If a code is added, the table test above must learn its status. */
-    cr_assert_eq(RL_ERR__COUNT, 20);
+    cr_assert_eq(RL_ERR__COUNT, 22);
 }
 
 Test(errors, codes_are_distinct_snake_case)
