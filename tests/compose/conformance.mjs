@@ -4,7 +4,8 @@
 // Usage: node conformance.mjs [--spec api/openapi.yaml] [--coverage] FILE.jsonl...
 // Each line of FILE is one response:
 //   {"method":"POST","path":"/locks/x","status":201,"headers":{...},"body":<parsed JSON>}
-// (path without the query string; headers optional, any case; a non-JSON body as a string;
+// (path without the query string; headers optional, any case; a non-JSON body as a string --
+// an application/x-ndjson body as its text, each line checked against the schema;
 // other members are ignored).
 // A line conforms when its path matches a path template, its method an operation there and its
 // status a documented response, its body validates against that response's schema, and -- when
@@ -218,6 +219,21 @@ export function checkRecord(spec, rec) {
   if (media) {
     if (!("body" in rec)) {
       problems.push(`no body recorded, the document has a ${mediaType} body`);
+    } else if (media.schema && mediaType.toLowerCase() === "application/x-ndjson") {
+      // A stream: each line is one JSON value of the schema.
+      const validate = compile(media.schema);
+      const lines = typeof rec.body === "string" ? rec.body.split("\n").filter((l) => l.trim()) : null;
+      if (!lines || lines.length === 0) problems.push("body: an x-ndjson body needs at least one line");
+      (lines ?? []).forEach((l, i) => {
+        let v;
+        try {
+          v = JSON.parse(l);
+        } catch {
+          problems.push(`body line ${i + 1}: not JSON: ${JSON.stringify(l.slice(0, 80))}`);
+          return;
+        }
+        if (!validate(v)) problems.push(`body line ${i + 1}: ${fmtErrors(validate.errors)}`);
+      });
     } else if (media.schema) {
       const validate = compile(media.schema);
       if (!validate(rec.body)) problems.push(`body: ${fmtErrors(validate.errors)}`);
