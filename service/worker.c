@@ -246,6 +246,8 @@ static void post_wake(worker *w, const char *name, size_t len)
 static void on_released(lockop_env *env, const char *name, size_t len)
 {
     worker *w = env->owner;
+    if (w->holds.n) /* its waiters were woken by the release itself */
+        hold_check(&w->holds, name, len);
     worker *keeper = keeper_of(w->app, name, len);
     int hot = waitq_hot(w->app->heat, name, len, clock_now_us());
     for (size_t i = 0; i < w->app->nworkers; i++) {
