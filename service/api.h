@@ -23,4 +23,7 @@ enum MHD_Result api_error(http_req *r, rl_err e);
  * stream's state freed.  No-op for other requests. */
 void api_stream_free(http_req *r);
 
+/* r is over: a watch it kept (GET ?index=&wait_ms=) is let go.  No-op otherwise. */
+void api_watch_free(http_req *r);
+
 #endif

@@ -1,6 +1,8 @@
 /* body.c -- the JSON bodies of the HTTP API's answers (see body.h). */
 #include "body.h"
 
+#include <stdio.h>
+
 /* {"name" ... : the opening of every single-name body. */
 static void open_name(jw *j, const body_lock *l)
 {
@@ -43,7 +45,15 @@ void body_inspected(jw *j, const body_lock *l)
     jw_key_bool(j, "held", l->held);
     jw_key_int(j, "validity_ms", l->validity_ms);
     jw_key_uint(j, "fencing_token", l->fencing_token);
+    char index[24]; /* a string: opaque, and larger than a JSON number can carry exactly */
+    snprintf(index, sizeof index, "%llu", (unsigned long long)body_index(l));
+    jw_key_str(j, "index", index);
     jw_obj_close(j);
+}
+
+uint64_t body_index(const body_lock *l)
+{
+    return l->fencing_token * 2 + (l->held ? 1 : 0);
 }
 
 static void names(jw *j, const body_multi *m)

@@ -43,8 +43,13 @@ void body_hold_event(jw *j, const char *event, int64_t validity_ms, const char *
 void body_released(jw *j, const body_lock *l);
 /* 200 of PATCH /locks/{name}: {"name","fencing_token","validity_ms","ttl_ms"} */
 void body_extended(jw *j, const body_lock *l);
-/* 200 of GET /locks/{name}: {"name","held","validity_ms","fencing_token"} */
+/* 200 of GET /locks/{name}: {"name","held","validity_ms","fencing_token","index"} */
 void body_inspected(jw *j, const body_lock *l);
+
+/* The index of a lock's state as GET shows it: 2 x its counter, + 1 while held.  A
+ * grant moves the counter, a release or an expiry the held bit; an extension by the
+ * holder changes neither (another name sharing the counter may move it too). */
+uint64_t body_index(const body_lock *l);
 
 /* Several names' lock (the layout of validate.h's and lockop.h's name arrays). */
 typedef struct body_multi {

@@ -17,6 +17,8 @@
       "a lease is 16..128 characters of [A-Za-z0-9_-]")                              \
     X(RL_E_INVALID_HOLD, 400, "invalid_hold",                                        \
       "hold must be stream (a lock held while the connection is open)")         \
+    X(RL_E_INVALID_INDEX, 400, "invalid_index",                                      \
+      "index must be a non-negative integer (the index a GET answered)")             \
     X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
     X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
     X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \

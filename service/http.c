@@ -95,6 +95,7 @@ static http_req *req_new(http_server *s)
     r->op.multi = NULL;
     r->op.kind = -1;
     r->stream = NULL;
+    r->watch = NULL;
     s->active_reqs++;
     return r;
 }
@@ -103,6 +104,7 @@ static void req_free(http_req *r)
 {
     http_server *s = r->srv;
     api_stream_free(r);
+    api_watch_free(r);
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
     if (r->body != r->body_inline)

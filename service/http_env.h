@@ -15,6 +15,7 @@
 #include "loop.h"
 #include "master.h"
 #include "route.h"
+#include "watch.h"
 
 typedef struct http_server http_server;
 
@@ -29,6 +30,7 @@ typedef struct http_env {
     log_ctx *log;
     lockop_env *ops;            /* requests' ops are made in it */
     hold_env *holds;            /* locks held for streamed answers (hold.h) */
+    watch_env *watches;         /* watched GETs (watch.h) */
     lease_rng *rng;             /* for the leases the server makes up */
     const master_conn *masters; /* the owner's connections, shown by /healthz and /readyz */
     size_t nmasters, quorum;

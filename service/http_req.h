@@ -64,6 +64,7 @@ struct http_req {
     loop_io gone_io;            /* a waiting acquire or a stream: its connection, watched
                                  * for a hang-up */
     struct api_stream *stream;  /* a lock held while the connection is open (api.c) */
+    struct api_watch *watch;    /* a GET waiting for a change (api.c) */
     int gone_watched;
     /* the answer */
     int started;                /* the handler ran (body complete) */

@@ -45,6 +45,11 @@ size_t keys_released(const char *prefix, const char *name, size_t len, char *buf
     return fit(snprintf(buf, cap, "%s" KEYS_RELEASED "%.*s", prefix, (int)len, name), cap);
 }
 
+size_t keys_anchor(const char *prefix, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s" KEYS_ANCHOR, prefix), cap);
+}
+
 size_t keys_bucket(const char *name, size_t len, char *buf, size_t cap)
 {
     return fit(snprintf(buf, cap, "b%llu",

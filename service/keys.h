@@ -6,6 +6,8 @@
  *   P#master              the master's record: run id, base, counters, quarantine mark
  *   P#quarantine          the quarantine delay's own key (its pttl is the delay left)
  *   P#released:<name>     the channel a release of name is announced on
+ *   P#anchor              a channel nobody publishes on, that every subscriber
+ *                         connection follows (notify.c says why)
  *   b<k>                  a field of the record: the fencing counter of the names whose
  *                         hash is k modulo KEYS_BUCKETS
  * Lock names cannot contain '#', so no lock key meets the service's own keys.
@@ -21,6 +23,7 @@
 #define KEYS_RELEASED "#released:"
 #define KEYS_RECORD "#master"
 #define KEYS_QUARANTINE "#quarantine"
+#define KEYS_ANCHOR "#anchor"
 
 /* Room for any key or channel built here (prefix up to 127 bytes, names up to 255,
  * leases up to 128). */
@@ -43,6 +46,7 @@ size_t keys_set(const char *prefix, const char *lease, size_t len, char *buf, si
 size_t keys_record(const char *prefix, char *buf, size_t cap);
 size_t keys_quarantine(const char *prefix, char *buf, size_t cap);
 size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
+size_t keys_anchor(const char *prefix, char *buf, size_t cap);
 /* The bucket field of name's fencing counter ("b<k>"). */
 size_t keys_bucket(const char *name, size_t len, char *buf, size_t cap);
 

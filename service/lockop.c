@@ -403,6 +403,13 @@ static void acquire_succeeded(lockop *op)
         announce_release(op);
     } else {
         waitq_granted(&env->wq, &op->w, op->validity_ms);
+        if (env->granted) {
+            const char(*names)[NAME_MAX_LEN + 1];
+            const size_t *lens;
+            size_t n = op_names(op, &names, &lens);
+            for (size_t j = 0; j < n; j++)
+                env->granted(env, names[j], lens[j]);
+        }
     }
     waitq_attempt_ended(&op->w);
     finish(op);

@@ -27,7 +27,8 @@ struct notify {
     size_t n;
     sub_conn *subs;
     /* the channels followed now (to subscribe again after a reconnect) */
-    char **channels;
+    char **channels;            /* followed channels, each once */
+    int *refs;                  /* how many callers follow each */
     size_t nchannels, cap;
 };
 
@@ -106,6 +107,13 @@ static void on_connect(const redisAsyncContext *cac, int status)
         const char *argv[] = {"AUTH", s->cfg->password};
         redisAsyncCommandArgv(ac, NULL, NULL, 2, argv, NULL);
     }
+    /* First a channel nobody publishes on, kept for the connection's life: hiredis
+     * leaves subscribed mode whenever the count of channels falls to 0, and a
+     * SUBSCRIBE whose answer comes after that (an UNSUBSCRIBE of the last name, then a
+     * SUBSCRIBE, both in flight) would find no callback and abort the process. */
+    char anchor[KEYS_MAX];
+    keys_anchor(s->n->cfg->key_prefix, anchor, sizeof anchor);
+    send_subscribe(s, anchor, 1);
     for (size_t i = 0; i < s->n->nchannels; i++)
         send_subscribe(s, s->n->channels[i], 1);
 }
@@ -188,25 +196,35 @@ void notify_free(notify *n)
     for (size_t i = 0; i < n->nchannels; i++)
         free(n->channels[i]);
     free(n->channels);
+    free(n->refs);
     free(n->subs);
     free(n);
 }
 
 void notify_subscribe(notify *n, const char *name, size_t len)
 {
-    char ch[512];
+    char ch[KEYS_MAX];
     keys_released(n->cfg->key_prefix, name, len, ch, sizeof ch);
+    for (size_t i = 0; i < n->nchannels; i++)
+        if (strcmp(n->channels[i], ch) == 0) {
+            n->refs[i]++; /* followed already (waiters, a hold or a watch of it) */
+            return;
+        }
     if (n->nchannels == n->cap) {
         size_t cap = n->cap ? n->cap * 2 : 16;
         char **nc = realloc(n->channels, cap * sizeof *nc);
-        if (!nc)
+        if (nc)
+            n->channels = nc;
+        int *nr = nc ? realloc(n->refs, cap * sizeof *nr) : NULL;
+        if (!nr)
             return; /* the poll still wakes the waiters */
-        n->channels = nc;
+        n->refs = nr;
         n->cap = cap;
     }
     char *dup = strdup(ch);
     if (!dup)
         return;
+    n->refs[n->nchannels] = 1;
     n->channels[n->nchannels++] = dup;
     for (size_t i = 0; i < n->n; i++)
         send_subscribe(&n->subs[i], ch, 1);
@@ -214,15 +232,18 @@ void notify_subscribe(notify *n, const char *name, size_t len)
 
 void notify_unsubscribe(notify *n, const char *name, size_t len)
 {
-    char ch[512];
+    char ch[KEYS_MAX];
     keys_released(n->cfg->key_prefix, name, len, ch, sizeof ch);
     for (size_t i = 0; i < n->nchannels; i++)
         if (strcmp(n->channels[i], ch) == 0) {
+            if (--n->refs[i] > 0)
+                return;
             free(n->channels[i]);
-            n->channels[i] = n->channels[--n->nchannels];
+            n->nchannels--;
+            n->channels[i] = n->channels[n->nchannels];
+            n->refs[i] = n->refs[n->nchannels];
             for (size_t k = 0; k < n->n; k++)
                 send_subscribe(&n->subs[k], ch, 0);
             return;
         }
 }
-

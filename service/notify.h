@@ -24,8 +24,9 @@ void notify_free(notify *n);
 /* Connect to every master (reconnecting with back-off on failure). */
 void notify_start(notify *n);
 
-/* Follow / stop following name (reference-counted by the caller: call once per
- * queue of waiters created / destroyed). */
+/* Follow / stop following name; counted: each caller that follows a name (a queue of
+ * waiters, a hold, a watch) stops following it once, and the channel is left when the
+ * last one does. */
 void notify_subscribe(notify *n, const char *name, size_t len);
 void notify_unsubscribe(notify *n, const char *name, size_t len);
 

@@ -46,6 +46,8 @@ struct lockop_env {
     void *owner;                               /* the worker */
     /* A release of name succeeded here: wake waiters on other workers too. */
     void (*released)(lockop_env *env, const char *name, size_t len);
+    /* A grant of name succeeded here: whoever watches it may want to know. */
+    void (*granted)(lockop_env *env, const char *name, size_t len);
     /* A queue of waiters for name was created / is gone (follow its releases). */
     void (*watch)(lockop_env *env, const char *name, size_t len, int on);
     const char *origin;                        /* this instance's id, published on release */

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #include "redlock.h"
@@ -83,6 +84,14 @@ rl_err params_from_query(lock_params *p, const char *key, const char *value)
         if (strcmp(value, "stream") != 0)
             return RL_E_INVALID_HOLD;
         p->hold_stream = 1;
+    } else if (strcmp(key, "index") == 0) {
+        char *end;
+        errno = 0;
+        unsigned long long i = strtoull(value, &end, 10);
+        if (!*value || *end || errno || value[0] < '0' || value[0] > '9')
+            return RL_E_INVALID_INDEX;
+        p->index = i;
+        p->has_index = 1;
     }
     return RL_OK;
 }

@@ -25,11 +25,13 @@ typedef struct lock_params {
     long wait_ms;
     int has_ttl, has_wait, has_lease;
     int hold_stream;     /* "hold": "stream": kept while the connection is open (hold.h) */
+    int has_index;       /* GET ?index=I: answer when the lock's index is no longer I */
+    unsigned long long index;
     char lease[LEASE_MAX_LEN + 1];
 } lock_params;
 
-/* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "hold"); unknown keys are
- * ignored.
+/* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "hold", "index"); unknown
+ * keys are ignored.
  * Returns RL_OK or the error for that value. */
 rl_err params_from_query(lock_params *p, const char *key, const char *value);
 

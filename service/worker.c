@@ -12,6 +12,7 @@
 
 #include "hold.h"
 #include "http.h"
+#include "watch.h"
 #include "jw.h"
 #include "keys.h"
 #include "lease.h"
@@ -36,6 +37,7 @@ struct worker {
     master_conn *masters;       /* one connection per master */
     lockop_env ops;
     hold_env holds;             /* locks held for streams (hold.h) */
+    watch_env watches;          /* watched GETs (watch.h) */
     /* private: this thread only */
     loop loop;
     round_env rounds;
@@ -217,6 +219,7 @@ static worker *keeper_of(const app *a, const char *name, size_t len)
 /* Mailbox names: a release to wake waiters for, or (MB_GONE first) a name whose
  * waiters may include one whose client left. */
 #define MB_GONE '\001'
+#define MB_GRANTED '\002' /* a grant: only watchers care */
 
 static void post_name(worker *w, char kind, const char *name, size_t len)
 {
@@ -248,6 +251,8 @@ static void on_released(lockop_env *env, const char *name, size_t len)
     worker *w = env->owner;
     if (w->holds.n) /* its waiters were woken by the release itself */
         hold_check(&w->holds, name, len);
+    if (w->watches.n)
+        watch_wake(&w->watches, name, len);
     worker *keeper = keeper_of(w->app, name, len);
     int hot = waitq_hot(w->app->heat, name, len, clock_now_us());
     for (size_t i = 0; i < w->app->nworkers; i++) {
@@ -255,7 +260,8 @@ static void on_released(lockop_env *env, const char *name, size_t len)
         /* Workers with waiters; and the keeper of a contended name, which may know it
          * held and must forget that now. */
         if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) ||
-                       __atomic_load_n(&o->holds.n, __ATOMIC_RELAXED) || (o == keeper && hot)))
+                       __atomic_load_n(&o->holds.n, __ATOMIC_RELAXED) ||
+                       __atomic_load_n(&o->watches.n, __ATOMIC_RELAXED) || (o == keeper && hot)))
             post_wake(o, name, len);
     }
 }
@@ -271,12 +277,42 @@ static void on_watch(lockop_env *env, const char *name, size_t len, int on)
         notify_unsubscribe(w->notify, name, len);
 }
 
-/* A release of name went through: wake its waiters, and check its holds. */
+/* A release of name went through: wake its waiters, check its holds, tell its
+ * watchers. */
 static void released_here(worker *w, const char *name, size_t len)
 {
     waitq_wake(&w->ops.wq, name, len);
     if (w->holds.n)
         hold_check(&w->holds, name, len);
+    if (w->watches.n)
+        watch_wake(&w->watches, name, len);
+}
+
+/* A grant of name went through: its watchers look again, and a hold of it checks
+ * whether the grant was the handoff of its own lease to a waiter. */
+static void granted_here(worker *w, const char *name, size_t len)
+{
+    if (w->holds.n)
+        hold_check(&w->holds, name, len);
+    if (w->watches.n)
+        watch_wake(&w->watches, name, len);
+}
+
+/* A grant of name went through this instance: the workers with holds or watchers
+ * hear it. */
+static void on_granted(lockop_env *env, const char *name, size_t len)
+{
+    worker *w = env->owner;
+    for (size_t i = 0; i < w->app->nworkers; i++) {
+        worker *o = w->app->workers[i];
+        if (!__atomic_load_n(&o->watches.n, __ATOMIC_RELAXED) &&
+            !__atomic_load_n(&o->holds.n, __ATOMIC_RELAXED))
+            continue;
+        if (o == w)
+            granted_here(w, name, len);
+        else
+            post_name(o, MB_GRANTED, name, len);
+    }
 }
 
 static void on_announced(void *owner, const char *name, size_t len)
@@ -422,6 +458,8 @@ static void on_mailbox(loop_io *io, uint32_t events)
     for (size_t i = 0; copy && i < n; i++) {
         if (copy[i][0] == MB_GONE)
             waitq_check_gone(&w->ops.wq, copy[i] + 1, strlen(copy[i] + 1));
+        else if (copy[i][0] == MB_GRANTED)
+            granted_here(w, copy[i] + 1, strlen(copy[i] + 1));
         else
             released_here(w, copy[i], strlen(copy[i]));
     }
@@ -574,6 +612,8 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     w->ops.watch = on_watch;
     w->ops.origin = a->origin;
     w->ops.origin_len = strlen(a->origin);
+    w->ops.granted = on_granted;
+    w->watches.ops = &w->ops;
     w->holds = (hold_env){.ops = &w->ops, .owner = w, .start_op = on_start_op,
                           .max_holds = a->cfg.max_streams, .holds_total = &a->holds_total};
     w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w);
@@ -590,7 +630,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     http_env env = {
         .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
         .masters = w->masters, .nmasters = n, .quorum = w->rounds.quorum, .owner = w,
-        .holds = &w->holds, .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
+        .holds = &w->holds, .watches = &w->watches, .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
         .metrics = metrics,
     };
     w->http = http_server_new(&env);

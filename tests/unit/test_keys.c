@@ -24,6 +24,10 @@ Test(keys, each_kind_of_key_sits_under_the_prefix)
     cr_assert_str_eq(b, "p:#quarantine");
     cr_assert_eq(keys_released("p:", "x.y", 3, b, sizeof b), strlen("p:#released:x.y"));
     cr_assert_str_eq(b, "p:#released:x.y");
+    keys_anchor("p:", b, sizeof b);
+    cr_assert_str_eq(b, "p:#anchor");
+    size_t len;
+    cr_assert_null(keys_released_name("p:", b, strlen(b), &len), "the anchor names no lock");
 }
 
 Test(keys, a_release_channel_parses_back_to_its_name_and_nothing_else_does)
