@@ -448,6 +448,7 @@ struct waiter {
     long status;
     long long token;
     double done_ms;
+    pthread_t th;
 };
 
 static void *waiter_main(void *arg)
@@ -462,6 +463,20 @@ static void *waiter_main(void *arg)
     h_resp_free(&r);
     curl_easy_cleanup(curl);
     return NULL;
+}
+
+/* Start w (a POST that waits) and wait until it parks on the default service; s, the
+ * stream that holds the name, is let go if it does not. */
+static void park_waiter(struct waiter *w, stream *s)
+{
+    cr_assert_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
+    long one = 1;
+    int ok = h_wait_until(parked, &one, 5000);
+    if (!ok) {
+        st_free(s);
+        pthread_join(w->th, NULL);
+    }
+    cr_assert(ok, "the waiter parks");
 }
 
 /* ---- the tests ---- */
@@ -513,19 +528,11 @@ Test(streams, hanging_up_hands_the_lock_to_a_parked_waiter)
     stream s;
     st_line *g = hold_stream(&s, C.svc.url, "st.hand", 10000, NULL, 0);
     long long token = jint(g->json, "fencing_token");
-    struct waiter w = {C.svc.url, "/locks/st.hand?wait_ms=5000&ttl_ms=10000", 0, 0, 0};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
-    long one = 1;
-    int ok = h_wait_until(parked, &one, 5000);
-    if (!ok) {
-        st_free(&s);
-        pthread_join(th, NULL);
-    }
-    cr_assert(ok, "the waiter parks");
+    struct waiter w = {C.svc.url, "/locks/st.hand?wait_ms=5000&ttl_ms=10000", 0, 0, 0, 0};
+    park_waiter(&w, &s);
     double closed = h_now_ms();
     st_hangup(&s);
-    pthread_join(th, NULL);
+    pthread_join(w.th, NULL);
     st_free(&s);
     cr_assert_eq(w.status, 201, "the waiter gets the lock (ttl 10 s: not by expiry): %ld", w.status);
     cr_assert(w.done_ms - closed < 1000, "granted %.0f ms after the hang-up", w.done_ms - closed);
@@ -652,26 +659,11 @@ Test(streams, delete_with_a_parked_waiter_ends_the_stream_with_released)
     st_line *g = hold_stream(&s, C.svc.url, "st.delw", 30000, lease, sizeof lease);
     long long token = jint(g->json, "fencing_token");
     settled(&s, "st.delw");
-    struct waiter w = {C.svc.url, "/locks/st.delw?wait_ms=10000&ttl_ms=10000", 0, 0, 0};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
-    long one = 1;
-    int ok = h_wait_until(parked, &one, 5000);
-    if (!ok) {
-        st_free(&s);
-        pthread_join(th, NULL);
-    }
-    cr_assert(ok, "the waiter parks");
+    struct waiter w = {C.svc.url, "/locks/st.delw?wait_ms=10000&ttl_ms=10000", 0, 0, 0, 0};
+    park_waiter(&w, &s);
     double t0 = h_now_ms();
-    void *curl = NULL;
-    char path[300];
-    snprintf(path, sizeof path, "/locks/st.delw?lease=%s", lease);
-    h_resp r;
-    h_http_to(C.svc.url, &curl, "DELETE", path, NULL, &r);
-    long del_status = r.status;
-    h_resp_free(&r);
-    curl_easy_cleanup(curl);
-    pthread_join(th, NULL);
+    long del_status = h_release(&C, "st.delw", lease);
+    pthread_join(w.th, NULL);
     cr_assert_eq(del_status, 200);
     cr_assert_eq(w.status, 201, "the waiter gets the lock: %ld", w.status);
     cr_assert(w.done_ms - t0 < 1000, "granted %.0f ms after the DELETE", w.done_ms - t0);
