@@ -631,12 +631,15 @@ struct client {
     int sched_fd;   /* this thread's /proc schedstat, for the starvation allowance */
 };
 
-/* Runs one request and records the client thread's own CPU starvation meanwhile. */
+/* Runs one request and records the client thread's own CPU starvation meanwhile.  A
+ * streamed one (http_stream_open) goes on the thread's stream connection. */
 static int timed_request(struct client *cl, chaos_event *e, const char *method, const char *path, const char *body,
                          const char *rid, int timeout_ms, http_response *r)
 {
     int64_t rd0 = sched_self_run_delay(&cl->sched_fd);
-    int st = http_request(&cl->hc, method, path, body, rid, timeout_ms, r, &e->t_send, &e->t_recv);
+    int st = e->op == CHAOS_STREAM
+                 ? http_stream_open(&cl->sc, method, path, body, rid, timeout_ms, r, &e->t_send, &e->t_recv)
+                 : http_request(&cl->hc, method, path, body, rid, timeout_ms, r, &e->t_send, &e->t_recv);
     int64_t rd1 = sched_self_run_delay(&cl->sched_fd);
     e->allow_ns = rd0 >= 0 && rd1 >= rd0 ? rd1 - rd0 : 0;
     return st;
@@ -768,9 +771,11 @@ static int client_timeout_ms(struct chaos *cx, int wait_ms)
     return wait_ms + 3 * cx->o.node_timeout_ms + cx->o.margin_ms + 5000;
 }
 
-/* One acquire of name nm, recorded.  Returns the event's index in cl->local (-1 on out
- * of memory); *status gets the outcome, lease the lease of a grant ("" otherwise). */
-static long client_acquire(struct client *cl, int nm, int64_t ttl, int64_t wait, int *status, char *lease)
+/* One acquire of name nm (op: CHAOS_ACQUIRE, or CHAOS_STREAM for hold=stream), recorded.
+ * Returns the event's index in cl->local (-1 on out of memory); *status gets the outcome,
+ * lease the lease of a grant ("" otherwise).  A streamed grant's lines are then read from
+ * cl->sc; a grant that did not come as a stream has no lease here (its connection closed). */
+static long client_acquire(struct client *cl, int op, int nm, int64_t ttl, int64_t wait, int *status, char *lease)
 {
     struct chaos *cx = cl->cx;
     const char *name = cx->hist.names[nm];
@@ -778,18 +783,27 @@ static long client_acquire(struct client *cl, int nm, int64_t ttl, int64_t wait,
     http_response r;
     chaos_event e;
     memset(&e, 0, sizeof e);
-    e.op = CHAOS_ACQUIRE;
+    e.op = op;
     e.name = nm;
     e.thread = cl->thread;
     e.link = -1;
     e.ttl_ms = ttl;
     e.wait_ms = wait;
     lease[0] = '\0';
-    snprintf(path, sizeof path, "/locks/%s", name);
+    snprintf(path, sizeof path, "/locks/%s%s", name, op == CHAOS_STREAM ? "?hold=stream" : "");
     snprintf(body, sizeof body, "{\"ttl_ms\": %" PRId64 ", \"wait_ms\": %" PRId64 "}", ttl, wait);
     snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
     int st = timed_request(cl, &e, "POST", path, body, rid, client_timeout_ms(cx, (int)wait), &r);
     digest(cl, &e, st, &r, rid, name, lease);
+    if (op == CHAOS_STREAM && st == 201) {
+        if (strncmp(r.content_type, "application/x-ndjson", 20) != 0)
+            set_shape(&e, "201_stream_not_application/x-ndjson");
+        if (!cl->sc.chunk_state) {
+            set_shape(&e, "201_stream_not_chunked");
+            http_client_disconnect(&cl->sc); /* closing releases a grant we cannot follow */
+            lease[0] = '\0';
+        }
+    }
     *status = st;
     if (st != 201)
         lease[0] = '\0';
@@ -876,7 +890,7 @@ static void client_once(struct client *cl)
     int64_t wait = rng_range(&cl->rng, 0, 1) ? 0 : rng_range(&cl->rng, 1, o->max_wait);
     char lease[129];
     int st;
-    long gi = client_acquire(cl, nm, ttl, wait, &st, lease);
+    long gi = client_acquire(cl, CHAOS_ACQUIRE, nm, ttl, wait, &st, lease);
     if (gi < 0)
         return;
     if (st == 201 && lease[0]) {
@@ -985,39 +999,18 @@ static void client_stream_once(struct client *cl)
     int nm = pick_name(cl);
     int64_t ttl = rng_range(&cl->rng, o->min_ttl, o->max_ttl);
     int64_t wait = rng_range(&cl->rng, 0, 1) ? 0 : rng_range(&cl->rng, 1, o->max_wait);
-    const char *name = cx->hist.names[nm];
-    char path[300], body[128], rid[64], lease[129] = "";
-    http_response r;
-    chaos_event e;
-    memset(&e, 0, sizeof e);
-    e.op = CHAOS_STREAM;
-    e.name = nm;
-    e.thread = cl->thread;
-    e.link = -1;
-    e.ttl_ms = ttl;
-    e.wait_ms = wait;
-    snprintf(path, sizeof path, "/locks/%s?hold=stream", name);
-    snprintf(body, sizeof body, "{\"ttl_ms\": %" PRId64 ", \"wait_ms\": %" PRId64 "}", ttl, wait);
-    snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
-    int64_t rd0 = sched_self_run_delay(&cl->sched_fd);
-    int st = http_stream_open(&cl->sc, "POST", path, body, rid, client_timeout_ms(cx, (int)wait), &r, &e.t_send,
-                              &e.t_recv);
-    int64_t rd1 = sched_self_run_delay(&cl->sched_fd);
-    e.allow_ns = rd0 >= 0 && rd1 >= rd0 ? rd1 - rd0 : 0;
-    digest(cl, &e, st, &r, rid, name, lease);
-    if (st == 201 && strncmp(r.content_type, "application/x-ndjson", 20) != 0)
-        set_shape(&e, "201_stream_not_application/x-ndjson");
-    if (st == 201 && !cl->sc.chunk_state)
-        set_shape(&e, "201_stream_not_chunked");
-    long gi = record(cl, &e);
-    if (gi < 0 || st != 201 || !cl->sc.chunk_state) {
-        http_client_disconnect(&cl->sc); /* closing releases a grant we cannot follow */
+    char lease[129];
+    int st;
+    long gi = client_acquire(cl, CHAOS_STREAM, nm, ttl, wait, &st, lease);
+    if (gi < 0 || !lease[0]) {
+        http_client_disconnect(&cl->sc);
         if (st != 201)
             pause_after(cl, st);
         return;
     }
-    struct stream_wait w = {.gi = gi, .from = e.t_recv, .rd_from = rd1};
-    int64_t decide = e.t_recv + rng_range(&cl->rng, 0, ttl * 3 / 2) * 1000000LL;
+    int64_t t_grant = cl->local.ev[gi].t_recv;
+    struct stream_wait w = {.gi = gi, .from = t_grant, .rd_from = sched_self_run_delay(&cl->sched_fd)};
+    int64_t decide = t_grant + rng_range(&cl->rng, 0, ttl * 3 / 2) * 1000000LL;
     int over = 0;
     while (!over && http_now_ns() < decide && !atomic_load(&cx->abort_run))
         over = stream_next(cl, &w, decide);
@@ -1890,7 +1883,7 @@ static void scenario_counter_loss(struct chaos *cx)
     if (client_open(cx, &cl, 0) < 0)
         return;
     for (int k = 0; k < 5; k++) {
-        long gi = client_acquire(&cl, 0, 500, 200, &st, lease);
+        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, 500, 200, &st, lease);
         if (gi >= 0 && st == 201) {
             top = cl.local.ev[gi].token > top ? cl.local.ev[gi].token : top;
             client_release(&cl, gi, lease, 1);
@@ -1901,7 +1894,7 @@ static void scenario_counter_loss(struct chaos *cx)
         if (scenario_kill_empty(cx, m) < 0 || wait_master_ok(cx, m, 1, cx->o.max_ttl + 15000L) < 0)
             break;
         for (int k = 0; k < 3; k++) { /* life goes on, on another name */
-            long gi = client_acquire(&cl, 1, 500, 200, &st, lease);
+            long gi = client_acquire(&cl, CHAOS_ACQUIRE, 1, 500, 200, &st, lease);
             if (gi >= 0 && st == 201)
                 client_release(&cl, gi, lease, 1);
         }
@@ -1910,7 +1903,7 @@ static void scenario_counter_loss(struct chaos *cx)
     if (!atomic_load(&cx->abort_run)) {
         scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
         cx->fault_count[F_DROP]++;
-        long gi = client_acquire(&cl, 0, 500, 200, &st, lease);
+        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, 500, 200, &st, lease);
         int64_t tok = gi >= 0 && st == 201 ? cl.local.ev[gi].token : 0;
         printf("chaos: scenario counter-loss: %s through masters 0..%d only: status %d, token %" PRId64
                " (every earlier token was <= %" PRId64 ")\n",
@@ -2009,10 +2002,10 @@ static void scenario_held(struct chaos *cx, enum fault_kind loss)
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
     cx->fault_count[F_DROP]++;
     /* a warm-up client may have left the name to expire (ttl <= 400 ms): wait it out */
-    long hi = client_acquire(&holder, 0, cx->o.max_ttl, 0, &st, hlease);
+    long hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, cx->o.max_ttl, 0, &st, hlease);
     for (int k = 0; k < 20 && hi >= 0 && st == 409; k++) {
         sleep_ms(100);
-        hi = client_acquire(&holder, 0, cx->o.max_ttl, 0, &st, hlease);
+        hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, cx->o.max_ttl, 0, &st, hlease);
     }
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "pass");
     if (hi < 0 || st != 201) {
@@ -2054,7 +2047,7 @@ static void scenario_held(struct chaos *cx, enum fault_kind loss)
     long tries = 0, grants = 0, first_after_ms = -1;
     int64_t lost_at = cx->m[0].lost_at * 1000000LL; /* the restart, or the wipe */
     while (http_now_ns() < until && !atomic_load(&cx->abort_run)) {
-        long gi = client_acquire(&rival, 0, 500, 0, &st, rlease);
+        long gi = client_acquire(&rival, CHAOS_ACQUIRE, 0, 500, 0, &st, rlease);
         tries++;
         if (gi >= 0 && st == 201) {
             if (!grants++)

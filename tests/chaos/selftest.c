@@ -321,6 +321,23 @@ static void status_accepts_exactly_the_documented_set(void)
     chaos_history_free(&h);
 }
 
+/* Saves h with o and loads it back into back (emptied first) and o2. */
+static void reload(const chaos_history *h, const chaos_judge_opts *o, chaos_history *back, chaos_judge_opts *o2)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f && chaos_history_save(h, o, f) == 0, "save");
+    if (f)
+        fclose(f);
+    memset(back, 0, sizeof *back);
+    f = buf ? fmemopen(buf, len, "r") : NULL;
+    CHECK(f && chaos_history_load(back, o2, f) == 0, "load");
+    if (f)
+        fclose(f);
+    free(buf);
+}
+
 /* ---- streamed holders (a), (b), (i) ---------------------------------------------- */
 
 static long stream(chaos_history *h, int name, double sent, double recv, int64_t token, int64_t validity)
@@ -392,6 +409,22 @@ static void streams_legal_history_passes(void)
     chaos_history_free(&h);
 }
 
+/* build_streams() with the grant of token tok answered at recv: one overlap, the
+ * stream's hold ended as `why` says. */
+static void grant_answered_inside_a_stream(int64_t tok, double recv, const char *why)
+{
+    chaos_history h;
+    build_streams(&h);
+    for (long i = 0; i < h.n; i++)
+        if (h.ev[i].token == tok)
+            h.ev[i].t_recv = MS(recv);
+    char *rep;
+    CHECK(run(chaos_judge_mutex, &h, &rep) == 1 && strstr(rep, why), "token %ld answered at %.1f ms: %s", (long)tok,
+          recv, rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
 static void streams_overlap_with_a_normal_holder_is_caught(void)
 {
     chaos_history h;
@@ -405,24 +438,9 @@ static void streams_overlap_with_a_normal_holder_is_caught(void)
     chaos_history_free(&h);
 
     /* the cut stream s4 holds until its last extended line's read + validity (1290) */
-    build_streams(&h);
-    for (long i = 0; i < h.n; i++)
-        if (h.ev[i].token == 8)
-            h.ev[i].t_recv = MS(1289.5);
-    CHECK(run(chaos_judge_mutex, &h, &rep) == 1 && strstr(rep, "the validity announced last ran out"),
-          "a grant 0.5 ms before a cut stream's validity ends: %s", rep);
-    free(rep);
-    chaos_history_free(&h);
-
+    grant_answered_inside_a_stream(8, 1289.5, "the validity announced last ran out");
     /* a lost line ends the hold when it is read, not before */
-    build_streams(&h);
-    for (long i = 0; i < h.n; i++)
-        if (h.ev[i].token == 4)
-            h.ev[i].t_recv = MS(649);
-    CHECK(run(chaos_judge_mutex, &h, &rep) == 1 && strstr(rep, "final line read"), "a grant before 'lost' was read: %s",
-          rep);
-    free(rep);
-    chaos_history_free(&h);
+    grant_answered_inside_a_stream(4, 649, "final line read");
 
     /* two streamed holders of one name */
     hist_init(&h);
@@ -499,21 +517,13 @@ static void streams_late_lost_and_fencing_are_caught(void)
 
     /* a saved history keeps its streams */
     chaos_history back;
-    build_streams(&h);
-    char *buf = NULL;
-    f = open_memstream(&buf, &len);
-    CHECK(chaos_history_save(&h, &o, f) == 0, "save");
-    fclose(f);
-    memset(&back, 0, sizeof back);
-    f = fmemopen(buf, len, "r");
     chaos_judge_opts o2;
-    CHECK(f && chaos_history_load(&back, &o2, f) == 0 && back.n == h.n, "load");
-    if (f)
-        fclose(f);
+    build_streams(&h);
+    reload(&h, &o, &back, &o2);
+    CHECK(back.n == h.n, "%ld events back, %ld saved", back.n, h.n);
     grant(&back, 0, 150, 160, 11, 50);
     CHECK(judged(chaos_judge_streams, &back) == 0 && judged(chaos_judge_mutex, &back) == 1,
           "streams judged the same after a reload");
-    free(buf);
     chaos_history_free(&back);
     chaos_history_free(&h);
 }
@@ -597,16 +607,7 @@ static void history_survives_a_save_and_load(void)
     chaos_judge_opts o, o2;
     chaos_judge_opts_default(&o);
     o.node_timeout_ms = 77;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    CHECK(chaos_history_save(&h, &o, f) == 0, "save");
-    fclose(f);
-    memset(&back, 0, sizeof back);
-    f = fmemopen(buf, len, "r");
-    CHECK(f && chaos_history_load(&back, &o2, f) == 0, "load");
-    if (f)
-        fclose(f);
+    reload(&h, &o, &back, &o2);
     CHECK(back.n == h.n, "%ld events back, %ld saved", back.n, h.n);
     CHECK(o2.node_timeout_ms == 77, "options come back");
     CHECK(back.n_names == 2 && !strcmp(back.names[1], "beta"), "names come back");
@@ -618,7 +619,6 @@ static void history_survives_a_save_and_load(void)
                back.ev[i].allow_ns == h.ev[i].allow_ns;
     CHECK(same, "events come back identical");
     CHECK(judged(chaos_judge_fencing, &back) == judged(chaos_judge_fencing, &h), "same verdict after reload");
-    free(buf);
     chaos_history_free(&h);
     chaos_history_free(&back);
 }
