@@ -117,6 +117,7 @@ struct options {
     char proxy_bin[PATH_MAX];
     int duration_s;
     int clients;
+    int stream_clients; /* more client threads that hold their locks with hold=stream */
     int names;      /* hot names: every client picks among them */
     int cold_names; /* cold names: picked rarely, so masters can lose their state between grants */
     int node_timeout_ms;
@@ -620,20 +621,25 @@ static int service_start(struct chaos *cx)
 struct client {
     struct chaos *cx;
     int thread;
+    int streamer; /* holds with hold=stream (client_stream_once) */
     int64_t end_ns;
     uint64_t rng;
     chaos_history local;
     long seq;
     http_client hc;
-    int sched_fd; /* this thread's /proc schedstat, for the starvation allowance */
+    http_client sc; /* a streamer's stream (hc sends its DELETEs meanwhile) */
+    int sched_fd;   /* this thread's /proc schedstat, for the starvation allowance */
 };
 
-/* Runs one request and records the client thread's own CPU starvation meanwhile. */
+/* Runs one request and records the client thread's own CPU starvation meanwhile.  A
+ * streamed one (http_stream_open) goes on the thread's stream connection. */
 static int timed_request(struct client *cl, chaos_event *e, const char *method, const char *path, const char *body,
                          const char *rid, int timeout_ms, http_response *r)
 {
     int64_t rd0 = sched_self_run_delay(&cl->sched_fd);
-    int st = http_request(&cl->hc, method, path, body, rid, timeout_ms, r, &e->t_send, &e->t_recv);
+    int st = e->op == CHAOS_STREAM
+                 ? http_stream_open(&cl->sc, method, path, body, rid, timeout_ms, r, &e->t_send, &e->t_recv)
+                 : http_request(&cl->hc, method, path, body, rid, timeout_ms, r, &e->t_send, &e->t_recv);
     int64_t rd1 = sched_self_run_delay(&cl->sched_fd);
     e->allow_ns = rd0 >= 0 && rd1 >= rd0 ? rd1 - rd0 : 0;
     return st;
@@ -712,7 +718,7 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
     json_t *jn = json_object_get(j, "name");
     if (!json_is_string(jn) || strcmp(json_string_value(jn), name) != 0)
         set_shape(e, "name_missing_or_wrong");
-    if (e->op == CHAOS_ACQUIRE && st == 201) {
+    if ((e->op == CHAOS_ACQUIRE || e->op == CHAOS_STREAM) && st == 201) {
         json_t *jl = json_object_get(j, "lease");
         if (json_is_string(jl) && valid_lease(json_string_value(jl)))
             snprintf(lease, 129, "%s", json_string_value(jl));
@@ -765,9 +771,11 @@ static int client_timeout_ms(struct chaos *cx, int wait_ms)
     return wait_ms + 3 * cx->o.node_timeout_ms + cx->o.margin_ms + 5000;
 }
 
-/* One acquire of name nm, recorded.  Returns the event's index in cl->local (-1 on out
- * of memory); *status gets the outcome, lease the lease of a grant ("" otherwise). */
-static long client_acquire(struct client *cl, int nm, int64_t ttl, int64_t wait, int *status, char *lease)
+/* One acquire of name nm (op: CHAOS_ACQUIRE, or CHAOS_STREAM for hold=stream), recorded.
+ * Returns the event's index in cl->local (-1 on out of memory); *status gets the outcome,
+ * lease the lease of a grant ("" otherwise).  A streamed grant's lines are then read from
+ * cl->sc; a grant that did not come as a stream has no lease here (its connection closed). */
+static long client_acquire(struct client *cl, int op, int nm, int64_t ttl, int64_t wait, int *status, char *lease)
 {
     struct chaos *cx = cl->cx;
     const char *name = cx->hist.names[nm];
@@ -775,18 +783,27 @@ static long client_acquire(struct client *cl, int nm, int64_t ttl, int64_t wait,
     http_response r;
     chaos_event e;
     memset(&e, 0, sizeof e);
-    e.op = CHAOS_ACQUIRE;
+    e.op = op;
     e.name = nm;
     e.thread = cl->thread;
     e.link = -1;
     e.ttl_ms = ttl;
     e.wait_ms = wait;
     lease[0] = '\0';
-    snprintf(path, sizeof path, "/locks/%s", name);
+    snprintf(path, sizeof path, "/locks/%s%s", name, op == CHAOS_STREAM ? "?hold=stream" : "");
     snprintf(body, sizeof body, "{\"ttl_ms\": %" PRId64 ", \"wait_ms\": %" PRId64 "}", ttl, wait);
     snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
     int st = timed_request(cl, &e, "POST", path, body, rid, client_timeout_ms(cx, (int)wait), &r);
     digest(cl, &e, st, &r, rid, name, lease);
+    if (op == CHAOS_STREAM && st == 201) {
+        if (strncmp(r.content_type, "application/x-ndjson", 20) != 0)
+            set_shape(&e, "201_stream_not_application/x-ndjson");
+        if (!cl->sc.chunk_state) {
+            set_shape(&e, "201_stream_not_chunked");
+            http_client_disconnect(&cl->sc); /* closing releases a grant we cannot follow */
+            lease[0] = '\0';
+        }
+    }
     *status = st;
     if (st != 201)
         lease[0] = '\0';
@@ -840,12 +857,31 @@ static void client_inspect(struct client *cl, int nm)
     record(cl, &e);
 }
 
-static void client_once(struct client *cl)
+/* A hot name, or (2%) a cold one. */
+static int pick_name(struct client *cl)
 {
     const struct options *o = &cl->cx->o;
     int nm = (int)rng_range(&cl->rng, 0, o->names - 1);
     if (o->cold_names && rng_range(&cl->rng, 0, 99) < 2)
         nm = o->names + (int)rng_range(&cl->rng, 0, o->cold_names - 1);
+    return nm;
+}
+
+/* After an acquire that was not granted (status st): a short pause. */
+static void pause_after(struct client *cl, int st)
+{
+    if (st == 409)
+        sleep_ms(rng_range(&cl->rng, 0, 20));
+    else if (st == 503)
+        sleep_ms(rng_range(&cl->rng, 5, 30));
+    else
+        sleep_ms(20); /* transport trouble: don't spin */
+}
+
+static void client_once(struct client *cl)
+{
+    const struct options *o = &cl->cx->o;
+    int nm = pick_name(cl);
     if (rng_range(&cl->rng, 0, 99) < 5) {
         client_inspect(cl, nm);
         return;
@@ -854,7 +890,7 @@ static void client_once(struct client *cl)
     int64_t wait = rng_range(&cl->rng, 0, 1) ? 0 : rng_range(&cl->rng, 1, o->max_wait);
     char lease[129];
     int st;
-    long gi = client_acquire(cl, nm, ttl, wait, &st, lease);
+    long gi = client_acquire(cl, CHAOS_ACQUIRE, nm, ttl, wait, &st, lease);
     if (gi < 0)
         return;
     if (st == 201 && lease[0]) {
@@ -866,24 +902,159 @@ static void client_once(struct client *cl)
         client_release(cl, gi, lease, (int)rng_range(&cl->rng, 0, 1));
         return;
     }
-    if (st == 409)
-        sleep_ms(rng_range(&cl->rng, 0, 20));
-    else if (st == 503)
-        sleep_ms(rng_range(&cl->rng, 5, 30));
+    pause_after(cl, st);
+}
+
+/* ---- streamed holders (hold=stream) ---- */
+
+/* Reads what a line of a stream says into l (status: its CHAOS_LINE_* kind). */
+static void parse_line(chaos_event *l, const char *line, int64_t ttl)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(line, 0, &jerr);
+    json_t *ev = json_object_get(j, "event"), *reason = json_object_get(j, "reason");
+    const char *what = json_is_string(ev) ? json_string_value(ev) : "";
+    const char *why = json_is_string(reason) ? json_string_value(reason) : "";
+    json_int_t v;
+    snprintf(l->error, sizeof l->error, "%s", why);
+    if (!strcmp(what, "extended")) {
+        l->status = CHAOS_LINE_EXTENDED;
+        if (json_int(j, "validity_ms", &v) && v > 0 && v <= ttl)
+            l->validity_ms = v;
+        else
+            set_shape(l, "extended_validity_ms_missing_or_out_of_(0,ttl]");
+    } else if (!strcmp(what, "lost")) {
+        l->status = CHAOS_LINE_LOST;
+        if (strcmp(why, "no_quorum") != 0 && strcmp(why, "lease_lost") != 0)
+            set_shape(l, "lost_reason_not_no_quorum_or_lease_lost");
+    } else if (!strcmp(what, "released")) {
+        l->status = CHAOS_LINE_RELEASED;
+        if (reason && strcmp(why, "shutting_down") != 0)
+            set_shape(l, "released_reason_not_shutting_down");
+    } else {
+        l->status = CHAOS_LINE_OTHER;
+        set_shape(l, json_is_object(j) ? "line_without_a_documented_event" : "line_not_a_json_object");
+    }
+    json_decref(j);
+}
+
+/* Where a streamer's wait for its next line began, and its own run delay then. */
+struct stream_wait {
+    long gi; /* the grant, in cl->local */
+    int64_t from, rd_from;
+};
+
+/* Waits until deadline for the stream's next line and records it (or the stream's end
+ * without one).  1 when the stream is over (a final line, its end, or a broken
+ * connection), 0 when nothing came by the deadline. */
+static int stream_next(struct client *cl, struct stream_wait *w, int64_t deadline)
+{
+    const chaos_event *g = &cl->local.ev[w->gi];
+    int64_t t;
+    int rc = http_stream_line(&cl->sc, deadline, &t);
+    if (rc == CHAOS_ST_TIMEOUT)
+        return 0;
+    int64_t rd = sched_self_run_delay(&cl->sched_fd);
+    chaos_event l;
+    memset(&l, 0, sizeof l);
+    l.op = CHAOS_LINE;
+    l.name = g->name;
+    l.thread = cl->thread;
+    l.link = w->gi;
+    l.ttl_ms = g->ttl_ms;
+    l.t_send = w->from;
+    l.t_recv = t;
+    l.allow_ns = w->rd_from >= 0 && rd >= w->rd_from ? rd - w->rd_from : 0;
+    if (rc == 1)
+        parse_line(&l, cl->sc.line, g->ttl_ms);
     else
-        sleep_ms(20); /* transport trouble: don't spin */
+        l.status = CHAOS_LINE_CUT;
+    if (rc == CHAOS_ST_BADRESP)
+        set_shape(&l, "stream_not_chunked_as_http_says");
+    w->from = t;
+    w->rd_from = rd;
+    record(cl, &l);
+    if (rc == 1 && (l.status == CHAOS_LINE_LOST || l.status == CHAOS_LINE_RELEASED)) {
+        /* the stream must end here: anything more is recorded (and judged out of contract) */
+        int64_t until = http_now_ns() + 200 * 1000000LL;
+        while (http_stream_line(&cl->sc, until, &t) == 1) {
+            chaos_event x = l;
+            x.t_send = x.t_recv = t;
+            x.error[0] = x.shape[0] = '\0';
+            x.validity_ms = 0;
+            parse_line(&x, cl->sc.line, g->ttl_ms);
+            record(cl, &x);
+        }
+    }
+    return rc != 1 || l.status != CHAOS_LINE_EXTENDED;
+}
+
+/* One hold=stream acquire; a grant is held for 0..1.5 x ttl while its lines are read,
+ * then the stream is closed, or (half the time) released with a DELETE of its lease
+ * (its "released" line awaited up to 1 s) and then closed. */
+static void client_stream_once(struct client *cl)
+{
+    struct chaos *cx = cl->cx;
+    const struct options *o = &cx->o;
+    int nm = pick_name(cl);
+    int64_t ttl = rng_range(&cl->rng, o->min_ttl, o->max_ttl);
+    int64_t wait = rng_range(&cl->rng, 0, 1) ? 0 : rng_range(&cl->rng, 1, o->max_wait);
+    char lease[129];
+    int st;
+    long gi = client_acquire(cl, CHAOS_STREAM, nm, ttl, wait, &st, lease);
+    if (gi < 0 || !lease[0]) {
+        http_client_disconnect(&cl->sc);
+        if (st != 201)
+            pause_after(cl, st);
+        return;
+    }
+    int64_t t_grant = cl->local.ev[gi].t_recv;
+    struct stream_wait w = {.gi = gi, .from = t_grant, .rd_from = sched_self_run_delay(&cl->sched_fd)};
+    int64_t decide = t_grant + rng_range(&cl->rng, 0, ttl * 3 / 2) * 1000000LL;
+    int over = 0;
+    while (!over && http_now_ns() < decide && !atomic_load(&cx->abort_run))
+        over = stream_next(cl, &w, decide);
+    if (!over && lease[0] && rng_range(&cl->rng, 0, 1)) {
+        client_release(cl, gi, lease, (int)rng_range(&cl->rng, 0, 1));
+        int64_t until = http_now_ns() + 1000 * 1000000LL;
+        while (!over && http_now_ns() < until)
+            over = stream_next(cl, &w, until);
+    }
+    if (!over) { /* the client lets go: its hold ends now */
+        chaos_event c;
+        memset(&c, 0, sizeof c);
+        c.op = CHAOS_LINE;
+        c.status = CHAOS_LINE_CLOSED;
+        c.name = nm;
+        c.thread = cl->thread;
+        c.link = gi;
+        c.ttl_ms = ttl;
+        c.t_send = http_now_ns();
+        http_client_disconnect(&cl->sc);
+        c.t_recv = http_now_ns();
+        record(cl, &c);
+    }
+    http_client_disconnect(&cl->sc);
 }
 
 static void *client_main(void *arg)
 {
     struct client *cl = arg;
-    if (http_client_init(&cl->hc, "127.0.0.1", cl->cx->svc_port) < 0) {
+    if (http_client_init(&cl->hc, "127.0.0.1", cl->cx->svc_port) < 0 ||
+        http_client_init(&cl->sc, "127.0.0.1", cl->cx->svc_port) < 0) {
         harness_fail(cl->cx, "client %d: cannot initialise", cl->thread);
+        http_client_free(&cl->hc);
+        http_client_free(&cl->sc);
         return NULL;
     }
-    while (http_now_ns() < cl->end_ns && !atomic_load(&cl->cx->abort_run))
-        client_once(cl);
+    while (http_now_ns() < cl->end_ns && !atomic_load(&cl->cx->abort_run)) {
+        if (cl->streamer)
+            client_stream_once(cl);
+        else
+            client_once(cl);
+    }
     http_client_free(&cl->hc);
+    http_client_free(&cl->sc);
     if (cl->sched_fd >= 0)
         close(cl->sched_fd);
     return NULL;
@@ -907,8 +1078,9 @@ static void merge_local(struct chaos *cx, struct client *cl)
  * Returns the index of the first event added. */
 static long run_clients(struct chaos *cx, long ms, uint64_t salt)
 {
-    struct client *cls = calloc((size_t)cx->o.clients, sizeof *cls);
-    pthread_t *th = calloc((size_t)cx->o.clients, sizeof *th);
+    int n = cx->o.clients + cx->o.stream_clients; /* the streamers last */
+    struct client *cls = calloc((size_t)n, sizeof *cls);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
     long first = cx->hist.n;
     if (!cls || !th) {
         harness_fail(cx, "out of memory");
@@ -917,9 +1089,10 @@ static long run_clients(struct chaos *cx, long ms, uint64_t salt)
         return first;
     }
     int64_t end = http_now_ns() + ms * 1000000LL;
-    for (int i = 0; i < cx->o.clients; i++) {
+    for (int i = 0; i < n; i++) {
         cls[i].cx = cx;
         cls[i].thread = i;
+        cls[i].streamer = i >= cx->o.clients;
         cls[i].sched_fd = -1;
         cls[i].end_ns = end;
         cls[i].rng = (cx->o.seed ^ (salt * 0x9E3779B97F4A7C15ULL)) + (uint64_t)(i + 1) * 0xD1B54A32D192ED03ULL;
@@ -930,7 +1103,7 @@ static long run_clients(struct chaos *cx, long ms, uint64_t salt)
             th[i] = 0;
         }
     }
-    for (int i = 0; i < cx->o.clients; i++) {
+    for (int i = 0; i < n; i++) {
         if (th[i])
             pthread_join(th[i], NULL);
         merge_local(cx, &cls[i]);
@@ -1526,7 +1699,8 @@ static void settle_reading(struct chaos *cx, int *fds, long *rss, int target, lo
 }
 
 struct counts {
-    long op[3], by_status[3][6]; /* 2xx, 404, 409, 503, transport, other */
+    long op[3], by_status[3][6]; /* 2xx, 404, 409, 503, transport, other; a streamed acquire is an acquire */
+    long requests, streams;      /* streams: streamed acquires asked */
     long unavailable, exhausted, timeouts, connerr;
     long other; /* anything outside the documented statuses */
 };
@@ -1535,7 +1709,14 @@ static void count_range(const chaos_history *h, long from, long to, struct count
 {
     memset(c, 0, sizeof *c);
     for (long i = from; i < to; i++) {
-        const chaos_event *e = &h->ev[i];
+        chaos_event ev = h->ev[i];
+        const chaos_event *e = &ev;
+        if (e->op == CHAOS_LINE)
+            continue; /* not a request: (i) counts the lines */
+        c->requests++;
+        c->streams += e->op == CHAOS_STREAM;
+        if (e->op == CHAOS_STREAM)
+            ev.op = CHAOS_ACQUIRE;
         c->op[e->op]++;
         int b;
         if (e->status >= 200 && e->status < 300)
@@ -1702,7 +1883,7 @@ static void scenario_counter_loss(struct chaos *cx)
     if (client_open(cx, &cl, 0) < 0)
         return;
     for (int k = 0; k < 5; k++) {
-        long gi = client_acquire(&cl, 0, 500, 200, &st, lease);
+        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, 500, 200, &st, lease);
         if (gi >= 0 && st == 201) {
             top = cl.local.ev[gi].token > top ? cl.local.ev[gi].token : top;
             client_release(&cl, gi, lease, 1);
@@ -1713,7 +1894,7 @@ static void scenario_counter_loss(struct chaos *cx)
         if (scenario_kill_empty(cx, m) < 0 || wait_master_ok(cx, m, 1, cx->o.max_ttl + 15000L) < 0)
             break;
         for (int k = 0; k < 3; k++) { /* life goes on, on another name */
-            long gi = client_acquire(&cl, 1, 500, 200, &st, lease);
+            long gi = client_acquire(&cl, CHAOS_ACQUIRE, 1, 500, 200, &st, lease);
             if (gi >= 0 && st == 201)
                 client_release(&cl, gi, lease, 1);
         }
@@ -1722,7 +1903,7 @@ static void scenario_counter_loss(struct chaos *cx)
     if (!atomic_load(&cx->abort_run)) {
         scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
         cx->fault_count[F_DROP]++;
-        long gi = client_acquire(&cl, 0, 500, 200, &st, lease);
+        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, 500, 200, &st, lease);
         int64_t tok = gi >= 0 && st == 201 ? cl.local.ev[gi].token : 0;
         printf("chaos: scenario counter-loss: %s through masters 0..%d only: status %d, token %" PRId64
                " (every earlier token was <= %" PRId64 ")\n",
@@ -1821,10 +2002,10 @@ static void scenario_held(struct chaos *cx, enum fault_kind loss)
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
     cx->fault_count[F_DROP]++;
     /* a warm-up client may have left the name to expire (ttl <= 400 ms): wait it out */
-    long hi = client_acquire(&holder, 0, cx->o.max_ttl, 0, &st, hlease);
+    long hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, cx->o.max_ttl, 0, &st, hlease);
     for (int k = 0; k < 20 && hi >= 0 && st == 409; k++) {
         sleep_ms(100);
-        hi = client_acquire(&holder, 0, cx->o.max_ttl, 0, &st, hlease);
+        hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, cx->o.max_ttl, 0, &st, hlease);
     }
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "pass");
     if (hi < 0 || st != 201) {
@@ -1866,7 +2047,7 @@ static void scenario_held(struct chaos *cx, enum fault_kind loss)
     long tries = 0, grants = 0, first_after_ms = -1;
     int64_t lost_at = cx->m[0].lost_at * 1000000LL; /* the restart, or the wipe */
     while (http_now_ns() < until && !atomic_load(&cx->abort_run)) {
-        long gi = client_acquire(&rival, 0, 500, 0, &st, rlease);
+        long gi = client_acquire(&rival, CHAOS_ACQUIRE, 0, 500, 0, &st, rlease);
         tries++;
         if (gi >= 0 && st == 201) {
             if (!grants++)
@@ -1934,6 +2115,7 @@ static void usage(FILE *f)
             "  --proxy PATH           faultproxy binary (next to this program)\n"
             "  --duration S           length of the fault phase in seconds (30)\n"
             "  --clients N            client threads (8)\n"
+            "  --stream-clients N     more client threads holding with hold=stream (2)\n"
             "  --names N              hot lock names (4)\n"
             "  --cold-names N         names picked by 2%% of requests only (4)\n"
             "  --node-timeout-ms MS   the service's node timeout, also used by verdict (c) (50)\n"
@@ -2028,6 +2210,7 @@ static int judge_file(const char *path)
     v += chaos_judge_fencing(&h, &o, stdout);
     v += chaos_judge_latency(&h, &o, stdout);
     v += chaos_judge_status(&h, &o, stdout);
+    v += chaos_judge_streams(&h, &o, stdout);
     chaos_history_free(&h);
     return v ? 1 : 0;
 }
@@ -2038,6 +2221,7 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
     o->service_bin = "bin/redlockd";
     o->duration_s = 30;
     o->clients = 8;
+    o->stream_clients = 2;
     o->names = 4;
     o->cold_names = 4;
     o->node_timeout_ms = 50;
@@ -2095,6 +2279,7 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
     }
         INT_OPT("--duration", 1, 86400, o->duration_s)
         INT_OPT("--clients", 1, MAX_CLIENTS, o->clients)
+        INT_OPT("--stream-clients", 0, MAX_CLIENTS, o->stream_clients)
         INT_OPT("--names", 1, 26, o->names)
         INT_OPT("--cold-names", 0, 26, o->cold_names)
         INT_OPT("--node-timeout-ms", 1, 60000, o->node_timeout_ms)
@@ -2325,9 +2510,9 @@ int main(int argc, char **argv)
         printf("chaos: scenario %s, max ttl %d ms, the service %s --quarantine-ms\n", o->scenario, o->max_ttl,
                cx->quarantine_flag ? "has" : "lacks");
     else
-        printf("chaos: seed %" PRIu64 ", %d s of faults, %d clients on %d hot + %d cold names, ttl %d..%d ms, wait 0..%d ms, "
+        printf("chaos: seed %" PRIu64 ", %d s of faults, %d clients + %d streamed holders on %d hot + %d cold names, ttl %d..%d ms, wait 0..%d ms, "
                "node timeout %d ms, data-loss faults %s\n",
-               o->seed, o->duration_s, o->clients, o->names, o->cold_names, o->min_ttl, o->max_ttl, o->max_wait, o->node_timeout_ms,
+               o->seed, o->duration_s, o->clients, o->stream_clients, o->names, o->cold_names, o->min_ttl, o->max_ttl, o->max_wait, o->node_timeout_ms,
                cx->data_loss_reason);
     if (!o->scenario)
         printf("chaos: fault kinds dealt: %s\n", kinds);
@@ -2500,6 +2685,8 @@ cleanup:
         strcat(failed, " (c)");
     if (chaos_judge_status(&cx->hist, &jo, stdout))
         strcat(failed, " (d)");
+    if (chaos_judge_streams(&cx->hist, &jo, stdout))
+        strcat(failed, " (i)");
 
     if (cx->svc_exited) {
         int st = cx->svc_status;
@@ -2562,9 +2749,10 @@ cleanup:
     print_counts("counts after healing", &c);
     count_range(&cx->hist, 0, cx->hist.n, &c);
     printf("chaos: totals: %ld requests, %ld grants, %ld conflicts (409), %ld 503s, %ld other (status outside"
-           " the documented set, client timeouts, transport errors)\n",
-           cx->hist.n, c.by_status[0][0], c.by_status[0][2], c.by_status[0][3] + c.by_status[1][3] + c.by_status[2][3],
-           c.other);
+           " the documented set, client timeouts, transport errors); streams: %ld asked, %ld granted, %ld extended,"
+           " %ld lost (%ld late), %ld released, %ld closed by their client, %ld ended without a final line\n",
+           c.requests, c.by_status[0][0], c.by_status[0][2], c.by_status[0][3] + c.by_status[1][3] + c.by_status[2][3],
+           c.other, c.streams, js.streams, js.extended, js.lost, js.late_lost, js.released, js.closed, js.cut);
     long total_faults = 0;
     int missing = 0;
     printf("chaos: faults injected:");
@@ -2592,14 +2780,14 @@ cleanup:
     } else if (!exit_code) {
         printf("chaos: RESULT: all properties held in %.1f s: %ld requests, %ld grants, %ld overlaps, %ld token"
                " inversions, %ld duplicate tokens; %ld faults:",
-               (now_ms() - t_start) / 1000.0, cx->hist.n, js.grants, js.overlaps, js.inversions, js.duplicates,
+               (now_ms() - t_start) / 1000.0, c.requests, js.grants, js.overlaps, js.inversions, js.duplicates,
                total_faults);
         for (int k = 0, first = 1; k < F_NKINDS; k++)
             if (cx->fault_count[k] || (kind_enabled(cx, k) && !o->scenario)) {
                 printf("%s %s %ld", first ? "" : ",", fault_table[k].name, cx->fault_count[k]);
                 first = 0;
             }
-        printf("\n");
+        printf("; %ld streams granted, %ld lost (%ld late)\n", js.streams, js.lost, js.late_lost);
     }
     if ((exit_code == 0 && !o->keep) || o->discard)
         rm_rf(cx->dir);

@@ -45,6 +45,8 @@ void http_client_disconnect(http_client *c)
         close(c->fd);
     c->fd = -1;
     c->len = 0;
+    c->chunk_state = 0;
+    c->dec_len = 0;
 }
 
 void http_client_free(http_client *c)
@@ -53,7 +55,9 @@ void http_client_free(http_client *c)
         return;
     http_client_disconnect(c);
     free(c->buf);
-    c->buf = NULL;
+    free(c->dec);
+    free(c->line);
+    c->buf = c->dec = c->line = NULL;
 }
 
 /* Waits for events on fd until deadline (ns).  1 ready, 0 timed out, -1 error. */
@@ -170,9 +174,137 @@ static long dechunk(char *body, size_t avail, size_t *consumed)
     }
 }
 
-int http_request(http_client *c, const char *method, const char *path, const char *body,
-                 const char *request_id, int timeout_ms, http_response *r, int64_t *t_send,
-                 int64_t *t_recv)
+/* ---- streamed answers ---- */
+
+static int dec_put(http_client *c, const char *p, size_t n)
+{
+    if (c->dec_len + n + 1 > c->dec_cap) {
+        size_t cap = c->dec_cap ? c->dec_cap : 4096;
+        while (cap < c->dec_len + n + 1)
+            cap *= 2;
+        char *nb = cap <= MAX_RESPONSE ? realloc(c->dec, cap) : NULL;
+        if (!nb)
+            return -1;
+        c->dec = nb;
+        c->dec_cap = cap;
+    }
+    memcpy(c->dec + c->dec_len, p, n);
+    c->dec_len += n;
+    return 0;
+}
+
+/* Moves what the received bytes (c->buf) hold of the chunked body into c->dec, keeping
+ * an incomplete size line for later.  0, or -1 when malformed (or too long). */
+static int stream_decode(http_client *c)
+{
+    size_t in = 0;
+    int rc = 0;
+    while (in < c->len && c->chunk_state != 5) {
+        char *p = c->buf + in;
+        size_t avail = c->len - in;
+        if (c->chunk_state == 2) {
+            size_t n = avail < c->chunk_left ? avail : c->chunk_left;
+            if (dec_put(c, p, n) < 0) {
+                rc = -1;
+                break;
+            }
+            in += n;
+            c->chunk_left -= n;
+            if (!c->chunk_left)
+                c->chunk_state = 3;
+            continue;
+        }
+        char *eol = memchr(p, '\n', avail);
+        if (!eol)
+            break; /* the rest of the line is still on its way */
+        size_t ll = (size_t)(eol - p);
+        if (ll && p[ll - 1] == '\r')
+            ll--;
+        in += (size_t)(eol - p) + 1;
+        if (c->chunk_state == 1) {
+            char *end;
+            unsigned long sz = strtoul(p, &end, 16);
+            if (end == p) {
+                rc = -1;
+                break;
+            }
+            c->chunk_left = sz;
+            c->chunk_state = sz ? 2 : 4;
+        } else if (c->chunk_state == 3) {
+            if (ll) {
+                rc = -1;
+                break;
+            }
+            c->chunk_state = 1;
+        } else if (!ll) { /* trailers: an empty line ends them, and the body */
+            c->chunk_state = 5;
+        }
+    }
+    memmove(c->buf, c->buf + in, c->len - in);
+    c->len -= in;
+    c->buf[c->len] = '\0';
+    return rc;
+}
+
+int http_stream_line(http_client *c, int64_t deadline, int64_t *t_recv)
+{
+    for (;;) {
+        if (stream_decode(c) < 0) {
+            *t_recv = http_now_ns();
+            http_client_disconnect(c);
+            return CHAOS_ST_BADRESP;
+        }
+        char *nl = c->dec_len ? memchr(c->dec, '\n', c->dec_len) : NULL;
+        if (nl) {
+            size_t n = (size_t)(nl - c->dec);
+            if (n + 1 > c->line_cap) {
+                char *nb = realloc(c->line, n + 1);
+                if (!nb) {
+                    http_client_disconnect(c);
+                    return CHAOS_ST_BADRESP;
+                }
+                c->line = nb;
+                c->line_cap = n + 1;
+            }
+            memcpy(c->line, c->dec, n);
+            c->line[n] = '\0';
+            memmove(c->dec, nl + 1, c->dec_len - n - 1);
+            c->dec_len -= n + 1;
+            *t_recv = c->last_used; /* when the read that completed it returned */
+            return 1;
+        }
+        if (c->chunk_state == 5)
+            return 0;
+        if (c->fd < 0 || c->chunk_state == 0)
+            return CHAOS_ST_CONNERR;
+        if (c->len + 1 >= c->cap) { /* a size line this long is no size line */
+            *t_recv = http_now_ns();
+            http_client_disconnect(c);
+            return CHAOS_ST_BADRESP;
+        }
+        ssize_t got = recv(c->fd, c->buf + c->len, c->cap - 1 - c->len, MSG_DONTWAIT);
+        if (got > 0) {
+            c->len += (size_t)got;
+            c->buf[c->len] = '\0';
+            c->last_used = http_now_ns();
+            continue;
+        }
+        if (got < 0 && errno == EINTR)
+            continue;
+        int w = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? wait_fd(c->fd, POLLIN, deadline) : -1;
+        if (w > 0)
+            continue;
+        *t_recv = http_now_ns();
+        if (w == 0)
+            return CHAOS_ST_TIMEOUT;
+        http_client_disconnect(c); /* closed without the last chunk, or reset */
+        return CHAOS_ST_CONNERR;
+    }
+}
+
+static int exchange(http_client *c, const char *method, const char *path, const char *body,
+                    const char *request_id, int timeout_ms, http_response *r, int64_t *t_send,
+                    int64_t *t_recv, int stream)
 {
     int64_t start = http_now_ns();
     int64_t deadline = start + (int64_t)timeout_ms * 1000000;
@@ -292,6 +424,24 @@ int http_request(http_client *c, const char *method, const char *path, const cha
             if (header_value(hs, he, "Retry-After", v, sizeof v))
                 r->retry_after = strtoll(v, NULL, 10);
             (void)header_value(hs, he, "X-Request-Id", r->request_id, sizeof r->request_id);
+            (void)header_value(hs, he, "Content-Type", r->content_type, sizeof r->content_type);
+            if (stream && chunked && status == 201) {
+                /* a streamed hold: hand out its first line, keep the rest coming */
+                memmove(c->buf, c->buf + hdr_len, c->len - hdr_len);
+                c->len -= hdr_len;
+                c->buf[c->len] = '\0';
+                c->chunk_state = 1;
+                c->last_used = http_now_ns();
+                rc = http_stream_line(c, deadline, t_recv);
+                if (rc == 1) {
+                    r->body = c->line;
+                    r->body_len = strlen(c->line);
+                    return status;
+                }
+                if (rc == 0)
+                    rc = CHAOS_ST_BADRESP; /* a stream without its grant */
+                goto fail;
+            }
             if (status == 204 || status == 304 || status < 200)
                 content_length = 0;
             if (!chunked && content_length < 0) {
@@ -342,4 +492,17 @@ fail:
     *t_recv = http_now_ns();
     http_client_disconnect(c);
     return rc;
+}
+
+int http_request(http_client *c, const char *method, const char *path, const char *body,
+                 const char *request_id, int timeout_ms, http_response *r, int64_t *t_send,
+                 int64_t *t_recv)
+{
+    return exchange(c, method, path, body, request_id, timeout_ms, r, t_send, t_recv, 0);
+}
+
+int http_stream_open(http_client *c, const char *method, const char *path, const char *body,
+                     const char *request_id, int timeout_ms, http_response *r, int64_t *t_send, int64_t *t_recv)
+{
+    return exchange(c, method, path, body, request_id, timeout_ms, r, t_send, t_recv, 1);
 }

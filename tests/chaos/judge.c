@@ -42,7 +42,7 @@ void chaos_history_free(chaos_history *h)
     h->n = h->cap = 0;
 }
 
-static const char op_letter[] = {'A', 'R', 'I'};
+static const char op_letter[] = {'A', 'R', 'I', 'S', 'L'};
 
 static const char *or_dash(const char *s)
 {
@@ -51,7 +51,7 @@ static const char *or_dash(const char *s)
 
 int chaos_history_save(const chaos_history *h, const chaos_judge_opts *o, FILE *f)
 {
-    fprintf(f, "# chaos history v1\n");
+    fprintf(f, "# chaos history v2\n"); /* v2: S and L events (streamed holds) */
     fprintf(f, "# opts node_timeout_ms=%" PRId64 " acquire_rounds=%d release_rounds=%d margin_ms=%" PRId64 "\n",
             o->node_timeout_ms, o->acquire_rounds, o->release_rounds, o->margin_ms);
     fprintf(f, "# names");
@@ -146,10 +146,49 @@ static const char *name_of(const chaos_history *h, int i)
     return i >= 0 && i < h->n_names ? h->names[i] : "?";
 }
 
-/* Any 201 holds the lock, whatever else is wrong with its body ((d) reports that). */
+/* Any 201 holds the lock, whatever else is wrong with its body ((d) reports that);
+ * a streamed one too. */
 static int is_grant(const chaos_event *e)
 {
-    return e->op == CHAOS_ACQUIRE && e->status == 201;
+    return (e->op == CHAOS_ACQUIRE || e->op == CHAOS_STREAM) && e->status == 201;
+}
+
+/* What became of a streamed grant (indexed like the history; -1: none): its last
+ * extended line, its first final line (lost, released), its client's close. */
+typedef struct stream_end {
+    long last_ext, final, closed;
+} stream_end;
+
+static int is_final_line(const chaos_event *l)
+{
+    return l->status == CHAOS_LINE_LOST || l->status == CHAOS_LINE_RELEASED;
+}
+
+/* NULL when out of memory (streams are then judged by their grant line alone). */
+static stream_end *stream_ends(const chaos_history *h)
+{
+    stream_end *se = malloc(((size_t)h->n + 1) * sizeof *se);
+    if (!se)
+        return NULL;
+    for (long i = 0; i < h->n; i++)
+        se[i] = (stream_end){-1, -1, -1};
+    for (long i = 0; i < h->n; i++) {
+        const chaos_event *l = &h->ev[i];
+        if (l->op != CHAOS_LINE || l->link < 0 || l->link >= h->n)
+            continue;
+        stream_end *st = &se[l->link];
+        if (l->status == CHAOS_LINE_EXTENDED) {
+            if (st->last_ext < 0 || h->ev[st->last_ext].t_recv <= l->t_recv)
+                st->last_ext = i;
+        } else if (is_final_line(l)) {
+            if (st->final < 0 || l->t_recv < h->ev[st->final].t_recv)
+                st->final = i;
+        } else if (l->status == CHAOS_LINE_CLOSED) {
+            if (st->closed < 0 || l->t_send < h->ev[st->closed].t_send)
+                st->closed = i;
+        }
+    }
+    return se;
 }
 
 /* A grant whose token can be ordered (a missing or zero token is (d)'s finding). */
@@ -158,22 +197,41 @@ static int is_token_grant(const chaos_event *e)
     return is_grant(e) && e->token >= 1;
 }
 
-/* A grant with its judged hold interval [start, end). */
+/* A grant with its judged hold interval [start, end) and what ended it. */
+enum hold_end { END_VALIDITY, END_RELEASE, END_CLOSED, END_LINE };
+static const char *const end_names[] = {"validity ran out", "release sent", "stream closed by its client",
+                                        "final line read"};
+
 typedef struct hold {
     long idx;
     int64_t start, end;
-    int end_by_release;
+    int why; /* enum hold_end */
 } hold;
 
-static int64_t grant_end(const chaos_history *h, const chaos_event *g, int client_view, int *by_release)
+/* The end of grant gi's hold (judge.h, (a)); se: stream_ends() or NULL. */
+static int64_t grant_end(const chaos_history *h, const stream_end *se, long gi, int client_view, int *why)
 {
+    const chaos_event *g = &h->ev[gi];
     int64_t end = (client_view ? g->t_recv : g->t_send) + g->validity_ms * NS_PER_MS;
-    *by_release = 0;
+    *why = END_VALIDITY;
+    if (g->op == CHAOS_STREAM && se) {
+        const stream_end *st = &se[gi];
+        if (st->last_ext >= 0) /* the validity announced last */
+            end = h->ev[st->last_ext].t_recv + h->ev[st->last_ext].validity_ms * NS_PER_MS;
+        if (st->closed >= 0 && h->ev[st->closed].t_send < end) {
+            end = h->ev[st->closed].t_send;
+            *why = END_CLOSED;
+        }
+        if (st->final >= 0 && h->ev[st->final].t_recv < end) {
+            end = h->ev[st->final].t_recv;
+            *why = END_LINE;
+        }
+    }
     if (g->link >= 0 && g->link < h->n) {
         const chaos_event *r = &h->ev[g->link];
         if (r->t_send < end) {
             end = r->t_send;
-            *by_release = 1;
+            *why = END_RELEASE;
         }
     }
     return end;
@@ -191,10 +249,11 @@ static void print_grant(const chaos_history *h, const chaos_judge_opts *o, FILE 
                         const hold *g)
 {
     const chaos_event *e = &h->ev[g->idx];
-    fprintf(out, "      %s grant #%ld thread %d: sent %.3f recv %.3f ms, token %" PRId64 ", validity %" PRId64
+    fprintf(out, "      %s %sgrant #%ld thread %d: sent %.3f recv %.3f ms, token %" PRId64 ", validity %" PRId64
                  " ms, ttl %" PRId64 " ms, hold until %.3f ms (%s)\n",
-            label, g->idx, e->thread, rel_ms(o, e->t_send), rel_ms(o, e->t_recv), e->token, e->validity_ms,
-            e->ttl_ms, rel_ms(o, g->end), g->end_by_release ? "release sent" : "validity ran out");
+            label, e->op == CHAOS_STREAM ? "streamed " : "", g->idx, e->thread, rel_ms(o, e->t_send),
+            rel_ms(o, e->t_recv), e->token, e->validity_ms, e->ttl_ms, rel_ms(o, g->end),
+            e->op == CHAOS_STREAM && g->why == END_VALIDITY ? "the validity announced last ran out" : end_names[g->why]);
 }
 
 static void note_violation(const chaos_judge_opts *o, char prop, int name, int64_t t_ns)
@@ -210,11 +269,14 @@ static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FI
                            long *n_grants, double *worst_ms, int print)
 {
     hold *hs = malloc(((size_t)h->n + 1) * sizeof *hs);
+    stream_end *se = stream_ends(h);
     long violations = 0, shown = 0;
     *n_grants = 0;
     *worst_ms = 0;
-    if (!hs) {
+    if (!hs || !se) {
         fprintf(out, "chaos: judge: out of memory\n");
+        free(hs);
+        free(se);
         return 1;
     }
     for (int nm = 0; nm < CHAOS_MAX_NAMES; nm++) {
@@ -225,7 +287,7 @@ static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FI
                 continue;
             (*n_grants)++;
             hold g = {.idx = i, .start = e->t_recv};
-            g.end = grant_end(h, e, client_view, &g.end_by_release);
+            g.end = grant_end(h, se, i, client_view, &g.why);
             if (g.end > g.start)
                 hs[k++] = g;
         }
@@ -252,6 +314,7 @@ static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FI
         }
     }
     free(hs);
+    free(se);
     return violations;
 }
 
@@ -404,16 +467,155 @@ long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE
     return v;
 }
 
+/* ---- (i) streamed holds ------------------------------------------------------------ */
+
+/* A stream's lines together, in the order they were read. */
+static int cmp_line(const void *a, const void *b)
+{
+    const chaos_event *x = &g_sort_ev[*(const long *)a], *y = &g_sort_ev[*(const long *)b];
+    if (x->link != y->link)
+        return x->link < y->link ? -1 : 1;
+    if (x->t_recv != y->t_recv)
+        return x->t_recv < y->t_recv ? -1 : 1;
+    return *(const long *)a < *(const long *)b ? -1 : *(const long *)a > *(const long *)b;
+}
+
+static const char *const line_names[] = {"?", "extended", "lost", "released", "closed", "cut", "other"};
+
+long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    long *ix = malloc(((size_t)h->n + 1) * sizeof *ix);
+    long streams = 0, by_kind[7] = {0}, late = 0, late_lost = 0, starved = 0, bad = 0, shown = 0, k = 0;
+    double worst = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    if (!ix) {
+        fprintf(out, "chaos: judge: out of memory\n");
+        if (ev)
+            fclose(ev);
+        free(buf);
+        return 1;
+    }
+    for (long i = 0; i < h->n; i++) {
+        const chaos_event *e = &h->ev[i];
+        streams += e->op == CHAOS_STREAM && is_grant(e);
+        if (e->op == CHAOS_LINE && e->link >= 0 && e->link < h->n && e->status >= CHAOS_LINE_EXTENDED &&
+            e->status <= CHAOS_LINE_OTHER)
+            ix[k++] = i;
+        else if (e->op == CHAOS_LINE) {
+            bad++;
+            if (shown++ < o->max_evidence)
+                fprintf(eo, "    line #%ld thread %d: kind %d of no granted stream (link %ld)\n", i, e->thread,
+                        e->status, e->link);
+        }
+    }
+    g_sort_ev = h->ev;
+    qsort(ix, (size_t)k, sizeof *ix, cmp_line);
+    for (long j = 0; j < k;) {
+        long gi = h->ev[ix[j]].link;
+        const chaos_event *g = &h->ev[gi];
+        /* the client's deadline: the read of the line announcing validity last + it */
+        int64_t deadline = g->t_recv + g->validity_ms * NS_PER_MS, announced = g->t_recv;
+        int64_t validity = g->validity_ms;
+        int over = 0;
+        for (; j < k && h->ev[ix[j]].link == gi; j++) {
+            const chaos_event *l = &h->ev[ix[j]];
+            by_kind[l->status]++;
+            const char *why = NULL;
+            if (!is_grant(g) || g->op != CHAOS_STREAM)
+                why = "a line of no granted stream";
+            else if (over)
+                why = "a line after the stream's end";
+            else if (l->shape[0])
+                why = l->shape;
+            if (why) {
+                bad++;
+                if (shown++ < o->max_evidence)
+                    fprintf(eo, "    name %s stream #%ld thread %d: %s line read at %.3f ms: %s\n", name_of(h, l->name),
+                            gi, l->thread, line_names[l->status], rel_ms(o, l->t_recv), why);
+            }
+            int reading = g->link < 0 || g->link >= h->n || l->t_recv <= h->ev[g->link].t_send;
+            if ((l->status == CHAOS_LINE_EXTENDED || l->status == CHAOS_LINE_LOST) && reading && l->t_recv > deadline) {
+                double by = (double)(l->t_recv - deadline) / 1e6;
+                if (l->t_recv - deadline <= l->allow_ns) {
+                    starved++; /* late only by time the machine took */
+                } else {
+                    late++;
+                    late_lost += l->status == CHAOS_LINE_LOST;
+                    if (by > worst)
+                        worst = by;
+                    if (shown++ < o->max_evidence)
+                        fprintf(eo,
+                                "    name %s stream #%ld thread %d token %" PRId64 ": \"%s\"%s%s%s read at %.3f ms, %.3f ms"
+                                " after the validity announced at %.3f ms (%" PRId64 " ms) ended (measured CPU"
+                                " starvation %.3f ms)\n",
+                                name_of(h, l->name), gi, l->thread, g->token, line_names[l->status],
+                                l->error[0] ? " (" : "", l->error, l->error[0] ? ")" : "", rel_ms(o, l->t_recv), by,
+                                rel_ms(o, announced), validity, (double)l->allow_ns / 1e6);
+                }
+            }
+            if (l->status == CHAOS_LINE_EXTENDED) {
+                deadline = l->t_recv + l->validity_ms * NS_PER_MS;
+                announced = l->t_recv;
+                validity = l->validity_ms;
+            } else if (l->status != CHAOS_LINE_OTHER) {
+                over = 1; /* a final line, or the stream's end */
+            }
+        }
+    }
+    if (ev)
+        fclose(ev);
+    long v = late + bad;
+    if (o->stats) {
+        chaos_judge_stats *st = o->stats;
+        st->streams = streams;
+        st->extended = by_kind[CHAOS_LINE_EXTENDED];
+        st->lost = by_kind[CHAOS_LINE_LOST];
+        st->released = by_kind[CHAOS_LINE_RELEASED];
+        st->closed = by_kind[CHAOS_LINE_CLOSED];
+        st->cut = by_kind[CHAOS_LINE_CUT];
+        st->late = late;
+        st->late_lost = late_lost;
+        st->late_starved = starved;
+        st->bad_lines = bad;
+    }
+    fprintf(out, "chaos: %s (i) streamed holds: %ld streams granted, %ld extended, %ld lost, %ld released, %ld closed"
+                 " by their client, %ld ended without a final line; %ld lost/extended lines read after the validity"
+                 " announced last had ended [read + validity_ms]%s, %ld late only by measured CPU starvation; %ld"
+                 " lines out of contract\n",
+            v ? "FAIL" : "PASS", streams, by_kind[CHAOS_LINE_EXTENDED], by_kind[CHAOS_LINE_LOST],
+            by_kind[CHAOS_LINE_RELEASED], by_kind[CHAOS_LINE_CLOSED], by_kind[CHAOS_LINE_CUT], late,
+            late ? " (the service said it too late)" : "", starved, bad);
+    if (late)
+        fprintf(out, "    latest by %.3f ms; first %d shown:\n", worst, o->max_evidence);
+    if (v && buf)
+        fputs(buf, out);
+    free(buf);
+    free(ix);
+    return v;
+}
+
 /* ---- (c) latency ------------------------------------------------------------------- */
 
 static int64_t bound_ms(const chaos_event *e, const chaos_judge_opts *o)
 {
-    if (e->op == CHAOS_ACQUIRE)
+    if (e->op == CHAOS_ACQUIRE || e->op == CHAOS_STREAM)
         return e->wait_ms + o->acquire_rounds * o->node_timeout_ms + o->margin_ms;
     return o->release_rounds * o->node_timeout_ms + o->margin_ms;
 }
 
-static const char *const op_names[] = {"acquire", "release", "inspect"};
+static const char *const op_names[] = {"acquire", "release", "inspect", "streamed acquire", "stream line"};
+
+/* Requests (every event but a stream's lines). */
+static long n_requests(const chaos_history *h)
+{
+    long n = 0;
+    for (long i = 0; i < h->n; i++)
+        n += h->ev[i].op != CHAOS_LINE;
+    return n;
+}
 
 long chaos_judge_latency(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
 {
@@ -425,12 +627,15 @@ long chaos_judge_latency(const chaos_history *h, const chaos_judge_opts *o, FILE
     FILE *eo = ev ? ev : out;
     for (long i = 0; i < h->n; i++) {
         const chaos_event *e = &h->ev[i];
+        if (e->op == CHAOS_LINE)
+            continue; /* no request: (i) judges when lines come */
+        int k = e->op == CHAOS_STREAM ? CHAOS_ACQUIRE : e->op;
         double lat = (double)(e->t_recv - e->t_send) / 1e6;
         double allow = (double)e->allow_ns / 1e6;
         double bound = (double)bound_ms(e, o);
-        if (lat > max_lat[e->op])
-            max_lat[e->op] = lat;
-        if (e->op == CHAOS_ACQUIRE && lat - (double)e->wait_ms > max_over_wait)
+        if (lat > max_lat[k])
+            max_lat[k] = lat;
+        if (k == CHAOS_ACQUIRE && lat - (double)e->wait_ms > max_over_wait)
             max_over_wait = lat - (double)e->wait_ms;
         if (lat > bound && lat <= bound + allow) {
             allowed++; /* late only by time the machine took: not the service's doing */
@@ -451,7 +656,7 @@ long chaos_judge_latency(const chaos_history *h, const chaos_judge_opts *o, FILE
     fprintf(out, "chaos: %s (c) latency: %ld of %ld requests over bound [acquire: wait_ms + %dx%" PRId64 " + %" PRId64
                  " ms; release/inspect: %dx%" PRId64 " + %" PRId64 " ms; + measured CPU starvation]; max acquire %.1f ms"
                  " (%.1f beyond its wait), release %.1f ms, inspect %.1f ms; %ld late only by starvation (up to %.1f ms)\n",
-            v ? "FAIL" : "PASS", v, h->n, o->acquire_rounds, o->node_timeout_ms, o->margin_ms, o->release_rounds,
+            v ? "FAIL" : "PASS", v, n_requests(h), o->acquire_rounds, o->node_timeout_ms, o->margin_ms, o->release_rounds,
             o->node_timeout_ms, o->margin_ms, max_lat[0], max_over_wait, max_lat[1], max_lat[2], allowed, max_allow);
     if (v && buf)
         fputs(buf, out);
@@ -466,6 +671,7 @@ static int documented(const chaos_event *e)
     const char *err = e->error;
     switch (e->op) {
     case CHAOS_ACQUIRE:
+    case CHAOS_STREAM:
         /* lock_contended: no lease held a quorum, and split rounds went on for the whole
          * retry budget (e.g. stale keys left on a master that lost its last writes) */
         return e->status == 201 ||
@@ -489,6 +695,8 @@ long chaos_judge_status(const chaos_history *h, const chaos_judge_opts *o, FILE 
     FILE *eo = ev ? ev : out;
     for (long i = 0; i < h->n; i++) {
         const chaos_event *e = &h->ev[i];
+        if (e->op == CHAOS_LINE)
+            continue; /* a stream's lines: (i) */
         int ok = documented(e) && !e->shape[0];
         if (ok || e->status == CHAOS_ST_TIMEOUT)
             continue; /* no answer at all is a latency matter: (c) */
@@ -501,7 +709,7 @@ long chaos_judge_status(const chaos_history *h, const chaos_judge_opts *o, FILE 
     if (ev)
         fclose(ev);
     fprintf(out, "chaos: %s (d) statuses: %ld of %ld responses outside the documented set or shape\n",
-            v ? "FAIL" : "PASS", v, h->n);
+            v ? "FAIL" : "PASS", v, n_requests(h));
     if (v && buf)
         fputs(buf, out);
     free(buf);

@@ -7,7 +7,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum chaos_op { CHAOS_ACQUIRE = 0, CHAOS_RELEASE = 1, CHAOS_INSPECT = 2 };
+/* CHAOS_STREAM: an acquire with hold=stream (judged as an acquire; t_recv: when its
+ * grant line was read).  CHAOS_LINE: not a request but what became of a granted stream
+ * after its grant line: a line read from it, or its end without one (status: the
+ * CHAOS_LINE_* kind; link: the stream's grant). */
+enum chaos_op { CHAOS_ACQUIRE = 0, CHAOS_RELEASE = 1, CHAOS_INSPECT = 2, CHAOS_STREAM = 3, CHAOS_LINE = 4 };
+
+/* The kinds of CHAOS_LINE events (in chaos_event.status).  t_recv: when the line was
+ * read (CLOSED: when the client closed the connection; CUT: when it saw the end); t_send:
+ * when the client began waiting for it (CLOSED: when it decided to close, its hold's
+ * end).  error: the line's reason ("no_quorum", "lease_lost", "shutting_down") or "";
+ * shape: how the line departs from the contract, or "". */
+#define CHAOS_LINE_EXTENDED 1 /* {"event":"extended","validity_ms":V} (validity_ms: V) */
+#define CHAOS_LINE_LOST 2     /* {"event":"lost","reason":...}: the end of the stream */
+#define CHAOS_LINE_RELEASED 3 /* {"event":"released"[,"reason":...]}: the end of the stream */
+#define CHAOS_LINE_CLOSED 4   /* no line: the client closed the stream */
+#define CHAOS_LINE_CUT 5      /* no line: the stream ended (or broke) without a final line */
+#define CHAOS_LINE_OTHER 6    /* a line that is none of the above (shape says how) */
 
 /* Outcomes stored in chaos_event.status when no HTTP status could be read. */
 #define CHAOS_ST_TIMEOUT (-1) /* no complete response within the client's own timeout */
@@ -32,8 +48,9 @@ typedef struct chaos_event {
     int64_t validity_ms; /* acquire 201: validity_ms */
     int64_t ttl_ms;      /* acquire: the ttl_ms asked for */
     int64_t wait_ms;     /* acquire: the wait_ms asked for */
-    long link;           /* acquire: index of the release of this grant, -1 if none;
-                            release: index of the acquire it releases */
+    long link;           /* acquire, stream: index of the release of this grant, -1 if none;
+                            release: index of the acquire it releases;
+                            line: index of its stream's grant */
     int64_t allow_ns;    /* CPU starvation measured while this request was out (the client
                             thread's own, plus the service's most starved thread): time the
                             machine, not the service, held it up; widens bound (c) */
@@ -62,6 +79,10 @@ typedef struct chaos_violation {
  * CHAOS_MAX_VIOLATIONS violations, so the caller can relate them to its faults. */
 typedef struct chaos_judge_stats {
     long grants, overlaps, inversions, duplicates;
+    /* chaos_judge_streams: granted streams, lines by kind, streams ended without a final
+     * line, lines late (lost or extended after the validity last announced had ended; and
+     * of those late only by measured starvation), lines out of contract */
+    long streams, extended, lost, released, closed, cut, late, late_lost, late_starved, bad_lines;
     long n_v;
     chaos_violation v[CHAOS_MAX_VIOLATIONS];
 } chaos_judge_stats;
@@ -99,7 +120,15 @@ int chaos_history_load(chaos_history *h, chaos_judge_opts *o, FILE *f);
  *     earlier than t_send + validity.  Both bounds are thus inside the true hold, so any two
  *     overlapping holds of one name are a real double grant, never a measuring artefact. */
 long chaos_judge_mutex(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
-/* (a') the same with the end a client reading validity "from now" would use,
+/*     A streamed holder (CHAOS_STREAM) holds from when its grant line was read until the
+ *     earliest of: its release sent (a DELETE with the lease), its decision to close the
+ *     stream, the read of a final line (lost, released), and the end of the validity last
+ *     announced: for an extended line, its read + validity_ms (the service counts it from
+ *     when it writes the line, which is earlier); for the grant line, as for any grant,
+ *     sent + validity_ms (the grant's validity counts from its round's start, not from the
+ *     line).  A stream that ends without a final line is thus held until that validity.
+ *
+ * (a') the same with the end a client reading validity "from now" would use,
  *     t_recv + validity.  Informational: an overlap here that (a) does not show means the
  *     response reached the client more than the drift allowance after the service computed
  *     validity (slow delivery or a validity computed too early).  Prints INFO, returns count. */
@@ -108,6 +137,14 @@ long chaos_judge_mutex_client_view(const chaos_history *h, const chaos_judge_opt
  *     before B was asked, so A was issued first), B.token > A.token; and no token is
  *     issued twice for one name. */
 long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (i) streamed holds: each "lost" line, and each "extended" line, is read before the
+ *     validity announced last before it ends for the client (read of that line +
+ *     validity_ms; for the grant line its read too), up to the measured starvation of the
+ *     wait (allow_ns: late only by that is counted, not failed); lines read after the
+ *     client sent its DELETE are not timed (it was busy with the DELETE, not reading, and
+ *     its hold was over).  Every line is as documented (shape), and none follows a final
+ *     one.  Fills the stream counts of o->stats. */
+long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
 /* (c) latency: acquire answered within wait_ms + acquire_rounds x node_timeout + margin,
  *     release and inspect within release_rounds x node_timeout + margin, each plus the
  *     event's measured starvation allowance (allow_ns).  A client-side timeout (the client

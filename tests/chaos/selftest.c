@@ -321,6 +321,213 @@ static void status_accepts_exactly_the_documented_set(void)
     chaos_history_free(&h);
 }
 
+/* Saves h with o and loads it back into back (emptied first) and o2. */
+static void reload(const chaos_history *h, const chaos_judge_opts *o, chaos_history *back, chaos_judge_opts *o2)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f && chaos_history_save(h, o, f) == 0, "save");
+    if (f)
+        fclose(f);
+    memset(back, 0, sizeof *back);
+    f = buf ? fmemopen(buf, len, "r") : NULL;
+    CHECK(f && chaos_history_load(back, o2, f) == 0, "load");
+    if (f)
+        fclose(f);
+    free(buf);
+}
+
+/* ---- streamed holders (a), (b), (i) ---------------------------------------------- */
+
+static long stream(chaos_history *h, int name, double sent, double recv, int64_t token, int64_t validity)
+{
+    long g = grant(h, name, sent, recv, token, validity);
+    h->ev[g].op = CHAOS_STREAM;
+    return g;
+}
+
+/* A line of stream g (or its end: CHAOS_LINE_CLOSED at `recv` is the client's decision). */
+static long sline(chaos_history *h, long g, int kind, double recv, int64_t validity, const char *reason)
+{
+    chaos_event e = {.op = CHAOS_LINE, .name = h->ev[g].name, .t_send = MS(recv), .t_recv = MS(recv),
+                     .status = kind, .validity_ms = validity, .ttl_ms = h->ev[g].ttl_ms, .link = g};
+    snprintf(e.error, sizeof e.error, "%s", reason ? reason : "");
+    return add(h, e);
+}
+
+/* Every kind of legal stream among ordinary holders of the same name. */
+static void build_streams(chaos_history *h)
+{
+    hist_init(h);
+    /* closed by its client at 250 (extended at 100 and 200, valid until 490) */
+    long s1 = stream(h, 0, 0, 5, 1, 300);
+    sline(h, s1, CHAOS_LINE_EXTENDED, 100, 290, NULL);
+    sline(h, s1, CHAOS_LINE_EXTENDED, 200, 290, NULL);
+    sline(h, s1, CHAOS_LINE_CLOSED, 250, 0, NULL);
+    long g = grant(h, 0, 240, 260, 2, 300);
+    release(h, g, 280, 281, 200);
+    /* lost at 650, before 410 + 290 */
+    long s2 = stream(h, 0, 285, 310, 3, 300);
+    sline(h, s2, CHAOS_LINE_EXTENDED, 410, 290, NULL);
+    sline(h, s2, CHAOS_LINE_LOST, 650, 0, "no_quorum");
+    g = grant(h, 0, 640, 655, 4, 100);
+    release(h, g, 700, 701, 200);
+    /* released by a DELETE of its lease at 800 */
+    long s3 = stream(h, 0, 750, 760, 5, 300);
+    release(h, s3, 800, 801, 200);
+    sline(h, s3, CHAOS_LINE_RELEASED, 802, 0, NULL);
+    grant(h, 0, 790, 801, 6, 100); /* a waiter handed the lock as the DELETE went through */
+    /* cut without a final line at 1050: held until 1000 + 290 all the same */
+    long s4 = stream(h, 0, 950, 960, 7, 300);
+    sline(h, s4, CHAOS_LINE_EXTENDED, 1000, 290, NULL);
+    sline(h, s4, CHAOS_LINE_CUT, 1050, 0, NULL);
+    g = grant(h, 0, 1200, 1290.5, 8, 100);
+    release(h, g, 1300, 1301, 200);
+    /* never extended, closed late: held until sent + validity (as any grant) */
+    long s5 = stream(h, 0, 1400, 1410, 9, 100);
+    sline(h, s5, CHAOS_LINE_CLOSED, 1600, 0, NULL);
+    grant(h, 0, 1450, 1500.5, 10, 100);
+}
+
+static void streams_legal_history_passes(void)
+{
+    chaos_history h;
+    build_streams(&h);
+    char *rep;
+    CHECK(run(chaos_judge_mutex, &h, &rep) == 0, "closed, lost, released, cut and unextended streams: %s", rep);
+    free(rep);
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "tokens rise through streams and grants");
+    CHECK(run(chaos_judge_streams, &h, &rep) == 0 && strstr(rep, "PASS (i)") && strstr(rep, "5 streams granted") &&
+              strstr(rep, "4 extended, 1 lost, 1 released, 2 closed by their client, 1 ended without a final line"),
+          "report: %s", rep);
+    free(rep);
+    CHECK(judged(chaos_judge_status, &h) == 0 && judged(chaos_judge_latency, &h) == 0,
+          "lines are neither requests nor responses");
+    CHECK(judged(chaos_judge_mutex_client_view, &h) == 1,
+          "a client counting the unextended stream's validity from its grant line holds until 1510");
+    chaos_history_free(&h);
+}
+
+/* build_streams() with the grant of token tok answered at recv: one overlap, the
+ * stream's hold ended as `why` says. */
+static void grant_answered_inside_a_stream(int64_t tok, double recv, const char *why)
+{
+    chaos_history h;
+    build_streams(&h);
+    for (long i = 0; i < h.n; i++)
+        if (h.ev[i].token == tok)
+            h.ev[i].t_recv = MS(recv);
+    char *rep;
+    CHECK(run(chaos_judge_mutex, &h, &rep) == 1 && strstr(rep, why), "token %ld answered at %.1f ms: %s", (long)tok,
+          recv, rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
+static void streams_overlap_with_a_normal_holder_is_caught(void)
+{
+    chaos_history h;
+    build_streams(&h);
+    grant(&h, 0, 150, 160, 11, 50); /* inside s1 (5 .. its close at 250) */
+    char *rep;
+    CHECK(run(chaos_judge_mutex, &h, &rep) >= 1, "a grant inside a streamed hold");
+    CHECK(strstr(rep, "FAIL (a)") && strstr(rep, "streamed grant") && strstr(rep, "stream closed by its client"),
+          "evidence shows the streamed grant: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+
+    /* the cut stream s4 holds until its last extended line's read + validity (1290) */
+    grant_answered_inside_a_stream(8, 1289.5, "the validity announced last ran out");
+    /* a lost line ends the hold when it is read, not before */
+    grant_answered_inside_a_stream(4, 649, "final line read");
+
+    /* two streamed holders of one name */
+    hist_init(&h);
+    long a = stream(&h, 1, 0, 5, 1, 300);
+    sline(&h, a, CHAOS_LINE_EXTENDED, 100, 290, NULL);
+    long b = stream(&h, 1, 300, 350, 2, 300); /* a holds until 390 */
+    sline(&h, b, CHAOS_LINE_CLOSED, 400, 0, NULL);
+    sline(&h, a, CHAOS_LINE_CLOSED, 500, 0, NULL);
+    CHECK(judged(chaos_judge_mutex, &h) == 1, "two streams at once");
+    chaos_history_free(&h);
+}
+
+static void streams_late_lost_and_fencing_are_caught(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    long s = stream(&h, 0, 0, 5, 1, 300);
+    sline(&h, s, CHAOS_LINE_EXTENDED, 100, 290, NULL);
+    long l = sline(&h, s, CHAOS_LINE_LOST, 391, 0, "no_quorum"); /* the validity ended at 390 */
+    h.ev[l].t_send = MS(100);
+    char *rep;
+    chaos_judge_stats st;
+    memset(&st, 0, sizeof st);
+    chaos_judge_opts o;
+    chaos_judge_opts_default(&o);
+    o.stats = &st;
+    size_t len;
+    FILE *f = open_memstream(&rep, &len);
+    long v = chaos_judge_streams(&h, &o, f);
+    fclose(f);
+    CHECK(v == 1 && st.late == 1 && st.late_lost == 1 && strstr(rep, "FAIL (i)") &&
+              strstr(rep, "\"lost\" (no_quorum) read at 391.000 ms, 1.000 ms after the validity announced at 100.000 ms"),
+          "a lost line 1 ms late: %s", rep);
+    free(rep);
+    h.ev[l].allow_ns = MS(1);
+    CHECK(run(chaos_judge_streams, &h, &rep) == 0 && strstr(rep, "1 late only by measured CPU starvation"),
+          "late by no more than the measured starvation: %s", rep);
+    free(rep);
+    h.ev[l].allow_ns = 0;
+    h.ev[l].t_recv = MS(389);
+    CHECK(judged(chaos_judge_streams, &h) == 0, "a lost line in time");
+    chaos_history_free(&h);
+
+    /* an extension read after the validity before it had ended: "lost" was due first */
+    hist_init(&h);
+    s = stream(&h, 0, 0, 5, 1, 300);
+    sline(&h, s, CHAOS_LINE_EXTENDED, 306, 290, NULL);
+    sline(&h, s, CHAOS_LINE_CLOSED, 400, 0, NULL);
+    CHECK(run(chaos_judge_streams, &h, &rep) == 1 && strstr(rep, "\"extended\" read at 306.000 ms, 1.000 ms after"),
+          "extended at 306, after the grant's validity ended at 305: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+
+    /* no line after the final one; lines as documented */
+    hist_init(&h);
+    s = stream(&h, 0, 0, 5, 1, 300);
+    sline(&h, s, CHAOS_LINE_RELEASED, 50, 0, NULL);
+    sline(&h, s, CHAOS_LINE_EXTENDED, 60, 290, NULL);
+    l = sline(&h, s, CHAOS_LINE_OTHER, 10, 0, NULL);
+    strcpy(h.ev[l].shape, "line_without_a_documented_event");
+    CHECK(run(chaos_judge_streams, &h, &rep) == 2 && strstr(rep, "a line after the stream's end") &&
+              strstr(rep, "line_without_a_documented_event"),
+          "report: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+
+    /* (b) orders streamed grants with the rest */
+    hist_init(&h);
+    s = stream(&h, 0, 0, 5, 5, 100);
+    sline(&h, s, CHAOS_LINE_CLOSED, 20, 0, NULL);
+    grant(&h, 0, 30, 35, 4, 100);
+    CHECK(judged(chaos_judge_fencing, &h) == 1, "token 4 after a streamed token 5");
+    chaos_history_free(&h);
+
+    /* a saved history keeps its streams */
+    chaos_history back;
+    chaos_judge_opts o2;
+    build_streams(&h);
+    reload(&h, &o, &back, &o2);
+    CHECK(back.n == h.n, "%ld events back, %ld saved", back.n, h.n);
+    grant(&back, 0, 150, 160, 11, 50);
+    CHECK(judged(chaos_judge_streams, &back) == 0 && judged(chaos_judge_mutex, &back) == 1,
+          "streams judged the same after a reload");
+    chaos_history_free(&back);
+    chaos_history_free(&h);
+}
+
 /* ---- whole histories --------------------------------------------------------------- */
 
 static uint64_t rng = 88172645463325252ULL;
@@ -400,16 +607,7 @@ static void history_survives_a_save_and_load(void)
     chaos_judge_opts o, o2;
     chaos_judge_opts_default(&o);
     o.node_timeout_ms = 77;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    CHECK(chaos_history_save(&h, &o, f) == 0, "save");
-    fclose(f);
-    memset(&back, 0, sizeof back);
-    f = fmemopen(buf, len, "r");
-    CHECK(f && chaos_history_load(&back, &o2, f) == 0, "load");
-    if (f)
-        fclose(f);
+    reload(&h, &o, &back, &o2);
     CHECK(back.n == h.n, "%ld events back, %ld saved", back.n, h.n);
     CHECK(o2.node_timeout_ms == 77, "options come back");
     CHECK(back.n_names == 2 && !strcmp(back.names[1], "beta"), "names come back");
@@ -421,7 +619,6 @@ static void history_survives_a_save_and_load(void)
                back.ev[i].allow_ns == h.ev[i].allow_ns;
     CHECK(same, "events come back identical");
     CHECK(judged(chaos_judge_fencing, &back) == judged(chaos_judge_fencing, &h), "same verdict after reload");
-    free(buf);
     chaos_history_free(&h);
     chaos_history_free(&back);
 }
@@ -806,6 +1003,9 @@ int main(int argc, char **argv)
     RUN(fencing_compares_with_the_largest_earlier_token());
     RUN(latency_bounds_are_wait_plus_rounds_plus_margin());
     RUN(status_accepts_exactly_the_documented_set());
+    RUN(streams_legal_history_passes());
+    RUN(streams_overlap_with_a_normal_holder_is_caught());
+    RUN(streams_late_lost_and_fencing_are_caught());
     RUN(clean_long_history_passes_and_one_planted_fault_is_found());
     RUN(history_survives_a_save_and_load());
     RUN(resources_judge_rss_by_the_build());
