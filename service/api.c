@@ -91,7 +91,8 @@ static void reply_done(http_req *r, const lockop *op)
         return;
     }
     body_lock l = {op->name, op->name_len, op->lease, op->lease_len, op->token,
-                   op->validity_ms, op->ttl_ms, op->held};
+                   op->validity_ms, op->ttl_ms, op->held, op->holder, op->holder_len,
+                   op->kind == LOCKOP_FORCE};
     char buf[BODY_MAX_LOCK];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -100,6 +101,7 @@ static void reply_done(http_req *r, const lockop *op)
         body_granted(&j, &l);
         break;
     case LOCKOP_RELEASE:
+    case LOCKOP_FORCE:
         body_released(&j, &l);
         break;
     case LOCKOP_EXTEND:
@@ -207,8 +209,8 @@ static rl_err start_here(http_req *r)
 /* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
 static rl_err query_params(http_req *r)
 {
-    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease", "owner"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
         if (v) {
             rl_err e = params_from_query(&r->params, keys[i], v);
@@ -264,9 +266,15 @@ static rl_err lock_op(http_req *r, int kind, int need_lease)
     rl_err e = lock_params_of(r, need_lease);
     if (e != RL_OK)
         return e;
+    if (kind != LOCKOP_ACQUIRE && r->params.has_owner)
+        return fail(r, RL_E_INVALID_OWNER, "an owner is given only with POST /locks/{name}");
     lockop_init(&r->op, r->srv->env.ops, kind, r->name, r->name_len, op_done, r);
     if (r->params.has_lease)
         set_lease(&r->op, r->params.lease);
+    if (r->params.has_owner) {
+        r->op.holder_len = strlen(r->params.owner);
+        memcpy(r->op.holder, r->params.owner, r->op.holder_len + 1);
+    }
     return RL_OK;
 }
 
@@ -321,6 +329,8 @@ static rl_err multi_params_of(http_req *r, multi_params *mp)
         e = multi_params_from_body(mp, r->body, r->body_len, r->msg, sizeof r->msg);
     if (e == RL_OK)
         e = check_params(r, &mp->p);
+    if (e == RL_OK && mp->p.has_owner)
+        e = fail(r, RL_E_INVALID_OWNER, "a multi-name lock takes no owner (POST /locks/{name} does)");
     if (e == RL_OK && a->auth.n) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         for (size_t j = 0; e == RL_OK && j < mp->n; j++)
@@ -361,6 +371,8 @@ static rl_err h_mrelease(http_req *r)
     rl_err e = lock_params_of(r, 1);
     if (e != RL_OK)
         return e;
+    if (r->params.has_owner)
+        return fail(r, RL_E_INVALID_OWNER, "an owner is given only with POST /locks/{name}");
     const app *a = r->srv->env.app;
     lockop_init(&r->op, r->srv->env.ops, LOCKOP_MRELEASE, "", 0, op_done, r);
     if (a->auth.n) /* every name of the set must be in the token's scope */

@@ -17,6 +17,15 @@ static void close_term(jw *j, const body_lock *l)
     jw_obj_close(j);
 }
 
+/* "owner": the string, or null for none. */
+static void owner(jw *j, const char *o, size_t len)
+{
+    if (o && len)
+        jw_key_strn(j, "owner", o, len);
+    else
+        jw_raw_fields(j, "\"owner\":null");
+}
+
 void body_granted(jw *j, const body_lock *l)
 {
     open_name(j, l);
@@ -28,6 +37,8 @@ void body_released(jw *j, const body_lock *l)
 {
     open_name(j, l);
     jw_key_bool(j, "released", 1);
+    if (l->forced)
+        jw_key_bool(j, "forced", 1);
     jw_obj_close(j);
 }
 
@@ -41,6 +52,7 @@ void body_inspected(jw *j, const body_lock *l)
 {
     open_name(j, l);
     jw_key_bool(j, "held", l->held);
+    owner(j, l->held ? l->owner : NULL, l->owner_len);
     jw_key_int(j, "validity_ms", l->validity_ms);
     jw_key_uint(j, "fencing_token", l->fencing_token);
     jw_obj_close(j);

@@ -31,15 +31,19 @@ typedef struct body_lock {
     int64_t validity_ms;
     long ttl_ms;
     int held;                   /* inspections */
+    const char *owner;          /* inspections: the holder's owner (owner_len 0: none) */
+    size_t owner_len;
+    int forced;                 /* releases: broken by an admin whatever the lease */
 } body_lock;
 
 /* 201 of POST /locks/{name}: {"name","lease","fencing_token","validity_ms","ttl_ms"} */
 void body_granted(jw *j, const body_lock *l);
-/* 200 of DELETE /locks/{name}: {"name","released":true} */
+/* 200 of DELETE /locks/{name}: {"name","released":true[,"forced":true]} */
 void body_released(jw *j, const body_lock *l);
 /* 200 of PATCH /locks/{name}: {"name","fencing_token","validity_ms","ttl_ms"} */
 void body_extended(jw *j, const body_lock *l);
-/* 200 of GET /locks/{name}: {"name","held","validity_ms","fencing_token"} */
+/* 200 of GET /locks/{name}: {"name","held","owner","validity_ms","fencing_token"}; owner
+ * is null when the lock is free or was granted without one.  Never the lease. */
 void body_inspected(jw *j, const body_lock *l);
 
 /* Several names' lock (the layout of validate.h's and lockop.h's name arrays). */

@@ -129,7 +129,7 @@ static void log_request(http_req *r, int toe_ok)
     stat_inc(&s->stats.requests[rt->id][r->method_id][cls]);
     if (s->env.log->level < LOG_LEVEL_INFO)
         return;
-    char fields[768];
+    char fields[1536];
     jw j;
     jw_init(&j, fields, sizeof fields);
     jw_key_str(&j, "request_id", r->request_id);
@@ -137,6 +137,8 @@ static void log_request(http_req *r, int toe_ok)
     jw_key_str(&j, "route", rt->label);
     if (r->name_len)
         jw_key_strn(&j, "name", r->name, r->name_len > 255 ? 255 : r->name_len);
+    if (r->op.kind == LOCKOP_ACQUIRE && r->op.holder_len) /* who asked: never the lease */
+        jw_key_strn(&j, "owner", r->op.holder, r->op.holder_len);
     jw_key_int(&j, "status", status);
     jw_key_double(&j, "duration_ms", (double)(clock_now_us() - r->start_us) / 1000.0);
     if (r->op.kind >= 0 && (r->status == 503))

@@ -1,0 +1,191 @@
+/* test_owner.c -- who holds a lock (issue 13, part 2): the owner kept with a grant and
+ * shown by GET (never the lease), the owner of a waiter that a release hands the lock
+ * to, DELETE ?force=true for admin tokens only, and GET /locks listing the held locks
+ * within the caller's scope. */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static h_cluster C;
+static char dir[128];
+
+static void teardown(void)
+{
+    h_cluster_stop(&C);
+    unsetenv("REDLOCK_TEST_TOKEN");
+    if (dir[0]) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) {
+        }
+        dir[0] = '\0';
+    }
+}
+
+TestSuite(owner, .fini = teardown, .timeout = 60);
+
+static int log_contains(const char *needle)
+{
+    FILE *f = fopen(C.svc.log, "r");
+    cr_assert(f);
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+static long long metric(const char *name)
+{
+    h_resp r;
+    h_http(&C, "GET", "/metrics", NULL, &r);
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(r.body, key);
+    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
+    h_resp_free(&r);
+    return v;
+}
+
+Test(owner, get_shows_the_owner_and_never_the_lease)
+{
+    h_cluster_start(&C, 5, 0, NULL);
+    h_resp r;
+    h_http(&C, "POST", "/locks/own.a", "{\"ttl_ms\":10000,\"owner\":\"host-7 pid 4242 (\\\"cron\\\")\"}", &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    char lease[200];
+    snprintf(lease, sizeof lease, "%s", h_str(&r, "lease"));
+    cr_assert_null(json_object_get(r.json, "owner"), "the grant is the usual object");
+    h_resp_free(&r);
+    h_http(&C, "GET", "/locks/own.a", NULL, &r);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(h_str(&r, "owner"), "host-7 pid 4242 (\"cron\")", "%s", r.body);
+    cr_assert(json_is_true(json_object_get(r.json, "held")));
+    cr_assert_null(strstr(r.body, lease), "never the lease: %s", r.body);
+    cr_assert_null(json_object_get(r.json, "lease"));
+    h_resp_free(&r);
+    /* The owner in the query string, with a lease the client chose. */
+    h_http(&C, "POST", "/locks/own.b?owner=pod%20b-1&lease=client-lease-0123456789", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    h_resp_free(&r);
+    h_http(&C, "GET", "/locks/own.b", NULL, &r);
+    cr_assert_str_eq(h_str(&r, "owner"), "pod b-1", "%s", r.body);
+    cr_assert_null(strstr(r.body, "client-lease-0123456789"));
+    h_resp_free(&r);
+    /* The owner goes with the lease: a retry with the same lease and a new owner is
+     * the same grant (201, same token), now showing the new owner. */
+    h_http(&C, "POST", "/locks/own.b?owner=pod%20b-2&lease=client-lease-0123456789", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    h_resp_free(&r);
+    h_http(&C, "GET", "/locks/own.b", NULL, &r);
+    cr_assert_str_eq(h_str(&r, "owner"), "pod b-2", "%s", r.body);
+    h_resp_free(&r);
+    /* No owner: null; free: null. */
+    cr_assert_eq(h_acquire(&C, "own.c", NULL, NULL, 0, NULL), 201);
+    h_http(&C, "GET", "/locks/own.c", NULL, &r);
+    cr_assert(json_is_null(json_object_get(r.json, "owner")), "%s", r.body);
+    h_resp_free(&r);
+    h_http(&C, "GET", "/locks/own.never", NULL, &r);
+    cr_assert(json_is_null(json_object_get(r.json, "owner")), "%s", r.body);
+    h_resp_free(&r);
+    /* Released by the lease alone, owner or not. */
+    cr_assert_eq(h_release(&C, "own.a", lease), 200);
+    h_http(&C, "GET", "/locks/own.a", NULL, &r);
+    cr_assert(json_is_false(json_object_get(r.json, "held")));
+    h_resp_free(&r);
+    /* The grant's log line names the owner; no line has the lease. */
+    h_require_local(&C);
+    cr_assert(h_wait_until((int (*)(void *))log_contains, "host-7 pid 4242", 2000), "the owner is logged");
+    cr_assert(!log_contains(lease), "never the lease");
+    cr_assert(!log_contains("client-lease-0123456789"));
+}
+
+Test(owner, an_invalid_owner_is_400_invalid_owner)
+{
+    h_cluster_start(&C, 3, 0, NULL);
+    char big[400];
+    snprintf(big, sizeof big, "{\"owner\":\"%0257d\"}", 0);
+    const struct {
+        const char *method, *path, *body;
+    } cases[] = {
+        {"POST", "/locks/own.bad", "{\"owner\":\"a\\nb\"}"},
+        {"POST", "/locks/own.bad", "{\"owner\":\"caf\\u00e9\"}"},
+        {"POST", "/locks/own.bad", "{\"owner\":\"\"}"},
+        {"POST", "/locks/own.bad", "{\"owner\":42}"},
+        {"POST", "/locks/own.bad", big},
+        {"POST", "/locks/own.bad?owner=a%0Ab", NULL},
+        {"POST", "/locks", "{\"names\":[\"own.m1\",\"own.m2\"],\"owner\":\"x\"}"},
+        {"PATCH", "/locks/own.bad", "{\"lease\":\"client-lease-0123456789\",\"owner\":\"x\"}"},
+        {"DELETE", "/locks/own.bad", "{\"lease\":\"client-lease-0123456789\",\"owner\":\"x\"}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        h_resp r;
+        h_http(&C, cases[i].method, cases[i].path, cases[i].body, &r);
+        cr_assert_eq(r.status, 400, "case %zu: %s", i, r.body);
+        cr_assert_str_eq(h_str(&r, "error"), "invalid_owner", "case %zu: %s", i, r.body);
+        cr_assert(strlen(h_str(&r, "message")) > 10);
+        h_resp_free(&r);
+    }
+    h_resp r;
+    h_http(&C, "GET", "/locks/own.bad", NULL, &r);
+    cr_assert(json_is_false(json_object_get(r.json, "held")), "nothing was taken");
+    h_resp_free(&r);
+}
+
+struct waiter {
+    const char *url;
+    long status;
+    char body[4096];
+};
+
+static void *wait_main(void *arg)
+{
+    struct waiter *w = arg;
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(w->url, &curl, "POST", "/locks/own.h?wait_ms=8000",
+              "{\"ttl_ms\":10000,\"owner\":\"the waiter\"}", &r);
+    w->status = r.status;
+    snprintf(w->body, sizeof w->body, "%.4000s", r.body);
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    return NULL;
+}
+
+static int parked(void *arg)
+{
+    (void)arg;
+    return metric("redlockd_parked_waiters") >= 1;
+}
+
+Test(owner, a_handoff_gives_the_waiter_its_own_owner)
+{
+    h_cluster_start(&C, 5, 0, "--threads 1");
+    h_resp r;
+    h_http(&C, "POST", "/locks/own.h", "{\"ttl_ms\":10000,\"owner\":\"the first\"}", &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    char lease[200];
+    snprintf(lease, sizeof lease, "%s", h_str(&r, "lease"));
+    long long t1 = h_int(&r, "fencing_token");
+    h_resp_free(&r);
+    long long handoffs = metric("redlockd_handoffs_total");
+    struct waiter w = {C.svc.url, 0, ""};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, wait_main, &w), 0);
+    cr_assert(h_wait_until(parked, NULL, 5000), "the waiter parks");
+    cr_assert_eq(h_release(&C, "own.h", lease), 200);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.status, 201, "%s", w.body);
+    cr_assert_eq(metric("redlockd_handoffs_total"), handoffs + 1, "handed over, not re-acquired");
+    h_http(&C, "GET", "/locks/own.h", NULL, &r);
+    cr_assert_str_eq(h_str(&r, "owner"), "the waiter", "%s", r.body);
+    cr_assert_gt(h_int(&r, "fencing_token"), t1);
+    h_resp_free(&r);
+}
