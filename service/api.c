@@ -295,10 +295,56 @@ static rl_err h_acquire(http_req *r)
     return start_routed(r);
 }
 
+/* The token of r's Authorization header, if tokens are on and it is known. */
+static const auth_token *token_of(http_req *r)
+{
+    const app *a = r->srv->env.app;
+    return a->auth.n ? auth_token_of(&a->auth, MHD_lookup_connection_value(
+                                                   r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))
+                     : NULL;
+}
+
+/* DELETE /locks/{name}?force=true: break the lock whatever its lease, for a token
+ * marked +admin (never without tokens).  The broken holder is kept off the resource
+ * by its fencing token (docs/DESIGN.md, section 5a). */
+static rl_err h_force(http_req *r)
+{
+    rl_err e = lock_op(r, LOCKOP_FORCE, 0);
+    if (e != RL_OK)
+        return e;
+    const auth_token *t = token_of(r);
+    if (!r->srv->env.app->auth.n)
+        return fail(r, RL_E_FORBIDDEN, "force=true needs an admin token, and this service runs "
+                                       "without --auth-tokens-file");
+    if (!t || !t->admin)
+        return fail(r, RL_E_FORBIDDEN, "force=true needs a token marked +admin in the tokens file");
+    return start_here(r);
+}
+
 static rl_err h_release(http_req *r)
 {
+    const char *force = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "force");
+    if (force && strcmp(force, "true") == 0)
+        return h_force(r);
+    if (force && strcmp(force, "false") != 0)
+        return RL_E_INVALID_FORCE;
     rl_err e = lock_op(r, LOCKOP_RELEASE, 1);
     return e != RL_OK ? e : start_routed(r);
+}
+
+/* The warning line of a forced release: the lock, the token's label (never the token)
+ * and what came of it. */
+static void log_forced(http_req *r, const lockop *op)
+{
+    const auth_token *t = token_of(r);
+    char fields[640];
+    jw j;
+    jw_init(&j, fields, sizeof fields);
+    jw_key_str(&j, "request_id", r->request_id);
+    jw_key_strn(&j, "name", op->name, op->name_len);
+    jw_key_str(&j, "token", t ? t->label : "?");
+    jw_key_str(&j, "outcome", op->err != RL_OK ? rl_err_code(op->err) : op->held ? "broken" : "not_held");
+    log_event(r->srv->env.log, LOG_LEVEL_WARN, "lock broken by force", fields);
 }
 
 static rl_err h_extend(http_req *r)
@@ -421,6 +467,8 @@ static void op_done(lockop *op)
 {
     http_req *r = op->owner;
     gone_unwatch(r);
+    if (op->kind == LOCKOP_FORCE)
+        log_forced(r, op);
     if (op->kind == LOCKOP_READY) {
         /* Ready only when every worker has a quorum of trusted masters: a request may
          * land on any of them. */

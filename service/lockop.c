@@ -734,6 +734,29 @@ static void inspect_done(round *rd)
     op->done(op);
 }
 
+/* A release whatever the lease (an admin's DELETE ?force=true): broken once a quorum of
+ * masters answered, the key gone from each whoever held it (the masters that did not
+ * answer are fewer than a quorum, so no lease holds one any more).  op->held: some
+ * master had it; then it is announced like any release, and waiters wake. */
+static void force_done(round *rd)
+{
+    lockop *op = heard(rd, NULL);
+    op->held = 0;
+    for (size_t i = 0; i < rd->env->n; i++)
+        op->held |= rd->replies[i].state == RL_SLOT_OK && rd->replies[i].released;
+    if (op->nodes_ok >= rd->env->quorum) {
+        op->err = RL_OK;
+        count(op->env, CNT_REL_OK);
+        if (op->held)
+            announce_release(op);
+    } else {
+        op->err = RL_E_QUORUM_UNAVAILABLE;
+        count(op->env, CNT_REL_UNAVAILABLE);
+    }
+    drop_round(op);
+    op->done(op);
+}
+
 static void ready_done(round *rd)
 {
     lockop *op = rd->owner;
@@ -806,6 +829,15 @@ void lockop_start(lockop *op)
         const char *argv[] = {kb.key, kb.bucket};
         size_t lens[] = {kb.key_len, kb.bucket_len};
         round_send(op->rd, SCRIPT_INSPECT, 1, 1, argv, lens, round_all(env->rounds));
+        return;
+    }
+    case LOCKOP_FORCE: {
+        if (!op_round(op, force_done))
+            break;
+        op->rd->wait_all = 1;
+        const char *argv[] = {kb.key, kb.chan, env->origin};
+        size_t lens[] = {kb.key_len, kb.chan_len, env->origin_len};
+        round_send(op->rd, SCRIPT_FORCE, 1, 2, argv, lens, round_all(env->rounds));
         return;
     }
     case LOCKOP_READY:

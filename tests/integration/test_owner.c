@@ -189,3 +189,135 @@ Test(owner, a_handoff_gives_the_waiter_its_own_owner)
     cr_assert_gt(h_int(&r, "fencing_token"), t1);
     h_resp_free(&r);
 }
+
+/* ---- DELETE ?force=true ---- */
+
+static const char *write_tokens(const char *text)
+{
+    static char path[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/redlockd-own-XXXXXX");
+        cr_assert(mkdtemp(dir));
+    }
+    snprintf(path, sizeof path, "%s/tokens", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+#define ADMIN "admin-token-0123456789abcdef"
+#define PLAIN "plain-token-0123456789abcdef"
+#define TEAM "team-token-0123456789abcdefg"
+
+static void with_tokens(void)
+{
+    char flags[400];
+    snprintf(flags, sizeof flags, "--auth-tokens-file %s",
+             write_tokens(ADMIN " +admin name=ops-oncall\n" PLAIN "\n" TEAM " team/ name=team-ci\n"));
+    h_cluster_start(&C, 5, 0, flags);
+    h_require_local(&C);
+}
+
+struct fwaiter {
+    const char *url, *name;
+    long status;
+    long long token;
+    double ms;
+};
+
+static void *fwait_main(void *arg)
+{
+    struct fwaiter *w = arg;
+    void *curl = NULL;
+    h_resp r;
+    char path[200];
+    snprintf(path, sizeof path, "/locks/%s?wait_ms=10000", w->name);
+    h_http_to(w->url, &curl, "POST", path, NULL, &r);
+    w->status = r.status;
+    w->token = h_int(&r, "fencing_token");
+    w->ms = h_now_ms();
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    return NULL;
+}
+
+Test(owner, force_as_admin_breaks_the_lock_and_a_waiter_gets_it)
+{
+    with_tokens();
+    setenv("REDLOCK_TEST_TOKEN", PLAIN, 1);
+    h_resp r;
+    h_http(&C, "POST", "/locks/f.x", "{\"ttl_ms\":30000,\"owner\":\"stuck job\"}", &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    char lease[200];
+    snprintf(lease, sizeof lease, "%s", h_str(&r, "lease"));
+    long long t1 = h_int(&r, "fencing_token");
+    h_resp_free(&r);
+    struct fwaiter w = {C.svc.url, "f.x", 0, 0, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, fwait_main, &w), 0); /* PLAIN, from the env */
+    cr_assert(h_wait_until(parked, NULL, 5000), "the waiter parks");
+    setenv("REDLOCK_TEST_TOKEN", ADMIN, 1);
+    double t0 = h_now_ms();
+    h_http(&C, "DELETE", "/locks/f.x?force=true", NULL, &r);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert(json_is_true(json_object_get(r.json, "released")));
+    cr_assert(json_is_true(json_object_get(r.json, "forced")));
+    h_resp_free(&r);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.status, 201, "the waiter gets the lock");
+    cr_assert_lt(w.ms - t0, 2000, "at once, not at the ttl's end (%.0f ms)", w.ms - t0);
+    cr_assert_gt(w.token, t1, "a larger fencing token than the broken holder's");
+    /* The broken holder finds its lease gone. */
+    setenv("REDLOCK_TEST_TOKEN", PLAIN, 1);
+    char body[300];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+    h_http(&C, "PATCH", "/locks/f.x", body, &r);
+    cr_assert_eq(r.status, 404, "%s", r.body);
+    h_resp_free(&r);
+    /* Forcing a free lock: 200 all the same (it is free on a quorum). */
+    setenv("REDLOCK_TEST_TOKEN", ADMIN, 1);
+    h_http(&C, "DELETE", "/locks/f.free?force=true", NULL, &r);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    h_resp_free(&r);
+    /* Logged at warn with the token's label, never the token. */
+    cr_assert(h_wait_until((int (*)(void *))log_contains, "lock broken by force", 2000));
+    cr_assert(log_contains("ops-oncall"));
+    cr_assert(!log_contains(ADMIN) && !log_contains(PLAIN), "tokens never reach the log");
+    cr_assert(!log_contains(lease));
+}
+
+Test(owner, force_is_403_for_other_tokens_and_without_tokens)
+{
+    with_tokens();
+    setenv("REDLOCK_TEST_TOKEN", PLAIN, 1);
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "team/f", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
+    const char *who[] = {PLAIN, TEAM};
+    for (size_t i = 0; i < 2; i++) {
+        setenv("REDLOCK_TEST_TOKEN", who[i], 1);
+        h_resp r;
+        h_http(&C, "DELETE", "/locks/team/f?force=true", NULL, &r);
+        cr_assert_eq(r.status, 403, "%s", r.body);
+        cr_assert_str_eq(h_str(&r, "error"), "forbidden");
+        cr_assert(strstr(h_str(&r, "message"), "+admin"), "%s", r.body);
+        h_resp_free(&r);
+    }
+    h_resp r;
+    h_http(&C, "DELETE", "/locks/team/f?force=yes", NULL, &r);
+    cr_assert_eq(r.status, 400, "%s", r.body);
+    cr_assert_str_eq(h_str(&r, "error"), "invalid_force");
+    h_resp_free(&r);
+    setenv("REDLOCK_TEST_TOKEN", PLAIN, 1);
+    h_http(&C, "GET", "/locks/team/f", NULL, &r);
+    cr_assert(json_is_true(json_object_get(r.json, "held")), "still held");
+    h_resp_free(&r);
+    h_cluster_stop(&C);
+    unsetenv("REDLOCK_TEST_TOKEN");
+    h_cluster_start(&C, 3, 0, NULL);
+    h_http(&C, "DELETE", "/locks/any?force=true", NULL, &r);
+    cr_assert_eq(r.status, 403, "no tokens, no admin: %s", r.body);
+    cr_assert(strstr(h_str(&r, "message"), "--auth-tokens-file"), "%s", r.body);
+    h_resp_free(&r);
+}
