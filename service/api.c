@@ -13,6 +13,7 @@
 #include "errors.h"
 #include "jw.h"
 #include "lease.h"
+#include "listop.h"
 #include "stat.h"
 
 /* ---- answers ---- */
@@ -46,8 +47,8 @@ static enum MHD_Result queue_json(http_req *r, int status, const char *body, siz
 enum MHD_Result api_error(http_req *r, rl_err e)
 {
     int has_op = r->op.kind >= 0;
-    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0, has_op ? r->op.nodes_ok : 0,
-                   r->srv->env.quorum};
+    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0,
+                   has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0, r->srv->env.quorum};
     char buf[BODY_MAX_LOCK], val[64];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -430,6 +431,72 @@ static rl_err h_mrelease(http_req *r)
     return start_here(r);
 }
 
+/* The listing is done: the held locks, or the error. */
+static void list_done(listop *l)
+{
+    http_req *r = l->owner;
+    if (l->err != RL_OK) {
+        api_error(r, l->err);
+    } else {
+        body_listed *held = malloc((l->n ? l->n : 1) * sizeof *held);
+        size_t n = 0, cap = BODY_LIST_SIZE(l->n);
+        char *buf = held ? malloc(cap) : NULL;
+        if (!buf) {
+            free(held);
+            api_error(r, RL_E_INTERNAL);
+        } else {
+            for (size_t i = 0; i < l->n; i++)
+                if (l->items[i].held)
+                    held[n++] = (body_listed){l->items[i].name, l->items[i].name_len, l->items[i].owner,
+                                              l->items[i].owner_len, l->items[i].validity_ms,
+                                              l->items[i].token};
+            jw j;
+            jw_init(&j, buf, cap);
+            body_list(&j, l->prefix, l->prefix_len, held, n, l->truncated);
+            free(held);
+            struct MHD_Response *resp = MHD_create_response_from_buffer(jw_len(&j), buf, MHD_RESPMEM_MUST_FREE);
+            if (resp)
+                queue(r, 200, resp, "application/json", NULL, NULL);
+            else
+                free(buf);
+        }
+    }
+    r->srv->mhd_ready = 1;
+    MHD_resume_connection(r->conn);
+}
+
+/* GET /locks?prefix=P&limit=N: the held locks under P (listop.h has the cost), within
+ * the token's scope: a prefix shorter than the scope is narrowed to it, one outside it
+ * is 403. */
+static rl_err h_list(http_req *r)
+{
+    const app *a = r->srv->env.app;
+    const char *p = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "prefix");
+    const char *lim = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit");
+    size_t plen = p ? strlen(p) : 0;
+    long limit = LISTOP_LIMIT_DEFAULT;
+    if (plen && !validate_name(p, plen))
+        return fail(r, RL_E_INVALID_NAME, "prefix must be 0..255 bytes of [A-Za-z0-9._:/-]");
+    if (lim && (validate_uint(lim, LISTOP_LIMIT_MAX, &limit) != 0 || limit < 1))
+        return RL_E_INVALID_LIMIT;
+    const auth_token *t = token_of(r);
+    if (t && t->scope) {
+        size_t sl = strlen(t->scope);
+        if (memcmp(t->scope, p ? p : "", plen < sl ? plen : sl) != 0)
+            return fail(r, RL_E_FORBIDDEN, "the prefix is outside this token's scope");
+        if (plen < sl) {
+            p = t->scope;
+            plen = sl;
+        }
+    }
+    r->list = listop_new(r->srv->env.ops->rounds, a->cfg.key_prefix, p ? p : "", plen,
+                         (size_t)limit, list_done, r);
+    if (!r->list || listop_start(r->list) != 0)
+        return fail(r, RL_E_INTERNAL, "out of memory");
+    suspend(r);
+    return RL_OK;
+}
+
 static rl_err h_healthz(http_req *r)
 {
     const http_env *env = &r->srv->env;
@@ -492,6 +559,7 @@ static rl_err (*const handlers[ROUTE_A__COUNT])(http_req *r) = {
     [ROUTE_A_ACQUIRE] = h_acquire, [ROUTE_A_RELEASE] = h_release, [ROUTE_A_EXTEND] = h_extend,
     [ROUTE_A_INSPECT] = h_inspect, [ROUTE_A_HEALTHZ] = h_healthz, [ROUTE_A_READYZ] = h_readyz,
     [ROUTE_A_METRICS] = h_metrics, [ROUTE_A_MACQUIRE] = h_macquire, [ROUTE_A_MRELEASE] = h_mrelease,
+    [ROUTE_A_LIST] = h_list,
 };
 
 rl_err api_handle(http_req *r)

@@ -89,6 +89,25 @@ void body_multi_released(jw *j, const body_multi *m)
     jw_obj_close(j);
 }
 
+void body_list(jw *j, const char *prefix, size_t prefix_len, const body_listed *locks, size_t n,
+               int truncated)
+{
+    jw_obj_open(j);
+    jw_key_strn(j, "prefix", prefix, prefix_len);
+    jw_arr_open(j, "locks");
+    for (size_t k = 0; k < n; k++) {
+        jw_obj_open(j);
+        jw_key_strn(j, "name", locks[k].name, locks[k].name_len);
+        owner(j, locks[k].owner, locks[k].owner_len);
+        jw_key_int(j, "validity_ms", locks[k].validity_ms);
+        jw_key_uint(j, "fencing_token", locks[k].fencing_token);
+        jw_obj_close(j);
+    }
+    jw_arr_close(j);
+    jw_key_bool(j, "truncated", truncated);
+    jw_obj_close(j);
+}
+
 void body_error(jw *j, const body_err *e)
 {
     jw_obj_open(j);

@@ -64,6 +64,24 @@ void body_multi_granted(jw *j, const body_multi *m);
 /* 200 of DELETE /locks: {"names":[...],"released":true} */
 void body_multi_released(jw *j, const body_multi *m);
 
+/* One held lock of a list (GET /locks). */
+typedef struct body_listed {
+    const char *name;
+    size_t name_len;
+    const char *owner;          /* owner_len 0: null */
+    size_t owner_len;
+    int64_t validity_ms;
+    uint64_t fencing_token;
+} body_listed;
+
+/* Writer room for the list body of n locks. */
+#define BODY_LIST_SIZE(n) (128 + NAME_MAX_LEN + (size_t)(n) * (2 * NAME_MAX_LEN + 2 * OWNER_MAX_LEN + 96))
+
+/* 200 of GET /locks: {"prefix","locks":[{"name","owner","validity_ms","fencing_token"}...],
+ * "truncated"}.  Never a lease. */
+void body_list(jw *j, const char *prefix, size_t prefix_len, const body_listed *locks, size_t n,
+               int truncated);
+
 /* An error answer: its code and what its body carries besides. */
 typedef struct body_err {
     rl_err err;

@@ -18,6 +18,7 @@
 #include "http_req.h"
 #include "idle.h"
 #include "jw.h"
+#include "listop.h"
 #include "route.h"
 #include "stat.h"
 #include "validate.h"
@@ -94,6 +95,7 @@ static http_req *req_new(http_server *s)
     r->op.rd = NULL;
     r->op.multi = NULL;
     r->op.kind = -1;
+    r->list = NULL;
     s->active_reqs++;
     return r;
 }
@@ -103,6 +105,8 @@ static void req_free(http_req *r)
     http_server *s = r->srv;
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
+    listop_free(r->list);
+    r->list = NULL;
     if (r->body != r->body_inline)
         free(r->body);
     if (r->resp)

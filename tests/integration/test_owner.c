@@ -321,3 +321,92 @@ Test(owner, force_is_403_for_other_tokens_and_without_tokens)
     cr_assert(strstr(h_str(&r, "message"), "--auth-tokens-file"), "%s", r.body);
     h_resp_free(&r);
 }
+
+/* ---- GET /locks ---- */
+
+/* GET path as the token in the env; the names listed, comma-separated, into out. */
+static long list(const char *path, char *out, size_t cap, int *truncated, h_resp *keep)
+{
+    h_resp r;
+    h_http(&C, "GET", path, NULL, &r);
+    out[0] = '\0';
+    json_t *locks = r.json ? json_object_get(r.json, "locks") : NULL;
+    for (size_t i = 0; i < json_array_size(locks); i++) {
+        json_t *l = json_array_get(locks, i);
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, "%s%s", n ? "," : "", json_string_value(json_object_get(l, "name")));
+        cr_assert(json_integer_value(json_object_get(l, "validity_ms")) > 0, "%s", r.body);
+        cr_assert(json_integer_value(json_object_get(l, "fencing_token")) >= 1, "%s", r.body);
+        cr_assert_null(json_object_get(l, "lease"));
+    }
+    if (truncated)
+        *truncated = json_is_true(json_object_get(r.json, "truncated"));
+    long status = r.status;
+    if (keep)
+        *keep = r;
+    else
+        h_resp_free(&r);
+    return status;
+}
+
+Test(owner, list_shows_held_locks_under_a_prefix_within_the_tokens_scope)
+{
+    with_tokens();
+    setenv("REDLOCK_TEST_TOKEN", ADMIN, 1);
+    char leases[4][200];
+    const char *names[] = {"team/c", "team/a", "team/b", "other/x"};
+    for (int i = 0; i < 4; i++) {
+        char body[100];
+        snprintf(body, sizeof body, "{\"ttl_ms\":30000,\"owner\":\"owner of %s\"}", names[i]);
+        char path[100];
+        snprintf(path, sizeof path, "/locks/%s", names[i]);
+        h_resp r;
+        h_http(&C, "POST", path, body, &r);
+        cr_assert_eq(r.status, 201, "%s", r.body);
+        snprintf(leases[i], sizeof leases[i], "%s", h_str(&r, "lease"));
+        h_resp_free(&r);
+    }
+    char got[1024];
+    int cut;
+    h_resp r;
+    cr_assert_eq(list("/locks?prefix=team/", got, sizeof got, &cut, &r), 200);
+    cr_assert_str_eq(got, "team/a,team/b,team/c", "by name");
+    cr_assert_eq(cut, 0);
+    cr_assert_str_eq(h_str(&r, "prefix"), "team/");
+    json_t *first = json_array_get(json_object_get(r.json, "locks"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(first, "owner")), "owner of team/a");
+    for (int i = 0; i < 4; i++)
+        cr_assert_null(strstr(r.body, leases[i]), "never a lease: %s", r.body);
+    h_resp_free(&r);
+    cr_assert_eq(list("/locks?prefix=team/&limit=2", got, sizeof got, &cut, NULL), 200);
+    cr_assert_str_eq(got, "team/a,team/b");
+    cr_assert_eq(cut, 1, "and it says the list was cut");
+    cr_assert_eq(list("/locks", got, sizeof got, &cut, NULL), 200);
+    cr_assert_str_eq(got, "other/x,team/a,team/b,team/c", "the '#' keys are never listed");
+    cr_assert_eq(list("/locks?prefix=nothing", got, sizeof got, &cut, NULL), 200);
+    cr_assert_str_eq(got, "");
+    /* Released and expired locks are not listed (a key a quorum does not hold). */
+    cr_assert_eq(h_release(&C, "team/b", leases[2]), 200);
+    cr_assert_eq(list("/locks?prefix=team/", got, sizeof got, &cut, NULL), 200);
+    cr_assert_str_eq(got, "team/a,team/c");
+    /* A scoped token: its scope is the prefix it lists, and nothing outside it. */
+    setenv("REDLOCK_TEST_TOKEN", TEAM, 1);
+    cr_assert_eq(list("/locks", got, sizeof got, &cut, &r), 200);
+    cr_assert_str_eq(got, "team/a,team/c");
+    cr_assert_str_eq(h_str(&r, "prefix"), "team/", "narrowed to the scope");
+    h_resp_free(&r);
+    cr_assert_eq(list("/locks?prefix=te", got, sizeof got, &cut, NULL), 200);
+    cr_assert_str_eq(got, "team/a,team/c");
+    cr_assert_eq(list("/locks?prefix=team/c", got, sizeof got, &cut, NULL), 200);
+    cr_assert_str_eq(got, "team/c");
+    cr_assert_eq(list("/locks?prefix=other/", got, sizeof got, &cut, &r), 403);
+    cr_assert_str_eq(h_str(&r, "error"), "forbidden");
+    h_resp_free(&r);
+    unsetenv("REDLOCK_TEST_TOKEN");
+    cr_assert_eq(list("/locks", got, sizeof got, &cut, NULL), 401, "a token is needed");
+    /* A master down: still listed from the others. */
+    h_redis_kill(&C.masters[0]);
+    setenv("REDLOCK_TEST_TOKEN", ADMIN, 1);
+    cr_assert_eq(list("/locks?prefix=team/", got, sizeof got, &cut, NULL), 200);
+    cr_assert_str_eq(got, "team/a,team/c");
+}

@@ -347,3 +347,33 @@ Test(body, health_of_seven_masters_with_long_addresses_fits_its_writer)
     cr_assert_eq(json_array_size(json_object_get(o, "masters")), 7);
     json_decref(o);
 }
+
+Test(body, a_list_has_the_prefix_each_lock_and_whether_it_was_cut)
+{
+    body_listed ls[2] = {{"jobs/a", 6, "host-1", 6, 900, 7}, {"jobs/b", 6, NULL, 0, 10, 9}};
+    jw *j = writer(BODY_LIST_SIZE(2));
+    body_list(j, "jobs/", 5, ls, 2, 1);
+    json_t *o = parsed(j, 3);
+    cr_assert_str_eq(buf, "{\"prefix\":\"jobs/\",\"locks\":[{\"name\":\"jobs/a\",\"owner\":\"host-1\","
+                          "\"validity_ms\":900,\"fencing_token\":7},{\"name\":\"jobs/b\",\"owner\":null,"
+                          "\"validity_ms\":10,\"fencing_token\":9}],\"truncated\":true}");
+    json_decref(o);
+    j = writer(BODY_LIST_SIZE(0));
+    body_list(j, "", 0, NULL, 0, 0);
+    o = parsed(j, 3);
+    cr_assert_eq(json_array_size(json_object_get(o, "locks")), 0);
+    json_decref(o);
+}
+
+Test(body, the_largest_list_fits_body_list_size)
+{
+    static char name[NAME_MAX_LEN + 1], owner[OWNER_MAX_LEN + 1];
+    memset(name, 'n', NAME_MAX_LEN);
+    memset(owner, '"', OWNER_MAX_LEN);
+    static body_listed ls[4];
+    for (int i = 0; i < 4; i++)
+        ls[i] = (body_listed){name, NAME_MAX_LEN, owner, OWNER_MAX_LEN, INT64_MIN, INT64_MAX};
+    jw *j = writer(BODY_LIST_SIZE(4));
+    body_list(j, name, NAME_MAX_LEN, ls, 4, 1);
+    json_decref(parsed(j, 3));
+}
