@@ -13,46 +13,22 @@
 #include "harness.h"
 
 static h_cluster C;
-static char dir[128];
+static char tokens[64]; /* the tokens file of the test, if it wrote one */
 
 static void teardown(void)
 {
     h_cluster_stop(&C);
     unsetenv("REDLOCK_TEST_TOKEN");
-    if (dir[0]) {
-        char cmd[200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) {
-        }
-        dir[0] = '\0';
-    }
+    if (tokens[0])
+        unlink(tokens);
+    tokens[0] = '\0';
 }
 
 TestSuite(owner, .fini = teardown, .timeout = 60);
 
-static int log_contains(const char *needle)
-{
-    FILE *f = fopen(C.svc.log, "r");
-    cr_assert(f);
-    char line[8192];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
+static int log_contains(const char *needle) { return h_log_contains(&C.svc, needle); }
 
-static long long metric(const char *name)
-{
-    h_resp r;
-    h_http(&C, "GET", "/metrics", NULL, &r);
-    char key[160];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(r.body, key);
-    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
-    h_resp_free(&r);
-    return v;
-}
+static long long metric(const char *name) { return h_metric(C.svc.url, &C.curl, name); }
 
 Test(owner, get_shows_the_owner_and_never_the_lease)
 {
@@ -194,17 +170,12 @@ Test(owner, a_handoff_gives_the_waiter_its_own_owner)
 
 static const char *write_tokens(const char *text)
 {
-    static char path[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/redlockd-own-XXXXXX");
-        cr_assert(mkdtemp(dir));
-    }
-    snprintf(path, sizeof path, "%s/tokens", dir);
-    FILE *f = fopen(path, "w");
+    snprintf(tokens, sizeof tokens, "/tmp/redlockd-owner-%d.tokens", (int)getpid());
+    FILE *f = fopen(tokens, "w");
     cr_assert(f);
     fputs(text, f);
     fclose(f);
-    return path;
+    return tokens;
 }
 
 #define ADMIN "admin-token-0123456789abcdef"
