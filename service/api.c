@@ -14,6 +14,7 @@
 #include "hold.h"
 #include "jw.h"
 #include "lease.h"
+#include "listop.h"
 #include "stat.h"
 
 /* ---- answers ---- */
@@ -47,8 +48,8 @@ static enum MHD_Result queue_json(http_req *r, int status, const char *body, siz
 enum MHD_Result api_error(http_req *r, rl_err e)
 {
     int has_op = r->op.kind >= 0;
-    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0, has_op ? r->op.nodes_ok : 0,
-                   r->srv->env.quorum};
+    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0,
+                   has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0, r->srv->env.quorum};
     char buf[BODY_MAX_LOCK], val[64];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -74,6 +75,14 @@ static rl_err fail(http_req *r, rl_err e, const char *msg)
     return e;
 }
 
+/* What a body shows of a single-name op. */
+static body_lock lock_of(const lockop *op)
+{
+    return (body_lock){op->name, op->name_len, op->lease, op->lease_len, op->token,
+                       op->validity_ms, op->ttl_ms, op->held, op->holder, op->holder_len,
+                       op->kind == LOCKOP_FORCE};
+}
+
 /* The answer of an op that succeeded. */
 static void reply_done(http_req *r, const lockop *op)
 {
@@ -91,8 +100,7 @@ static void reply_done(http_req *r, const lockop *op)
         queue_json(r, op->kind == LOCKOP_MACQUIRE ? 201 : 200, big, jw_len(&j), NULL, NULL);
         return;
     }
-    body_lock l = {op->name, op->name_len, op->lease, op->lease_len, op->token,
-                   op->validity_ms, op->ttl_ms, op->held};
+    body_lock l = lock_of(op);
     char buf[BODY_MAX_LOCK];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -101,6 +109,7 @@ static void reply_done(http_req *r, const lockop *op)
         body_granted(&j, &l);
         break;
     case LOCKOP_RELEASE:
+    case LOCKOP_FORCE:
         body_released(&j, &l);
         break;
     case LOCKOP_EXTEND:
@@ -296,8 +305,7 @@ static void stream_gone(http_req *r)
 static void stream_begin(http_req *r, const lockop *op)
 {
     struct api_stream *st = r->stream;
-    body_lock l = {op->name, op->name_len, op->lease, op->lease_len, op->token,
-                   op->validity_ms, op->ttl_ms, op->held};
+    body_lock l = lock_of(op);
     char buf[BODY_MAX_LOCK];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -509,7 +517,7 @@ static rl_err start_here(http_req *r)
 /* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
 static rl_err query_params(http_req *r)
 {
-    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease", "hold"};
+    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease", "owner", "hold"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
         if (v) {
@@ -568,9 +576,15 @@ static rl_err lock_op(http_req *r, int kind, int need_lease)
         return e;
     if (r->params.hold_stream && kind != LOCKOP_ACQUIRE)
         return fail(r, RL_E_INVALID_HOLD, "hold=stream is for POST /locks/{name}");
+    if (kind != LOCKOP_ACQUIRE && r->params.has_owner)
+        return fail(r, RL_E_INVALID_OWNER, "an owner is given only with POST /locks/{name}");
     lockop_init(&r->op, r->srv->env.ops, kind, r->name, r->name_len, op_done, r);
     if (r->params.has_lease)
         set_lease(&r->op, r->params.lease);
+    if (r->params.has_owner) {
+        r->op.holder_len = strlen(r->params.owner);
+        memcpy(r->op.holder, r->params.owner, r->op.holder_len + 1);
+    }
     return RL_OK;
 }
 
@@ -599,10 +613,56 @@ static rl_err h_acquire(http_req *r)
     return start_routed(r);
 }
 
+/* The token of r's Authorization header, if tokens are on and it is known. */
+static const auth_token *token_of(http_req *r)
+{
+    const app *a = r->srv->env.app;
+    return a->auth.n ? auth_token_of(&a->auth, MHD_lookup_connection_value(
+                                                   r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))
+                     : NULL;
+}
+
+/* DELETE /locks/{name}?force=true: break the lock whatever its lease, for a token
+ * marked +admin (never without tokens).  The broken holder is kept off the resource
+ * by its fencing token (docs/DESIGN.md, section 5a). */
+static rl_err h_force(http_req *r)
+{
+    rl_err e = lock_op(r, LOCKOP_FORCE, 0);
+    if (e != RL_OK)
+        return e;
+    const auth_token *t = token_of(r);
+    if (!r->srv->env.app->auth.n)
+        return fail(r, RL_E_FORBIDDEN, "force=true needs an admin token, and this service runs "
+                                       "without --auth-tokens-file");
+    if (!t || !t->admin)
+        return fail(r, RL_E_FORBIDDEN, "force=true needs a token marked +admin in the tokens file");
+    return start_here(r);
+}
+
 static rl_err h_release(http_req *r)
 {
+    const char *force = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "force");
+    if (force && strcmp(force, "true") == 0)
+        return h_force(r);
+    if (force && strcmp(force, "false") != 0)
+        return RL_E_INVALID_FORCE;
     rl_err e = lock_op(r, LOCKOP_RELEASE, 1);
     return e != RL_OK ? e : start_routed(r);
+}
+
+/* The warning line of a forced release: the lock, the token's label (never the token)
+ * and what came of it. */
+static void log_forced(http_req *r, const lockop *op)
+{
+    const auth_token *t = token_of(r);
+    char fields[640];
+    jw j;
+    jw_init(&j, fields, sizeof fields);
+    jw_key_str(&j, "request_id", r->request_id);
+    jw_key_strn(&j, "name", op->name, op->name_len);
+    jw_key_str(&j, "token", t ? t->label : "?");
+    jw_key_str(&j, "outcome", op->err != RL_OK ? rl_err_code(op->err) : op->held ? "broken" : "not_held");
+    log_event(r->srv->env.log, LOG_LEVEL_WARN, "lock broken by force", fields);
 }
 
 static rl_err h_extend(http_req *r)
@@ -636,6 +696,8 @@ static rl_err multi_params_of(http_req *r, multi_params *mp)
         e = multi_params_from_body(mp, r->body, r->body_len, r->msg, sizeof r->msg);
     if (e == RL_OK)
         e = check_params(r, &mp->p);
+    if (e == RL_OK && mp->p.has_owner)
+        e = fail(r, RL_E_INVALID_OWNER, "a multi-name lock takes no owner (POST /locks/{name} does)");
     if (e == RL_OK && a->auth.n) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         for (size_t j = 0; e == RL_OK && j < mp->n; j++)
@@ -678,6 +740,8 @@ static rl_err h_mrelease(http_req *r)
     rl_err e = lock_params_of(r, 1);
     if (e != RL_OK)
         return e;
+    if (r->params.has_owner)
+        return fail(r, RL_E_INVALID_OWNER, "an owner is given only with POST /locks/{name}");
     const app *a = r->srv->env.app;
     lockop_init(&r->op, r->srv->env.ops, LOCKOP_MRELEASE, "", 0, op_done, r);
     if (a->auth.n) /* every name of the set must be in the token's scope */
@@ -687,6 +751,72 @@ static rl_err h_mrelease(http_req *r)
     if (lockop_set_multi(&r->op, NULL, NULL, 0) != 0)
         return RL_E_INTERNAL;
     return start_here(r);
+}
+
+/* The listing is done: the held locks, or the error. */
+static void list_done(listop *l)
+{
+    http_req *r = l->owner;
+    if (l->err != RL_OK) {
+        api_error(r, l->err);
+    } else {
+        body_listed *held = malloc((l->n ? l->n : 1) * sizeof *held);
+        size_t n = 0, cap = BODY_LIST_SIZE(l->n);
+        char *buf = held ? malloc(cap) : NULL;
+        if (!buf) {
+            free(held);
+            api_error(r, RL_E_INTERNAL);
+        } else {
+            for (size_t i = 0; i < l->n; i++)
+                if (l->items[i].held)
+                    held[n++] = (body_listed){l->items[i].name, l->items[i].name_len, l->items[i].owner,
+                                              l->items[i].owner_len, l->items[i].validity_ms,
+                                              l->items[i].token};
+            jw j;
+            jw_init(&j, buf, cap);
+            body_list(&j, l->prefix, l->prefix_len, held, n, l->truncated);
+            free(held);
+            struct MHD_Response *resp = MHD_create_response_from_buffer(jw_len(&j), buf, MHD_RESPMEM_MUST_FREE);
+            if (resp)
+                queue(r, 200, resp, "application/json", NULL, NULL);
+            else
+                free(buf);
+        }
+    }
+    r->srv->mhd_ready = 1;
+    MHD_resume_connection(r->conn);
+}
+
+/* GET /locks?prefix=P&limit=N: the held locks under P (listop.h has the cost), within
+ * the token's scope: a prefix shorter than the scope is narrowed to it, one outside it
+ * is 403. */
+static rl_err h_list(http_req *r)
+{
+    const app *a = r->srv->env.app;
+    const char *p = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "prefix");
+    const char *lim = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "limit");
+    size_t plen = p ? strlen(p) : 0;
+    long limit = LISTOP_LIMIT_DEFAULT;
+    if (plen && !validate_name(p, plen))
+        return fail(r, RL_E_INVALID_NAME, "prefix must be 0..255 bytes of [A-Za-z0-9._:/-]");
+    if (lim && (validate_uint(lim, LISTOP_LIMIT_MAX, &limit) != 0 || limit < 1))
+        return RL_E_INVALID_LIMIT;
+    const auth_token *t = token_of(r);
+    if (t && t->scope) {
+        size_t sl = strlen(t->scope);
+        if (memcmp(t->scope, p ? p : "", plen < sl ? plen : sl) != 0)
+            return fail(r, RL_E_FORBIDDEN, "the prefix is outside this token's scope");
+        if (plen < sl) {
+            p = t->scope;
+            plen = sl;
+        }
+    }
+    r->list = listop_new(r->srv->env.ops->rounds, a->cfg.key_prefix, p ? p : "", plen,
+                         (size_t)limit, list_done, r);
+    if (!r->list || listop_start(r->list) != 0)
+        return fail(r, RL_E_INTERNAL, "out of memory");
+    suspend(r);
+    return RL_OK;
 }
 
 static rl_err h_healthz(http_req *r)
@@ -726,6 +856,8 @@ static void op_done(lockop *op)
 {
     http_req *r = op->owner;
     gone_unwatch(r);
+    if (op->kind == LOCKOP_FORCE)
+        log_forced(r, op);
     if (op->kind == LOCKOP_READY) {
         /* Ready only when every worker has a quorum of trusted masters: a request may
          * land on any of them. */
@@ -754,6 +886,7 @@ static rl_err (*const handlers[ROUTE_A__COUNT])(http_req *r) = {
     [ROUTE_A_ACQUIRE] = h_acquire, [ROUTE_A_RELEASE] = h_release, [ROUTE_A_EXTEND] = h_extend,
     [ROUTE_A_INSPECT] = h_inspect, [ROUTE_A_HEALTHZ] = h_healthz, [ROUTE_A_READYZ] = h_readyz,
     [ROUTE_A_METRICS] = h_metrics, [ROUTE_A_MACQUIRE] = h_macquire, [ROUTE_A_MRELEASE] = h_mrelease,
+    [ROUTE_A_LIST] = h_list,
 };
 
 rl_err api_handle(http_req *r)

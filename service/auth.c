@@ -20,6 +20,21 @@ void auth_free(auth *a)
     a->n = 0;
 }
 
+/* A token's name in the logs: 1..AUTH_LABEL_MAX of [A-Za-z0-9._:@/-]. */
+static int valid_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > AUTH_LABEL_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("._:@/-", c)))
+            return 0;
+    }
+    return 1;
+}
+
 int auth_parse(auth *a, const char *text, char *err, size_t errlen)
 {
     int line = 0;
@@ -40,10 +55,21 @@ int auth_parse(auth *a, const char *text, char *err, size_t errlen)
         char *tok = strtok_r(buf, " \t\r", &save);
         if (!tok || tok[0] == '#')
             continue;
-        char *scope = strtok_r(NULL, " \t\r", &save);
-        if (strtok_r(NULL, " \t\r", &save)) {
-            snprintf(err, errlen, "line %d: expected 'TOKEN [NAME-PREFIX]'", line);
-            return -1;
+        char *scope = NULL, *label = NULL, *f;
+        int admin = 0;
+        while ((f = strtok_r(NULL, " \t\r", &save))) {
+            if (strcmp(f, "+admin") == 0 && !admin) {
+                admin = 1;
+            } else if (strncmp(f, "name=", 5) == 0 && !label && valid_label(f + 5)) {
+                label = f + 5;
+            } else if (f[0] != '+' && !strchr(f, '=') && !scope) {
+                scope = f;
+            } else {
+                memset(buf, 0, sizeof buf);
+                snprintf(err, errlen, "line %d: expected 'TOKEN [NAME-PREFIX] [+admin] [name=LABEL]'"
+                         " (LABEL: 1..%d of [A-Za-z0-9._:@/-])", line, AUTH_LABEL_MAX);
+                return -1;
+            }
         }
         if (strlen(tok) < 16) {
             snprintf(err, errlen, "line %d: a token must have at least 16 characters", line);
@@ -57,6 +83,11 @@ int auth_parse(auth *a, const char *text, char *err, size_t errlen)
         a->tokens = nt;
         nt[a->n].token = strdup(tok);
         nt[a->n].scope = scope ? strdup(scope) : NULL;
+        nt[a->n].admin = admin;
+        if (label)
+            snprintf(nt[a->n].label, sizeof nt[a->n].label, "%s", label);
+        else
+            snprintf(nt[a->n].label, sizeof nt[a->n].label, "line %d", line);
         if (!nt[a->n].token || (scope && !nt[a->n].scope)) {
             snprintf(err, errlen, "out of memory");
             return -1;
@@ -134,6 +165,11 @@ const char *auth_scope(const auth *a, const char *header)
 {
     const auth_token *t = find_token(a, header);
     return t ? t->scope : NULL;
+}
+
+const auth_token *auth_token_of(const auth *a, const char *header)
+{
+    return find_token(a, header);
 }
 
 rl_err auth_check(const auth *a, const char *header, const char *name, size_t name_len)

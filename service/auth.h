@@ -1,6 +1,11 @@
-/* auth.h -- bearer-token authentication: the tokens file (one token per line,
- * optionally followed by a lock-name prefix that scopes it), and the check of an
- * Authorization header.  Tokens are compared in constant time. */
+/* auth.h -- bearer-token authentication: the tokens file, and the check of an
+ * Authorization header.  Tokens are compared in constant time.
+ *
+ * One token per line: TOKEN [NAME-PREFIX] [+admin] [name=LABEL], the fields after the
+ * token in any order: a lock-name prefix scopes the token; +admin lets it break locks
+ * (DELETE ?force=true); LABEL (1..64 of [A-Za-z0-9._:@/-]) names it in the logs
+ * (default: "line N").  '+' and '=' are not name characters, so a file of the older
+ * form TOKEN [NAME-PREFIX] reads as it always did. */
 #ifndef RL_AUTH_H
 #define RL_AUTH_H
 
@@ -8,9 +13,13 @@
 
 #include "errors.h"
 
+#define AUTH_LABEL_MAX 64
+
 typedef struct auth_token {
     char *token;
     char *scope;   /* lock-name prefix, or NULL for every name */
+    int admin;     /* +admin: may break locks */
+    char label[AUTH_LABEL_MAX + 1]; /* what the logs call it: name=, or "line N" */
 } auth_token;
 
 typedef struct auth {
@@ -35,5 +44,8 @@ rl_err auth_check(const auth *a, const char *header, const char *name, size_t na
 /* The scope (name prefix) of the token in header, or NULL if the token covers every
  * name or is unknown (auth_check() has judged the header already). */
 const char *auth_scope(const auth *a, const char *header);
+
+/* The known token in header (NULL if none): its scope, admin mark and label. */
+const auth_token *auth_token_of(const auth *a, const char *header);
 
 #endif

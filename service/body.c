@@ -19,6 +19,15 @@ static void close_term(jw *j, const body_lock *l)
     jw_obj_close(j);
 }
 
+/* "owner": the string, or null for none. */
+static void owner(jw *j, const char *o, size_t len)
+{
+    if (o && len)
+        jw_key_strn(j, "owner", o, len);
+    else
+        jw_raw_fields(j, "\"owner\":null");
+}
+
 void body_granted(jw *j, const body_lock *l)
 {
     open_name(j, l);
@@ -30,6 +39,8 @@ void body_released(jw *j, const body_lock *l)
 {
     open_name(j, l);
     jw_key_bool(j, "released", 1);
+    if (l->forced)
+        jw_key_bool(j, "forced", 1);
     jw_obj_close(j);
 }
 
@@ -43,6 +54,7 @@ void body_inspected(jw *j, const body_lock *l)
 {
     open_name(j, l);
     jw_key_bool(j, "held", l->held);
+    owner(j, l->held ? l->owner : NULL, l->owner_len);
     jw_key_int(j, "validity_ms", l->validity_ms);
     jw_key_uint(j, "fencing_token", l->fencing_token);
     char index[24]; /* a string: opaque, and larger than a JSON number can carry exactly */
@@ -84,6 +96,25 @@ void body_multi_released(jw *j, const body_multi *m)
     jw_obj_open(j);
     names(j, m);
     jw_key_bool(j, "released", 1);
+    jw_obj_close(j);
+}
+
+void body_list(jw *j, const char *prefix, size_t prefix_len, const body_listed *locks, size_t n,
+               int truncated)
+{
+    jw_obj_open(j);
+    jw_key_strn(j, "prefix", prefix, prefix_len);
+    jw_arr_open(j, "locks");
+    for (size_t k = 0; k < n; k++) {
+        jw_obj_open(j);
+        jw_key_strn(j, "name", locks[k].name, locks[k].name_len);
+        owner(j, locks[k].owner, locks[k].owner_len);
+        jw_key_int(j, "validity_ms", locks[k].validity_ms);
+        jw_key_uint(j, "fencing_token", locks[k].fencing_token);
+        jw_obj_close(j);
+    }
+    jw_arr_close(j);
+    jw_key_bool(j, "truncated", truncated);
     jw_obj_close(j);
 }
 

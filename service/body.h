@@ -31,6 +31,9 @@ typedef struct body_lock {
     int64_t validity_ms;
     long ttl_ms;
     int held;                   /* inspections */
+    const char *owner;          /* inspections: the holder's owner (owner_len 0: none) */
+    size_t owner_len;
+    int forced;                 /* releases: broken by an admin whatever the lease */
 } body_lock;
 
 /* 201 of POST /locks/{name}: {"name","lease","fencing_token","validity_ms","ttl_ms"} */
@@ -39,11 +42,12 @@ void body_granted(jw *j, const body_lock *l);
 /* A line of a streamed hold after its grant: {"event": event, "validity_ms" (when
  * >= 0), "reason" (when not NULL)}. */
 void body_hold_event(jw *j, const char *event, int64_t validity_ms, const char *reason);
-/* 200 of DELETE /locks/{name}: {"name","released":true} */
+/* 200 of DELETE /locks/{name}: {"name","released":true[,"forced":true]} */
 void body_released(jw *j, const body_lock *l);
 /* 200 of PATCH /locks/{name}: {"name","fencing_token","validity_ms","ttl_ms"} */
 void body_extended(jw *j, const body_lock *l);
-/* 200 of GET /locks/{name}: {"name","held","validity_ms","fencing_token","index"} */
+/* 200 of GET /locks/{name}: {"name","held","owner","validity_ms","fencing_token","index"};
+ * owner is null when the lock is free or was granted without one.  Never the lease. */
 void body_inspected(jw *j, const body_lock *l);
 
 /* The index of a lock's state as GET shows it: 2 x its counter, + 1 while held.  A
@@ -68,6 +72,24 @@ typedef struct body_multi {
 void body_multi_granted(jw *j, const body_multi *m);
 /* 200 of DELETE /locks: {"names":[...],"released":true} */
 void body_multi_released(jw *j, const body_multi *m);
+
+/* One held lock of a list (GET /locks). */
+typedef struct body_listed {
+    const char *name;
+    size_t name_len;
+    const char *owner;          /* owner_len 0: null */
+    size_t owner_len;
+    int64_t validity_ms;
+    uint64_t fencing_token;
+} body_listed;
+
+/* Writer room for the list body of n locks. */
+#define BODY_LIST_SIZE(n) (128 + NAME_MAX_LEN + (size_t)(n) * (2 * NAME_MAX_LEN + 2 * OWNER_MAX_LEN + 96))
+
+/* 200 of GET /locks: {"prefix","locks":[{"name","owner","validity_ms","fencing_token"}...],
+ * "truncated"}.  Never a lease. */
+void body_list(jw *j, const char *prefix, size_t prefix_len, const body_listed *locks, size_t n,
+               int truncated);
 
 /* An error answer: its code and what its body carries besides. */
 typedef struct body_err {

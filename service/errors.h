@@ -19,6 +19,10 @@
       "hold must be stream (a lock held while the connection is open)")         \
     X(RL_E_INVALID_INDEX, 400, "invalid_index",                                      \
       "index must be a non-negative integer (the index a GET answered)")             \
+    X(RL_E_INVALID_OWNER, 400, "invalid_owner",                                      \
+      "an owner is 1..256 bytes of printable ASCII (0x20-0x7e)")                     \
+    X(RL_E_INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer 1..1000")   \
+    X(RL_E_INVALID_FORCE, 400, "invalid_force", "force must be true or false")       \
     X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
     X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
     X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \

@@ -18,6 +18,7 @@
 #include "http_req.h"
 #include "idle.h"
 #include "jw.h"
+#include "listop.h"
 #include "route.h"
 #include "stat.h"
 #include "validate.h"
@@ -96,6 +97,7 @@ static http_req *req_new(http_server *s)
     r->op.kind = -1;
     r->stream = NULL;
     r->watch = NULL;
+    r->list = NULL;
     s->active_reqs++;
     return r;
 }
@@ -107,6 +109,8 @@ static void req_free(http_req *r)
     api_watch_free(r);
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
+    listop_free(r->list);
+    r->list = NULL;
     if (r->body != r->body_inline)
         free(r->body);
     if (r->resp)
@@ -133,7 +137,7 @@ static void log_request(http_req *r, int toe_ok)
     stat_inc(&s->stats.requests[rt->id][r->method_id][cls]);
     if (s->env.log->level < LOG_LEVEL_INFO)
         return;
-    char fields[768];
+    char fields[1536];
     jw j;
     jw_init(&j, fields, sizeof fields);
     jw_key_str(&j, "request_id", r->request_id);
@@ -141,6 +145,8 @@ static void log_request(http_req *r, int toe_ok)
     jw_key_str(&j, "route", rt->label);
     if (r->name_len)
         jw_key_strn(&j, "name", r->name, r->name_len > 255 ? 255 : r->name_len);
+    if (r->op.kind == LOCKOP_ACQUIRE && r->op.holder_len) /* who asked: never the lease */
+        jw_key_strn(&j, "owner", r->op.holder, r->op.holder_len);
     jw_key_int(&j, "status", status);
     jw_key_double(&j, "duration_ms", (double)(clock_now_us() - r->start_us) / 1000.0);
     if (r->op.kind >= 0 && (r->status == 503))

@@ -61,6 +61,7 @@ struct http_req {
     lock_params params;
     char msg[256];              /* its message for its error answer, "" if none */
     lockop op;                  /* kind -1 until the handler makes one */
+    struct listop *list;        /* GET /locks: its listing (listop.h), NULL otherwise */
     loop_io gone_io;            /* a waiting acquire or a stream: its connection, watched
                                  * for a hang-up */
     struct api_stream *stream;  /* a lock held while the connection is open (api.c) */

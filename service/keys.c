@@ -50,6 +50,25 @@ size_t keys_anchor(const char *prefix, char *buf, size_t cap)
     return fit(snprintf(buf, cap, "%s" KEYS_ANCHOR, prefix), cap);
 }
 
+size_t keys_scan_pattern(const char *prefix, const char *name_prefix, size_t len, char *buf,
+                         size_t cap)
+{
+    size_t n = 0;
+    if (!cap)
+        return 0;
+    for (const char *p = prefix; *p && n + 2 < cap; p++) {
+        if (strchr("*?[]\\^", *p))
+            buf[n++] = '\\';
+        buf[n++] = *p;
+    }
+    buf[n] = '\0';
+    if (len)
+        snprintf(buf + n, cap - n, "%.*s*", (int)len, name_prefix);
+    else
+        snprintf(buf + n, cap - n, "[^#]*");
+    return strlen(buf);
+}
+
 size_t keys_bucket(const char *name, size_t len, char *buf, size_t cap)
 {
     return fit(snprintf(buf, cap, "b%llu",

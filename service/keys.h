@@ -8,6 +8,7 @@
  *   P#released:<name>     the channel a release of name is announced on
  *   P#anchor              a channel nobody publishes on, that every subscriber
  *                         connection follows (notify.c says why)
+ *   P<name-prefix>*       the SCAN pattern of GET /locks (never a '#' key)
  *   b<k>                  a field of the record: the fencing counter of the names whose
  *                         hash is k modulo KEYS_BUCKETS
  * Lock names cannot contain '#', so no lock key meets the service's own keys.
@@ -47,6 +48,13 @@ size_t keys_record(const char *prefix, char *buf, size_t cap);
 size_t keys_quarantine(const char *prefix, char *buf, size_t cap);
 size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
 size_t keys_anchor(const char *prefix, char *buf, size_t cap);
+
+/* The SCAN MATCH pattern of the lock keys whose names start with name_prefix (may be
+ * empty): the key prefix with its glob characters escaped, then the name prefix and
+ * '*'; with an empty name prefix "[^#]*", so that the service's own keys (P#...) never
+ * match.  Fits KEYS_MAX (prefix up to 127 bytes, each escaped to 2 at most). */
+size_t keys_scan_pattern(const char *prefix, const char *name_prefix, size_t len, char *buf,
+                         size_t cap);
 /* The bucket field of name's fencing counter ("b<k>"). */
 size_t keys_bucket(const char *name, size_t len, char *buf, size_t cap);
 

@@ -265,15 +265,23 @@ static void attempt_begin(lockop *op, round *rd)
     static const char hex[] = "0123456789abcdef";
     memcpy(op->value, op->lease, op->lease_len);
     op->value_len = op->lease_len;
-    if (!op->lease_fresh || op->attempts) {
-        /* A lease the client chose (or a second attempt): another attempt may carry
-         * it too, so this one writes its own tag.  A lease made for this request and
-         * tried once is its own tag, and the masters compare it whole (cheaper). */
+    if (!op->lease_fresh || op->attempts || op->holder_len) {
+        /* A lease the client chose (or a second attempt, or an owner to keep): another
+         * attempt may carry it too, so this one writes its own tag.  A lease made for
+         * this request and tried once without an owner is its own tag, and the masters
+         * compare it whole (cheaper). */
         uint64_t tag = ((uint64_t)rnd(op->env) << 32) | rnd(op->env);
         op->value[op->lease_len] = '.';
         for (int i = 0; i < 16; i++)
             op->value[op->lease_len + 1 + i] = hex[(tag >> (60 - 4 * i)) & 15];
         op->value_len = op->lease_len + 17;
+    }
+    if (op->holder_len) {
+        /* "<lease>.<tag>\n<owner>": the owner never goes without a tag (untag() and
+         * mine() read the lease before the '.'; adopted() marks before the '\n') */
+        op->value[op->value_len++] = '\n';
+        memcpy(op->value + op->value_len, op->holder, op->holder_len);
+        op->value_len += op->holder_len;
     }
     op->value[op->value_len] = '\0';
     op->release_mask = ~(uint64_t)0; /* until the round says who refused */
@@ -717,13 +725,40 @@ static void inspect_done(round *rd)
         op->err = RL_E_QUORUM_UNAVAILABLE;
     } else {
         int64_t valid;
-        op->held = redlock_inspect_holder(rd->replies, re->n, re->quorum, &valid) >= 0;
+        int h = redlock_inspect_holder(rd->replies, re->n, re->quorum, &valid);
+        op->held = h >= 0;
+        op->holder_len = h >= 0 ? rd->replies[h].owner_len : 0;
+        memcpy(op->holder, h >= 0 ? rd->replies[h].owner : "", op->holder_len);
+        op->holder[op->holder_len] = '\0';
         int64_t elapsed_ms = (clock_now_us() - rd->start_us + 999) / 1000;
         op->validity_ms = op->held ? (valid == INT64_MAX ? -1 : valid - elapsed_ms) : 0;
         if (op->held && op->validity_ms < 0 && valid != INT64_MAX)
             op->validity_ms = 0;
         op->token = redlock_max_fence(rd->replies, re->n);
         op->err = RL_OK;
+    }
+    drop_round(op);
+    op->done(op);
+}
+
+/* A release whatever the lease (an admin's DELETE ?force=true): broken once a quorum of
+ * masters answered, the key gone from each whoever held it (the masters that did not
+ * answer are fewer than a quorum, so no lease holds one any more).  op->held: some
+ * master had it; then it is announced like any release, and waiters wake. */
+static void force_done(round *rd)
+{
+    lockop *op = heard(rd, NULL);
+    op->held = 0;
+    for (size_t i = 0; i < rd->env->n; i++)
+        op->held |= rd->replies[i].state == RL_SLOT_OK && rd->replies[i].released;
+    if (op->nodes_ok >= rd->env->quorum) {
+        op->err = RL_OK;
+        count(op->env, CNT_REL_OK);
+        if (op->held)
+            announce_release(op);
+    } else {
+        op->err = RL_E_QUORUM_UNAVAILABLE;
+        count(op->env, CNT_REL_UNAVAILABLE);
     }
     drop_round(op);
     op->done(op);
@@ -801,6 +836,15 @@ void lockop_start(lockop *op)
         const char *argv[] = {kb.key, kb.bucket};
         size_t lens[] = {kb.key_len, kb.bucket_len};
         round_send(op->rd, SCRIPT_INSPECT, 1, 1, argv, lens, round_all(env->rounds));
+        return;
+    }
+    case LOCKOP_FORCE: {
+        if (!op_round(op, force_done))
+            break;
+        op->rd->wait_all = 1;
+        const char *argv[] = {kb.key, kb.chan, env->origin};
+        size_t lens[] = {kb.key_len, kb.chan_len, env->origin_len};
+        round_send(op->rd, SCRIPT_FORCE, 1, 2, argv, lens, round_all(env->rounds));
         return;
     }
     case LOCKOP_READY:

@@ -26,7 +26,8 @@ typedef struct lockop_multi lockop_multi;
 typedef struct lockop_shape lockop_shape;
 
 enum lockop_kind { LOCKOP_ACQUIRE, LOCKOP_RELEASE, LOCKOP_EXTEND, LOCKOP_INSPECT, LOCKOP_READY,
-                   LOCKOP_MACQUIRE, LOCKOP_MRELEASE };
+                   LOCKOP_MACQUIRE, LOCKOP_MRELEASE,
+                   LOCKOP_FORCE /* a release whatever the lease (an admin's) */ };
 
 /* Counters a worker keeps (written by its thread only, read relaxed by /metrics
  * through lockop_counter()). */
@@ -72,6 +73,10 @@ struct lockop {
     char lease[LEASE_MAX_LEN + 1];
     size_t lease_len;
     int lease_fresh;            /* generated for this request: no other attempt can have it */
+    char holder[OWNER_MAX_LEN + 1]; /* the "owner" of the API: ACQUIRE: kept with the
+                                 * grant (holder_len 0: none); INSPECT: read-only, the
+                                 * holder's */
+    size_t holder_len;
     long ttl_ms;
     const char *scope;          /* MRELEASE: a name prefix every name must have (NULL: any) */
     int64_t start_us;
@@ -102,8 +107,10 @@ struct lockop {
     loop_timer done_timer;      /* done() runs from the loop, never inside a call */
     int attempts;
     uint64_t release_mask;      /* after a failed acquire: masters that may hold the key */
-    char value[LEASE_MAX_LEN + 18]; /* "<lease>.<tag>": what this attempt writes; its
-                                 * clean-up deletes only keys holding exactly this */
+    char value[LEASE_MAX_LEN + 18 + 1 + OWNER_MAX_LEN]; /* "<lease>.<tag>[\n<owner>]":
+                                 * what this attempt writes; its clean-up deletes only keys
+                                 * holding exactly this (the '!' of an adopted key is
+                                 * added on the master, never here) */
     size_t value_len;
     int partial;                /* the failed attempt was granted by some masters */
     int64_t split_deadline_us;  /* a no-wait acquire retries split rounds until then */

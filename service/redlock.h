@@ -18,6 +18,8 @@ enum redlock_slot_state {
 };
 
 #define REDLOCK_VALUE_MAX 128
+/* An owner (validate.h's OWNER_MAX_LEN): what a grant was made for, shown by GET. */
+#define REDLOCK_OWNER_MAX 256
 
 typedef struct redlock_reply {
     int state;           /* enum redlock_slot_state */
@@ -29,6 +31,8 @@ typedef struct redlock_reply {
     uint8_t value_len;   /* inspect: the value the key holds (never shown) */
     int has_value;
     char value[REDLOCK_VALUE_MAX];
+    uint16_t owner_len;  /* inspect: the owner stored with the grant (0: none) */
+    char owner[REDLOCK_OWNER_MAX];
 } redlock_reply;
 
 /* Counts over a round's replies. */

@@ -77,9 +77,19 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         }
         break;
     case SCRIPT_INSPECT:
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !int_at(r, 1, &b) ||
-            !int_at(r, 2, &c) || c < 0 || !r->element[0])
+        if (r->type != REDIS_REPLY_ARRAY || (r->elements != 3 && r->elements != 4) ||
+            !int_at(r, 1, &b) || !int_at(r, 2, &c) || c < 0 || !r->element[0])
             break;
+        out->owner_len = 0;
+        if (r->elements == 4) {
+            /* the owner the grant was made with ("": none) */
+            const redisReply *o = r->element[3];
+            if (!o || o->type != REDIS_REPLY_STRING)
+                break;
+            size_t len = o->len > REDLOCK_OWNER_MAX ? REDLOCK_OWNER_MAX : o->len;
+            memcpy(out->owner, o->str, len);
+            out->owner_len = (uint16_t)len;
+        }
         if (r->element[0]->type == REDIS_REPLY_STRING) {
             size_t len = r->element[0]->len;
             if (len > REDLOCK_VALUE_MAX)
@@ -94,6 +104,13 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         out->pttl = b;
         out->fence = (uint64_t)c;
         return;
+    case SCRIPT_FORCE:
+        if (r->type == REDIS_REPLY_INTEGER) {
+            out->state = RL_SLOT_OK; /* the key is gone there, whoever held it */
+            out->released = r->integer == 1;
+            return;
+        }
+        break;
     case SCRIPT_PING:
         if (r->type == REDIS_REPLY_STATUS) {
             out->state = RL_SLOT_OK;

@@ -59,6 +59,7 @@ round *round_new(round_env *env, round_cb done, void *owner)
         replies[i].pttl = -2;
         replies[i].raised = 0;
         replies[i].has_value = 0;
+        replies[i].owner_len = 0;
     }
     return rd;
 }

@@ -13,7 +13,8 @@ static const route route_table[ROUTE__COUNT] = {
     [ROUTE_METRICS] = {ROUTE_METRICS, "/metrics", 0, "/metrics", 0, 1, {{ROUTE_M_GET, ROUTE_A_METRICS}}},
     [ROUTE_OTHER] = {ROUTE_OTHER, NULL, 0, "other", 0, 0, {{0, ROUTE_A_NONE}}},
     [ROUTE_LOCKS] = {ROUTE_LOCKS, "/locks", 0, "/locks", 1, 0,
-                     {{ROUTE_M_POST, ROUTE_A_MACQUIRE}, {ROUTE_M_DELETE, ROUTE_A_MRELEASE}}},
+                     {{ROUTE_M_GET, ROUTE_A_LIST}, {ROUTE_M_POST, ROUTE_A_MACQUIRE},
+                      {ROUTE_M_DELETE, ROUTE_A_MRELEASE}}},
 };
 
 static const char *const route_methods[ROUTE_M__COUNT] = {

@@ -17,7 +17,7 @@ enum route_id {
     ROUTE_READYZ,
     ROUTE_METRICS,
     ROUTE_OTHER,
-    ROUTE_LOCKS,    /* /locks: multi-name locks */
+    ROUTE_LOCKS,    /* /locks: multi-name locks, and the list of held locks */
     ROUTE__COUNT
 };
 
@@ -29,7 +29,7 @@ enum route_action {
     ROUTE_A_NONE,   /* the method is not allowed there */
     ROUTE_A_ACQUIRE, ROUTE_A_RELEASE, ROUTE_A_EXTEND, ROUTE_A_INSPECT,
     ROUTE_A_HEALTHZ, ROUTE_A_READYZ, ROUTE_A_METRICS,
-    ROUTE_A_MACQUIRE, ROUTE_A_MRELEASE,
+    ROUTE_A_MACQUIRE, ROUTE_A_MRELEASE, ROUTE_A_LIST,
     ROUTE_A__COUNT
 };
 

@@ -8,8 +8,10 @@
  *
  * The lock key holds the lease (one the service made for the request) or
  * "<lease>.<tag>" (one the client chose; the tag names the attempt, '.' is not a lease
- * character), with a PX expiry: the clean-up of a failed attempt deletes only what that
- * attempt wrote; a release or extend by the client matches the lease whatever the tag.
+ * character), or "<lease>.<tag>\n<owner>" (a grant with an owner always carries a tag;
+ * an owner is printable ASCII, never '\n'), with a PX expiry: the clean-up of a failed
+ * attempt deletes only what that attempt wrote (owner included); a release or extend by
+ * the client matches the lease whatever the tag and owner.
  *
  * Fencing counters live in the record too, one per bucket of names (a name's bucket is
  * its hash modulo KEYS_BUCKETS (keys.h), chosen by the service, field "b<k>"): nothing per
@@ -30,9 +32,9 @@
  * mine(v, l)  whether lock value v belongs to lease l (any attempt's tag)
  * untag(v)  the lease part of a lock value
  * adopted(v)  the value an attempt writes where it finds its lease already (another
- *           attempt's key, adopted): marked '!', so that no attempt's clean-up, which
- *           deletes only its exact value, ever takes a key that another attempt may
- *           have counted on (docs/DESIGN.md, section 5) */
+ *           attempt's key, adopted): marked '!' (before the owner, if any), so that no
+ *           attempt's clean-up, which deletes only its exact value, ever takes a key
+ *           that another attempt may have counted on (docs/DESIGN.md, section 5) */
 #define PRELUDE                                                                      \
     "local M = redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')\n"                    \
     "if not M[1] or redis.call('HLEN', KEYS[1]) < (tonumber(M[3]) or 0) + " RECORD_FIXED " then\n" \
@@ -65,8 +67,11 @@
     "  return v\n"                                                                     \
     "end\n"                                                                            \
     "local function adopted(v)\n"                                                      \
-    "  if string.find(v, '.', 1, true) then return v .. '!' end\n"                     \
-    "  return v .. '.!'\n"                                                             \
+    "  local nl = string.find(v, '\\n', 1, true)\n"                                   \
+    "  local h, o = v, ''\n"                                                           \
+    "  if nl then h, o = string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"            \
+    "  if string.find(h, '.', 1, true) then return h .. '!' .. o end\n"                \
+    "  return h .. '.!' .. o\n"                                                        \
     "end\n"
 
 /* The single-name operations, each written once as a Lua function of (key 1, key 2,
@@ -131,12 +136,17 @@
     "  return {0, cur(b)}\n"                                                          \
     "end"
 
-/* The lease part of the value (never its tag); the name's counter as it stands. */
+/* The lease part of the value (never its tag); the name's counter as it stands; the
+ * owner the grant was made with ("" if none). */
 #define FN_INSPECT                                                                   \
     "function(key, _, b)\n"                                                          \
-    "  local v = redis.call('GET', key)\n"                                            \
-    "  if v then v = untag(v) end\n"                                                  \
-    "  return {v, redis.call('PTTL', key), cur(b)}\n"                                 \
+    "  local v, o = redis.call('GET', key), ''\n"                                     \
+    "  if v then\n"                                                                   \
+    "    local nl = string.find(v, '\\n', 1, true)\n"                                \
+    "    if nl then o = string.sub(v, nl + 1) end\n"                                  \
+    "    v = untag(v)\n"                                                              \
+    "  end\n"                                                                         \
+    "  return {v, redis.call('PTTL', key), cur(b), o}\n"                              \
     "end"
 
 /* A release that hands the lock straight to the next waiter: where the old lease
@@ -153,6 +163,38 @@
     "  return acquire(key, nil, b, value, ttl)\n"                                     \
     "end"
 
+/* A release whatever the lease (DELETE ?force=true, for an admin token): the holder
+ * is broken, and the fencing token is what protects the resource from it
+ * (docs/DESIGN.md, section 5a).  Announced like any release, so waiters wake. */
+#define FN_FORCE                                                                     \
+    "function(key, _, chan, origin)\n"                                               \
+    "  if redis.call('DEL', key) == 1 then\n"                                         \
+    "    redis.call('PUBLISH', chan, origin)\n"                                       \
+    "    return 1\n"                                                                  \
+    "  end\n"                                                                         \
+    "  return 0\n"                                                                    \
+    "end"
+
+/* The names of the lock keys matching pattern (keys_scan_pattern, keys.h), the first
+ * skip bytes (the key prefix) cut: at most `calls` SCAN calls of COUNT 1000 and at most
+ * limit names, so the cost on the master is bounded.  {more, name1, name2, ...}: more
+ * is 1 when the scan stopped before its end (names may be missing), else 0. */
+#define FN_SCAN                                                                      \
+    "function(_, _, pattern, skip, limit, calls)\n"                                  \
+    "  local out, cursor, n = {0}, '0', tonumber(calls)\n"                            \
+    "  local lim, sk = tonumber(limit), tonumber(skip)\n"                             \
+    "  repeat\n"                                                                      \
+    "    local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)\n"     \
+    "    cursor, n = r[1], n - 1\n"                                                   \
+    "    for _, k in ipairs(r[2]) do\n"                                               \
+    "      if #out - 1 >= lim then out[1] = 1 break end\n"                            \
+    "      out[#out + 1] = string.sub(k, sk + 1)\n"                                   \
+    "    end\n"                                                                       \
+    "  until cursor == '0' or n <= 0 or out[1] == 1\n"                                \
+    "  if cursor ~= '0' then out[1] = 1 end\n"                                        \
+    "  return out\n"                                                                  \
+    "end"
+
 /* A script of its own for one operation: KEYS record, its keys; ARGV its arguments. */
 #define ALONE(fn)                                                                    \
     PRELUDE "local f = " fn "\n"                                                     \
@@ -165,6 +207,8 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_EXTEND] = ALONE(FN_EXTEND),
     [SCRIPT_INSPECT] = ALONE(FN_INSPECT),
     [SCRIPT_HANDOFF] = ALONE(FN_HANDOFF),
+    [SCRIPT_FORCE] = ALONE(FN_FORCE),
+    [SCRIPT_SCAN] = ALONE(FN_SCAN),
     /* ARGV: for each operation its code (scripts.h) and its arguments; KEYS: the
      * master's record, then each operation's keys in the same order.  Every operation
      * runs under pcall, so one that fails (a foreign key of the wrong type, say)

@@ -16,7 +16,7 @@ enum script_id {
     SCRIPT_RELEASE,     /* KEYS lock; ARGV lease (any tag) or value (exact), channel, origin ->
                          * 1 deleted (origin published on channel) | 0 not ours */
     SCRIPT_EXTEND,      /* KEYS lock, set of the lease; ARGV bucket, lease, ttl -> {1,F} | {0,F} */
-    SCRIPT_INSPECT,     /* KEYS lock; ARGV bucket -> {lease|nil, pttl, F} */
+    SCRIPT_INSPECT,     /* KEYS lock; ARGV bucket -> {lease|nil, pttl, F, owner|""} */
     SCRIPT_MARKER,      /* sent as is (no record key added): KEYS record, quarantine;
                          * ARGV check|mark|quarantine|rejoin, run id, delay ms, instance,
                          * base -> {0 unmarked | 1 ready | 2 quarantined, pttl, counters} */
@@ -32,6 +32,10 @@ enum script_id {
                          * keys2... -> {reply1, reply2, ...}, each as its own script answers */
     SCRIPT_TOP,         /* sent as is: KEYS record -> the largest counter (or base), -1 if
                          * no record (a repair reads it from each peer) */
+    SCRIPT_FORCE,       /* KEYS lock; ARGV channel, origin -> 1 deleted whatever its value
+                         * (origin published on channel) | 0 no key */
+    SCRIPT_SCAN,        /* ARGV pattern, prefix length, limit, SCAN calls -> {more, name1,
+                         * name2, ...} (names of the lock keys matching, prefix cut) */
     SCRIPT__COUNT
 };
 

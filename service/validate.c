@@ -41,6 +41,16 @@ int validate_lease(const char *s, size_t len)
     return 1;
 }
 
+int validate_owner(const char *s, size_t len)
+{
+    if (len < 1 || len > OWNER_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+            return 0;
+    return 1;
+}
+
 int validate_uint(const char *s, long max, long *out)
 {
     if (!s || !*s)
@@ -92,6 +102,12 @@ rl_err params_from_query(lock_params *p, const char *key, const char *value)
             return RL_E_INVALID_INDEX;
         p->index = i;
         p->has_index = 1;
+    } else if (strcmp(key, "owner") == 0) {
+        size_t n = strlen(value);
+        if (!validate_owner(value, n))
+            return RL_E_INVALID_OWNER;
+        memcpy(p->owner, value, n + 1);
+        p->has_owner = 1;
     }
     return RL_OK;
 }
@@ -144,8 +160,16 @@ rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg,
                 rc = RL_E_INVALID_HOLD;
             else
                 p->hold_stream = 1;
+        } else if (strcmp(key, "owner") == 0) {
+            if (!json_is_string(v) ||
+                !validate_owner(json_string_value(v), json_string_length(v))) {
+                rc = RL_E_INVALID_OWNER;
+            } else {
+                memcpy(p->owner, json_string_value(v), json_string_length(v) + 1);
+                p->has_owner = 1;
+            }
         } else {
-            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease, hold%s)", key,
+            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease, owner, hold%s)", key,
                      strcmp(key, "names") == 0 ? "; names goes to POST /locks" : "");
             rc = RL_E_INVALID_JSON;
         }

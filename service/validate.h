@@ -10,6 +10,7 @@
 #define NAME_MAX_LEN 255
 #define LEASE_MIN_LEN 16
 #define LEASE_MAX_LEN 128
+#define OWNER_MAX_LEN 256
 #define BODY_MAX_BYTES (64 * 1024)
 
 /* A name is 1..255 bytes of [A-Za-z0-9._:/-]. */
@@ -18,25 +19,31 @@ int validate_name(const char *s, size_t len);
 /* A lease is 16..128 characters of [A-Za-z0-9_-]. */
 int validate_lease(const char *s, size_t len);
 
+/* An owner (who holds a lock, shown by GET) is 1..256 bytes of printable ASCII
+ * (0x20-0x7e): never '\n', which separates it from the lease on the masters. */
+int validate_owner(const char *s, size_t len);
+
 /* The parameters of a lock request, gathered from the query string and the body
  * (the body's value wins). */
 typedef struct lock_params {
     long ttl_ms;
     long wait_ms;
-    int has_ttl, has_wait, has_lease;
+    int has_ttl, has_wait, has_lease, has_owner;
     int hold_stream;     /* "hold": "stream": kept while the connection is open (hold.h) */
     int has_index;       /* GET ?index=I: answer when the lock's index is no longer I */
     unsigned long long index;
     char lease[LEASE_MAX_LEN + 1];
+    char owner[OWNER_MAX_LEN + 1];
 } lock_params;
 
-/* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "hold", "index"); unknown
- * keys are ignored.
+/* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "owner", "hold", "index");
+ * unknown keys are ignored.
  * Returns RL_OK or the error for that value. */
 rl_err params_from_query(lock_params *p, const char *key, const char *value);
 
 /* Parse a body: empty (len 0) means none; otherwise a JSON object whose known members
- * are ttl_ms, wait_ms (non-negative integers), lease (string) and hold ("stream").  Unknown members are
+ * are ttl_ms, wait_ms (non-negative integers), lease and owner (strings) and hold
+ * ("stream").  Unknown members are
  * an error, so that a typo does not pass silently.  On error, msg says what is wrong. */
 rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg, size_t msglen);
 

@@ -218,7 +218,7 @@ def step_api(c, masters, key_prefix):
         ("PUT", f"/locks/{name}", {}, 405, "method_not_allowed"),
         ("POST", "/readyz", {}, 405, "method_not_allowed"),
         ("POST", f"/locks/{name}", {"raw": b"{" + b" " * 70000 + b"}"}, 413, "body_too_large"),
-        ("GET", "/locks", {}, 405, "method_not_allowed"),
+        ("PATCH", "/locks", {}, 405, "method_not_allowed"),
         ("POST", "/locks", {}, 400, "invalid_json"),
         ("POST", "/locks", {"body": {"names": [m1, m1]}}, 400, "invalid_name"),
         ("POST", "/locks", {"body": {"names": [f"n{i}" for i in range(33)]}}, 400, "invalid_name"),
@@ -230,7 +230,7 @@ def step_api(c, masters, key_prefix):
         ok = s == status and isinstance(b, dict) and b.get("error") == code and isinstance(b.get("message"), str)
         check(ok, f"{method} {path[:40]} -> {status} {code}", f"{s} {b}")
         if status == 405:
-            want = "POST, DELETE" if path == "/locks" else "GET"
+            want = "GET, POST, DELETE" if path == "/locks" else "GET"
             check(want in h.get("allow", ""), f"405 has an Allow header with {want} ({h.get('allow')})")
     s, h, b = c.req("GET", "/healthz", headers={"X-Request-Id": "bad id with spaces"})
     check(h.get("x-request-id") not in (None, "", "bad id with spaces"), "an invalid X-Request-Id is replaced", str(h.get("x-request-id")))

@@ -99,7 +99,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (p.has_lease && !validate_lease(p.lease, strnlen(p.lease, sizeof p.lease)))
             abort();
-        if (size == 0 && (p.has_ttl || p.has_wait || p.has_lease))
+        if (p.has_owner && !validate_owner(p.owner, strnlen(p.owner, sizeof p.owner)))
+            abort();
+        if (size == 0 && (p.has_ttl || p.has_wait || p.has_lease || p.has_owner))
             abort();
 
         /* Limits from the last byte, so every branch of params_check is reachable. */
@@ -126,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else {
         if (rc != RL_E_INVALID_JSON && rc != RL_E_INVALID_TTL && rc != RL_E_INVALID_WAIT &&
-            rc != RL_E_INVALID_LEASE)
+            rc != RL_E_INVALID_LEASE && rc != RL_E_INVALID_OWNER)
             abort();
         if (rc == RL_E_INVALID_JSON && !msg[0])
             abort();
@@ -151,6 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     abort();
         }
         if (mp.p.has_lease && !validate_lease(mp.p.lease, strnlen(mp.p.lease, sizeof mp.p.lease)))
+            abort();
+        if (mp.p.has_owner && !validate_owner(mp.p.owner, strnlen(mp.p.owner, sizeof mp.p.owner)))
             abort();
         if ((mp.p.has_ttl && (mp.p.ttl_ms < 0 || mp.p.ttl_ms > HUGE_MS)) ||
             (mp.p.has_wait && (mp.p.wait_ms < 0 || mp.p.wait_ms > HUGE_MS)))

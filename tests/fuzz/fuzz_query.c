@@ -130,9 +130,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (!ok && p.has_lease)
             abort();
+    } else if (strcmp(key, "owner") == 0) {
+        /* reference: 1..256 bytes of 0x20..0x7e */
+        size_t n = strlen(value);
+        int ok = n >= 1 && n <= 256;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (unsigned char)value[i] >= 0x20 && (unsigned char)value[i] <= 0x7e;
+        if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_OWNER))
+            abort();
+        if (ok && (!p.has_owner || strcmp(p.owner, value) != 0))
+            abort();
+        if (!ok && p.has_owner)
+            abort();
     } else {
         /* unknown keys are ignored */
-        if (rc != RL_OK || p.has_ttl || p.has_wait || p.has_lease)
+        if (rc != RL_OK || p.has_ttl || p.has_wait || p.has_lease || p.has_owner)
             abort();
     }
 

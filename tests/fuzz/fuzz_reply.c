@@ -2,11 +2,12 @@
  * redisReader, decoded by reply_decode for every script id (and PING, and ids that
  * do not exist), then checked against the reply shapes documented in scripts.h:
  *
- *   acquire  {1,F} | {2,F} granted, {0,pttl,F} taken     (F >= 0)
+ *   acquire  {1,F} | {2,F} granted, {0,pttl,F[,holder]} taken (F >= 0)
  *   raise    F >= 0
  *   release  1 deleted, any other integer: not ours
  *   extend   {1,F} ours, {a,F} otherwise                 (F >= 0)
- *   inspect  {value|nil, pttl, F}                        (F >= 0)
+ *   inspect  {value|nil, pttl, F[, owner]}               (F >= 0, owner a string)
+ *   force    any integer: 1 deleted, else nothing there (both OK)
  *   ping     a status reply
  * Anything else, an error reply or NULL, is RL_SLOT_FAILED.
  *
@@ -51,8 +52,9 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
             *fence = (uint64_t)b;
             return RL_SLOT_OK;
         }
-        if (arr && r->elements == 3 && is_int(r, 0, &a) && a == 0 && is_int(r, 1, &b) &&
-            is_int(r, 2, &c) && c >= 0) {
+        if (arr && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
+                                         r->element[3]->type == REDIS_REPLY_STRING)) &&
+            is_int(r, 0, &a) && a == 0 && is_int(r, 1, &b) && is_int(r, 2, &c) && c >= 0) {
             *fence = (uint64_t)c;
             *pttl = b;
             return RL_SLOT_REFUSED;
@@ -75,7 +77,9 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
         }
         return RL_SLOT_FAILED;
     case SCRIPT_INSPECT:
-        if (arr && r->elements == 3 && r->element[0] &&
+        if (arr && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
+                                         r->element[3]->type == REDIS_REPLY_STRING)) &&
+            r->element[0] &&
             (r->element[0]->type == REDIS_REPLY_STRING || r->element[0]->type == REDIS_REPLY_NIL) &&
             is_int(r, 1, &b) && is_int(r, 2, &c) && c >= 0) {
             *fence = (uint64_t)c;
@@ -83,6 +87,8 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
             return RL_SLOT_OK;
         }
         return RL_SLOT_FAILED;
+    case SCRIPT_FORCE:
+        return r->type == REDIS_REPLY_INTEGER ? RL_SLOT_OK : RL_SLOT_FAILED;
     case SCRIPT_PING:
         return r->type == REDIS_REPLY_STATUS ? RL_SLOT_OK : RL_SLOT_FAILED;
     default:
@@ -111,16 +117,29 @@ static void check(int script, const redisReply *r)
             abort();
     /* Only a handoff that replaced the old lease ({3, F}) counts as a release. */
     long long code;
-    int want_released = script == SCRIPT_HANDOFF && want == RL_SLOT_OK && is_int(r, 0, &code) && code == 3;
+    int want_released = (script == SCRIPT_HANDOFF && want == RL_SLOT_OK && is_int(r, 0, &code) && code == 3) ||
+                        (script == SCRIPT_FORCE && want == RL_SLOT_OK && r->integer == 1);
     if (out.released != want_released)
         abort();
-    int want_value = script == SCRIPT_INSPECT && want == RL_SLOT_OK &&
-                     r->element[0]->type == REDIS_REPLY_STRING;
-    if (out.has_value != want_value)
+    /* The value: an inspection's, or the holder a refusal names ({0,pttl,F,holder}). */
+    const redisReply *v = NULL;
+    if (script == SCRIPT_INSPECT && want == RL_SLOT_OK && r->element[0]->type == REDIS_REPLY_STRING)
+        v = r->element[0];
+    if ((script == SCRIPT_ACQUIRE || script == SCRIPT_HANDOFF) && want == RL_SLOT_REFUSED && r->elements == 4)
+        v = r->element[3];
+    if (out.has_value != (v != NULL))
         abort();
-    if (want_value) {
-        size_t n = r->element[0]->len < REDLOCK_VALUE_MAX ? r->element[0]->len : REDLOCK_VALUE_MAX;
-        if (out.value_len != n || memcmp(out.value, r->element[0]->str, n) != 0)
+    if (v) {
+        size_t n = v->len < REDLOCK_VALUE_MAX ? v->len : REDLOCK_VALUE_MAX;
+        if (out.value_len != n || memcmp(out.value, v->str, n) != 0)
+            abort();
+    }
+    /* The owner of an inspection: the 4th element, cut to REDLOCK_OWNER_MAX; none without. */
+    if (script == SCRIPT_INSPECT && want == RL_SLOT_OK) {
+        size_t n = r->elements == 4 ? r->element[3]->len : 0;
+        if (n > REDLOCK_OWNER_MAX)
+            n = REDLOCK_OWNER_MAX;
+        if (out.owner_len != n || (n && memcmp(out.owner, r->element[3]->str, n) != 0))
             abort();
     }
 }
@@ -148,7 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const int scripts[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE, SCRIPT_EXTEND,
                                   SCRIPT_INSPECT, SCRIPT_MARKER,  SCRIPT_PING,    SCRIPT__COUNT,
-                                  -1,             SCRIPT_PING + 1, SCRIPT_HANDOFF};
+                                  -1,             SCRIPT_PING + 1, SCRIPT_HANDOFF, SCRIPT_FORCE};
     const size_t nscripts = sizeof scripts / sizeof scripts[0];
     if (huge_multibulk(data, size))
         return 0;

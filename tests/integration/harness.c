@@ -948,3 +948,27 @@ void h_align_wall_clock(int from_ms, int to_ms)
         usleep(2000);
     }
 }
+
+int h_log_contains(const h_service *s, const char *needle)
+{
+    FILE *f = fopen(s->log, "r");
+    cr_assert(f, "cannot read %s", s->log);
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+long long h_metric(const char *base, void **curl, const char *name)
+{
+    h_resp r;
+    h_http_to(base, curl, "GET", "/metrics", NULL, &r);
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(r.body, key);
+    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
+    h_resp_free(&r);
+    return v;
+}

@@ -118,6 +118,11 @@ void h_proxy_stop(h_proxy *p);
  * restart against INFO's whole-second uptime). */
 void h_align_wall_clock(int from_ms, int to_ms);
 
+/* Whether the service's log holds needle (on some line). */
+int h_log_contains(const h_service *s, const char *needle);
+/* The value of an unlabelled metric in base's /metrics (-1 if absent); curl as h_http_to. */
+long long h_metric(const char *base, void **curl, const char *name);
+
 /* Monotonic milliseconds. */
 double h_now_ms(void);
 /* Wait until cond(arg) is true or timeout_ms passes; returns 1 if it became true. */

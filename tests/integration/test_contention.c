@@ -53,14 +53,7 @@ static int held_at(const char *base, void **curl, const char *name, long *status
 /* A gauge or counter without labels from base's /metrics (-1 if absent). */
 static long long metric_at(const char *base, void **curl, const char *metric)
 {
-    h_resp r;
-    h_http_to(base, curl, "GET", "/metrics", NULL, &r);
-    char key[160];
-    snprintf(key, sizeof key, "\n%s ", metric);
-    const char *p = strstr(r.body, key);
-    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
-    h_resp_free(&r);
-    return v;
+    return h_metric(base, curl, metric);
 }
 
 /* Wait until base's parked-waiters gauge is at least want; returns the last value. */

@@ -361,3 +361,162 @@ Test(scripts_live, the_marker_quarantines_every_restart_and_rejoins_with_the_rep
     marker("quarantine", "run2", "4000", "0", o);
     cr_assert_eq(o[0], 2);
 }
+
+/* inspect name -> {lease|nil, pttl, F, owner}: the lease into lease, the owner into owner */
+static void inspect(const char *name, char *lease, size_t lcap, char *owner, size_t ocap)
+{
+    char key[128];
+    snprintf(key, sizeof key, "redlock:%s", name);
+    const char *keys[] = {key};
+    const char *args[] = {"b7"};
+    redisReply *r = lock_script(SCRIPT_INSPECT, 1, keys, 1, args);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 4, "%s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "");
+    snprintf(lease, lcap, "%s", r->element[0]->type == REDIS_REPLY_STRING ? r->element[0]->str : "");
+    cr_assert_eq(r->element[3]->type, REDIS_REPLY_STRING);
+    snprintf(owner, ocap, "%s", r->element[3]->str);
+    freeReplyObject(r);
+}
+
+Test(scripts_live, an_owner_rides_after_the_tag_and_every_rule_still_holds)
+{
+    mark();
+    long long f;
+    char v[600], lease[200], owner[300];
+    /* A grant with an owner: the lease and the owner, never the tag, come back. */
+    cr_assert_eq(acquire("o", "LEASE.aaaaaaaaaaaaaaaa\nhost-1 pid 42. (x)", &f), 1);
+    inspect("o", lease, sizeof lease, owner, sizeof owner);
+    cr_assert_str_eq(lease, "LEASE");
+    cr_assert_str_eq(owner, "host-1 pid 42. (x)", "an owner with '.' is no tag");
+    /* Clean-up is exact, owner included: another attempt's value (another tag, or
+     * the same tag without the owner) misses it. */
+    cr_assert_eq(release("o", "LEASE.aaaaaaaaaaaaaaaa"), 0, "the value without the owner is not it");
+    cr_assert_eq(release("o", "LEASE.bbbbbbbbbbbbbbbb\nhost-1 pid 42. (x)"), 0);
+    cr_assert_eq(release("o", "LEASE.aaaaaaaaaaaaaaaa\nhost-1 pid 42. (x)"), 1, "its own, whole");
+    /* Adoption: the mark goes before the owner, and no clean-up takes the key. */
+    cr_assert_eq(acquire("o", "LEASE.aaaaaaaaaaaaaaaa\nfirst", &f), 1);
+    cr_assert_eq(acquire("o", "LEASE.bbbbbbbbbbbbbbbb\nsecond", &f), 2, "same lease: adopted");
+    str_cmd(v, sizeof v, "GET redlock:o");
+    cr_assert_str_eq(v, "LEASE.bbbbbbbbbbbbbbbb!\nsecond");
+    inspect("o", lease, sizeof lease, owner, sizeof owner);
+    cr_assert_str_eq(lease, "LEASE");
+    cr_assert_str_eq(owner, "second", "the adopting attempt's owner");
+    cr_assert_eq(release("o", "LEASE.aaaaaaaaaaaaaaaa\nfirst"), 0);
+    cr_assert_eq(release("o", "LEASE.bbbbbbbbbbbbbbbb\nsecond"), 0, "not even the adopter's own");
+    /* Another lease is refused, and told the holder's lease alone. */
+    char key[] = "redlock:o";
+    const char *keys[] = {key};
+    const char *args[] = {"b7", "OTHER.cccccccccccccccc\nthief", "10000"};
+    redisReply *r = lock_script(SCRIPT_ACQUIRE, 1, keys, 3, args);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 4 && r->element[0]->integer == 0);
+    cr_assert_str_eq(r->element[3]->str, "LEASE", "the holder's lease, not its owner");
+    freeReplyObject(r);
+    /* Extend and release by the lease alone, whatever the tag and owner. */
+    const char *kx[] = {key, "redlock:#set:LEASE"};
+    const char *ax[] = {"b7", "LEASE", "20000"};
+    r = lock_script(SCRIPT_EXTEND, 2, kx, 3, ax);
+    cr_assert_eq(r->element[0]->integer, 1);
+    freeReplyObject(r);
+    cr_assert_eq(release("o", "LEASE"), 1);
+    cr_assert_eq(int_cmd("EXISTS redlock:o"), 0);
+    /* A free key: no lease, no owner; a bare lease (a fresh one): no owner. */
+    inspect("o", lease, sizeof lease, owner, sizeof owner);
+    cr_assert_str_eq(lease, "");
+    cr_assert_str_eq(owner, "");
+    cr_assert_eq(acquire("o", "FRESHLEASE", &f), 1);
+    inspect("o", lease, sizeof lease, owner, sizeof owner);
+    cr_assert_str_eq(lease, "FRESHLEASE");
+    cr_assert_str_eq(owner, "");
+    cr_assert_eq(acquire("o", "FRESHLEASE.dddddddddddddddd\nlater", &f), 2);
+    str_cmd(v, sizeof v, "GET redlock:o");
+    cr_assert_str_eq(v, "FRESHLEASE.dddddddddddddddd!\nlater");
+}
+
+Test(scripts_live, a_handoff_writes_the_waiters_own_owner)
+{
+    mark();
+    long long f;
+    cr_assert_eq(acquire("h", "OLD.aaaaaaaaaaaaaaaa\nold-owner", &f), 1);
+    const char *keys[] = {"redlock:h"};
+    const char *args[] = {"b7", "OLD", "NEW.bbbbbbbbbbbbbbbb\nnew-owner", "10000"};
+    redisReply *r = lock_script(SCRIPT_HANDOFF, 1, keys, 4, args);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 3, "replaced");
+    freeReplyObject(r);
+    char v[200];
+    str_cmd(v, sizeof v, "GET redlock:h");
+    cr_assert_str_eq(v, "NEW.bbbbbbbbbbbbbbbb\nnew-owner");
+    /* The same through the batch: code h, one key, four arguments. */
+    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "3", MK, "redlock:h", "redlock:h",
+                          "h", "b7", "NEW", "THIRD.cccccccccccccccc\nthird", "10000",
+                          "i", "b7"};
+    redisReply *b = redisCommandArgv(R, 13, argv, NULL);
+    cr_assert(b && b->type == REDIS_REPLY_ARRAY && b->elements == 2, "%s",
+              b && b->type == REDIS_REPLY_ERROR ? b->str : "");
+    cr_assert_eq(b->element[0]->element[0]->integer, 3);
+    cr_assert_eq(b->element[1]->elements, 4, "inspect in a batch answers the owner too");
+    cr_assert_str_eq(b->element[1]->element[0]->str, "THIRD");
+    cr_assert_str_eq(b->element[1]->element[3]->str, "third");
+    freeReplyObject(b);
+}
+
+Test(scripts_live, force_deletes_whatever_the_value_and_announces_it)
+{
+    mark();
+    long long f;
+    cr_assert_eq(acquire("fz", "SOMEONE.aaaaaaaaaaaaaaaa\nhost", &f), 1);
+    const char *keys[] = {"redlock:fz"};
+    const char *args[] = {"redlock:#released:fz", "origin"};
+    redisReply *r = lock_script(SCRIPT_FORCE, 1, keys, 2, args);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    cr_assert_eq(r->integer, 1);
+    freeReplyObject(r);
+    cr_assert_eq(int_cmd("EXISTS redlock:fz"), 0);
+    r = lock_script(SCRIPT_FORCE, 1, keys, 2, args);
+    cr_assert_eq(r->integer, 0, "nothing to break");
+    freeReplyObject(r);
+    cmd("HSET " MK " q 1");
+    r = lock_script(SCRIPT_FORCE, 1, keys, 2, args);
+    cr_assert(refused_as(r, SCRIPT_ERR_QUARANTINED), "a quarantined master refuses it too");
+    freeReplyObject(r);
+}
+
+/* scan with pattern -> the names (sorted by the caller), *more set */
+static size_t scan(const char *pattern, const char *limit, const char *calls, char names[][64],
+                   size_t cap, long long *more)
+{
+    const char *args[] = {pattern, "8", limit, calls};
+    redisReply *r = lock_script(SCRIPT_SCAN, 0, NULL, 4, args);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements >= 1, "%s",
+              r->type == REDIS_REPLY_ERROR ? r->str : "");
+    *more = r->element[0]->integer;
+    size_t n = 0;
+    for (size_t i = 1; i < r->elements && n < cap; i++)
+        snprintf(names[n++], 64, "%s", r->element[i]->str);
+    freeReplyObject(r);
+    return n;
+}
+
+Test(scripts_live, scan_lists_lock_names_under_a_prefix_never_the_services_keys)
+{
+    mark();
+    cmd("SET redlock:#quarantine 1");
+    cmd("SET redlock:#set:LEASE x");
+    long long f, more;
+    cr_assert_eq(acquire("jobs/a", "A.aaaaaaaaaaaaaaaa", &f), 1);
+    cr_assert_eq(acquire("jobs/b", "B.bbbbbbbbbbbbbbbb", &f), 1);
+    cr_assert_eq(acquire("other", "C.cccccccccccccccc", &f), 1);
+    cmd("SET unrelated:jobs/x 1");
+    char names[16][64];
+    size_t n = scan("redlock:[^#]*", "100", "10", names, 16, &more);
+    cr_assert_eq(n, 3, "three locks, no '#' key");
+    cr_assert_eq(more, 0);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(names[i][0] != '#', "%s", names[i]);
+    n = scan("redlock:jobs/*", "100", "10", names, 16, &more);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(more, 0);
+    cr_assert(strncmp(names[0], "jobs/", 5) == 0 && strncmp(names[1], "jobs/", 5) == 0);
+    n = scan("redlock:jobs/*", "1", "10", names, 16, &more);
+    cr_assert_eq(n, 1, "at most limit names");
+    cr_assert_eq(more, 1, "and it says there were more");
+}

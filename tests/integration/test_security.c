@@ -40,17 +40,7 @@ static const char *write_file(const char *name, const char *text)
     return path;
 }
 
-static int log_contains(const char *needle)
-{
-    FILE *f = fopen(C.svc.log, "r");
-    cr_assert(f);
-    char line[8192];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
+static int log_contains(const char *needle) { return h_log_contains(&C.svc, needle); }
 
 #define ADMIN "admin-token-0123456789abcdef"
 #define BILLING "billing-token-0123456789abcd"

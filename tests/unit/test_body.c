@@ -53,7 +53,8 @@ static long long num(json_t *o, const char *k)
     return json_integer_value(v);
 }
 
-static const body_lock lock = {"jobs/nightly", 12, "leaseAAAAAAAAAAAAAAAA", 21, 42, 9897, 10000, 1};
+static const body_lock lock = {"jobs/nightly", 12, "leaseAAAAAAAAAAAAAAAA", 21, 42, 9897, 10000, 1,
+                               NULL, 0, 0};
 
 /* The body fn writes for l: exactly want, and an object of n members once parsed. */
 static json_t *lock_body(void (*fn)(jw *, const body_lock *), const body_lock *l, const char *want,
@@ -98,8 +99,8 @@ Test(body, an_inspection_says_held_validity_and_token_never_the_lease)
     free_lock.held = 0;
     free_lock.validity_ms = 0;
     json_t *o = lock_body(body_inspected, &free_lock,
-                          "{\"name\":\"jobs/nightly\",\"held\":false,\"validity_ms\":0,\"fencing_token\":42,"
-                          "\"index\":\"84\"}", 5);
+                          "{\"name\":\"jobs/nightly\",\"held\":false,\"owner\":null,\"validity_ms\":0,"
+                          "\"fencing_token\":42,\"index\":\"84\"}", 6);
     cr_assert(json_is_false(json_object_get(o, "held")));
     cr_assert_null(json_object_get(o, "lease"));
     json_decref(o);
@@ -121,6 +122,34 @@ Test(body, the_index_moves_with_a_grant_a_release_or_an_expiry_and_not_with_an_e
     cr_assert_eq(body_index(&freed), 2 * lock.fencing_token);
 }
 
+Test(body, an_inspection_shows_the_owner_of_a_held_lock_or_null)
+{
+    body_lock held = lock;
+    held.held = 1;
+    held.owner = "host \"7\" pid\\42";
+    held.owner_len = strlen(held.owner);
+    json_t *o = lock_body(body_inspected, &held,
+                          "{\"name\":\"jobs/nightly\",\"held\":true,\"owner\":\"host \\\"7\\\" pid\\\\42\","
+                          "\"validity_ms\":9897,\"fencing_token\":42,\"index\":\"85\"}", 6);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "owner")), "host \"7\" pid\\42");
+    cr_assert_null(json_object_get(o, "lease"));
+    json_decref(o);
+    held.owner_len = 0;
+    o = lock_body(body_inspected, &held,
+                  "{\"name\":\"jobs/nightly\",\"held\":true,\"owner\":null,\"validity_ms\":9897,"
+                  "\"fencing_token\":42,\"index\":\"85\"}", 6);
+    cr_assert(json_is_null(json_object_get(o, "owner")), "held without an owner: null");
+    json_decref(o);
+}
+
+Test(body, a_forced_release_says_so)
+{
+    body_lock f = lock;
+    f.forced = 1;
+    json_t *o = lock_body(body_released, &f, "{\"name\":\"jobs/nightly\",\"released\":true,\"forced\":true}", 3);
+    json_decref(o);
+}
+
 Test(body, the_largest_single_name_bodies_fit_their_writer)
 {
     char name[NAME_MAX_LEN + 1], lease[LEASE_MAX_LEN + 1];
@@ -129,13 +158,17 @@ Test(body, the_largest_single_name_bodies_fit_their_writer)
     memset(lease, 'l', LEASE_MAX_LEN);
     lease[LEASE_MAX_LEN] = '\0';
     /* fencing tokens are Redis counters: INT64_MAX at the most */
-    body_lock l = {name, NAME_MAX_LEN, lease, LEASE_MAX_LEN, INT64_MAX, INT64_MIN, -2147483647L, 1};
+    /* an owner of quotes only: each one escaped to two bytes */
+    static char owner[OWNER_MAX_LEN + 1];
+    memset(owner, '"', OWNER_MAX_LEN);
+    body_lock l = {name, NAME_MAX_LEN, lease, LEASE_MAX_LEN, INT64_MAX, INT64_MIN, -2147483647L, 1,
+                   owner, OWNER_MAX_LEN, 1};
     void (*const bodies[])(jw *, const body_lock *) = {body_granted, body_released, body_extended,
                                                        body_inspected};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         jw *j = writer(BODY_MAX_LOCK);
         bodies[i](j, &l);
-        json_t *o = parsed(j, i == 0 || i == 3 ? 5 : i == 1 ? 2 : 4);
+        json_t *o = parsed(j, i == 0 ? 5 : i == 1 ? 3 : i == 2 ? 4 : 6);
         cr_assert_str_eq(str(o, "name"), name);
         json_decref(o);
     }
@@ -329,4 +362,34 @@ Test(body, health_of_seven_masters_with_long_addresses_fits_its_writer)
     cr_assert(json_is_true(json_object_get(o, "ready")));
     cr_assert_eq(json_array_size(json_object_get(o, "masters")), 7);
     json_decref(o);
+}
+
+Test(body, a_list_has_the_prefix_each_lock_and_whether_it_was_cut)
+{
+    body_listed ls[2] = {{"jobs/a", 6, "host-1", 6, 900, 7}, {"jobs/b", 6, NULL, 0, 10, 9}};
+    jw *j = writer(BODY_LIST_SIZE(2));
+    body_list(j, "jobs/", 5, ls, 2, 1);
+    json_t *o = parsed(j, 3);
+    cr_assert_str_eq(buf, "{\"prefix\":\"jobs/\",\"locks\":[{\"name\":\"jobs/a\",\"owner\":\"host-1\","
+                          "\"validity_ms\":900,\"fencing_token\":7},{\"name\":\"jobs/b\",\"owner\":null,"
+                          "\"validity_ms\":10,\"fencing_token\":9}],\"truncated\":true}");
+    json_decref(o);
+    j = writer(BODY_LIST_SIZE(0));
+    body_list(j, "", 0, NULL, 0, 0);
+    o = parsed(j, 3);
+    cr_assert_eq(json_array_size(json_object_get(o, "locks")), 0);
+    json_decref(o);
+}
+
+Test(body, the_largest_list_fits_body_list_size)
+{
+    static char name[NAME_MAX_LEN + 1], owner[OWNER_MAX_LEN + 1];
+    memset(name, 'n', NAME_MAX_LEN);
+    memset(owner, '"', OWNER_MAX_LEN);
+    static body_listed ls[4];
+    for (int i = 0; i < 4; i++)
+        ls[i] = (body_listed){name, NAME_MAX_LEN, owner, OWNER_MAX_LEN, INT64_MIN, INT64_MAX};
+    jw *j = writer(BODY_LIST_SIZE(4));
+    body_list(j, name, NAME_MAX_LEN, ls, 4, 1);
+    json_decref(parsed(j, 3));
 }

@@ -81,3 +81,21 @@ Test(keys, the_hash_never_changes)
     cr_assert_eq(keys_name_hash("", 0), 1469598103934665603ull);
     cr_assert_eq(keys_name_hash("a", 1), 0x44bd8ad473cd9906ull);
 }
+
+Test(keys, the_scan_pattern_matches_lock_names_only_and_escapes_the_prefix)
+{
+    char b[KEYS_MAX];
+    cr_assert_eq(keys_scan_pattern("redlock:", "jobs/", 5, b, sizeof b), strlen("redlock:jobs/*"));
+    cr_assert_str_eq(b, "redlock:jobs/*");
+    keys_scan_pattern("redlock:", "", 0, b, sizeof b);
+    cr_assert_str_eq(b, "redlock:[^#]*", "never the service's '#' keys");
+    keys_scan_pattern("a*b?[c]\\:", "x", 1, b, sizeof b);
+    cr_assert_str_eq(b, "a\\*b\\?\\[c\\]\\\\:x*", "glob characters of the prefix are literal");
+    /* the longest: a prefix of 127 glob characters and a name prefix of 255 */
+    char prefix[128], name[256];
+    memset(prefix, '*', 127);
+    prefix[127] = '\0';
+    memset(name, 'n', 255);
+    name[255] = '\0';
+    cr_assert_eq(keys_scan_pattern(prefix, name, 255, b, sizeof b), 254 + 255 + 1, "fits KEYS_MAX");
+}

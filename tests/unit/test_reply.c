@@ -214,6 +214,42 @@ Test(reply, inspect_copies_the_value)
     cr_assert_eq(out.fence, 42);
 }
 
+Test(reply, inspect_gives_the_owner_apart_from_the_lease)
+{
+    static const char r[] = "*4\r\n$5\r\nLEASE\r\n:900\r\n:4\r\n$11\r\nhost-7 pid1\r\n";
+    redlock_reply out = decode(SCRIPT_INSPECT, r, sizeof r - 1);
+    cr_assert_eq(out.state, RL_SLOT_OK);
+    cr_assert_eq(out.value_len, 5);
+    cr_assert_eq(memcmp(out.value, "LEASE", 5), 0, "the lease alone is compared between masters");
+    cr_assert_eq(out.owner_len, 11);
+    cr_assert_eq(memcmp(out.owner, "host-7 pid1", 11), 0);
+    static const char none[] = "*4\r\n$5\r\nLEASE\r\n:900\r\n:4\r\n$0\r\n\r\n";
+    out = decode(SCRIPT_INSPECT, none, sizeof none - 1);
+    cr_assert_eq(out.state, RL_SLOT_OK);
+    cr_assert_eq(out.owner_len, 0, "no owner");
+    static const char nil[] = "*4\r\n$5\r\nLEASE\r\n:900\r\n:4\r\n$-1\r\n";
+    out = decode(SCRIPT_INSPECT, nil, sizeof nil - 1);
+    cr_assert_eq(out.state, RL_SLOT_FAILED, "the owner is a string, never nil");
+    /* A foreign value longer than an owner is cut to REDLOCK_OWNER_MAX. */
+    char big[600];
+    int n = snprintf(big, sizeof big, "*4\r\n$1\r\nL\r\n:9\r\n:1\r\n$300\r\n%0300d\r\n", 0);
+    out = decode(SCRIPT_INSPECT, big, (size_t)n);
+    cr_assert_eq(out.state, RL_SLOT_OK);
+    cr_assert_eq(out.owner_len, REDLOCK_OWNER_MAX);
+}
+
+Test(reply, force_is_ok_whether_it_deleted_or_found_nothing)
+{
+    redlock_reply out = decode(SCRIPT_FORCE, ":1\r\n", 4);
+    cr_assert_eq(out.state, RL_SLOT_OK);
+    cr_assert_eq(out.released, 1);
+    out = decode(SCRIPT_FORCE, ":0\r\n", 4);
+    cr_assert_eq(out.state, RL_SLOT_OK, "free there: the lock is not held on it either way");
+    cr_assert_eq(out.released, 0);
+    out = decode(SCRIPT_FORCE, "$1\r\n1\r\n", 7);
+    cr_assert_eq(out.state, RL_SLOT_FAILED);
+}
+
 Test(reply, inspect_nil_value_means_free)
 {
     static const char r[] = "*3\r\n$-1\r\n:-2\r\n:3\r\n";

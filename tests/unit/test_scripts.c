@@ -70,8 +70,9 @@ Test(scripts, each_single_operation_is_the_batched_function)
 Test(scripts, every_lock_script_checks_the_masters_record_first)
 {
     /* A wiped or quarantined master must refuse before any write (docs/DESIGN.md). */
-    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE, SCRIPT_RELEASE, SCRIPT_EXTEND, SCRIPT_INSPECT,
-                       SCRIPT_HANDOFF, SCRIPT_BATCH, SCRIPT_MACQUIRE, SCRIPT_MRAISE, SCRIPT_MRELEASE};
+    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,    SCRIPT_RELEASE, SCRIPT_EXTEND,
+                       SCRIPT_INSPECT, SCRIPT_HANDOFF,  SCRIPT_BATCH,   SCRIPT_MACQUIRE,
+                       SCRIPT_MRAISE,  SCRIPT_MRELEASE, SCRIPT_FORCE,   SCRIPT_SCAN};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
         const char *check = strstr(s, "redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')");
@@ -79,4 +80,17 @@ Test(scripts, every_lock_script_checks_the_masters_record_first)
         cr_assert_not_null(strstr(s, SCRIPT_ERR_UNMARKED), "script %d", ids[i]);
         cr_assert_not_null(strstr(s, SCRIPT_ERR_QUARANTINED), "script %d", ids[i]);
     }
+}
+
+Test(scripts, an_owner_never_moves_the_adoption_mark_or_the_lease)
+{
+    /* adopted() puts '!' before the '\n' of an owner, untag() stops at the first '.',
+     * and the inspect reply carries the owner as its 4th element (tests/integration's
+     * scripts_live runs them). */
+    const char *s = script_source(SCRIPT_BATCH);
+    cr_assert_not_null(strstr(s, "return h .. '!' .. o"));
+    cr_assert_not_null(strstr(s, "return {v, redis.call('PTTL', key), cur(b), o}"));
+    cr_assert_eq(script_batch_code(SCRIPT_INSPECT, 1, 1), 'i', "inspect keeps its batch shape");
+    cr_assert_eq(script_batch_code(SCRIPT_FORCE, 1, 2), 0, "force goes alone");
+    cr_assert_eq(script_batch_code(SCRIPT_SCAN, 0, 4), 0, "scan goes alone");
 }

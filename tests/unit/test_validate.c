@@ -769,3 +769,50 @@ Test(validate, uint_refuses_a_digit_above_a_small_max)
     cr_assert_eq(validate_uint("8", 8, &v), 0);
     cr_assert_eq(v, 8);
 }
+
+Test(validate, owner_is_1_to_256_printable_ascii_bytes)
+{
+    char o[300];
+    memset(o, 'x', sizeof o);
+    cr_assert(validate_owner("a", 1));
+    cr_assert(validate_owner(" ~", 2), "0x20 and 0x7e are the ends");
+    cr_assert(validate_owner("host-7 pid 42 {pod: \"a.b\"}", 26));
+    cr_assert(validate_owner(o, 256));
+    cr_assert(!validate_owner(o, 257));
+    cr_assert(!validate_owner("", 0));
+    cr_assert(!validate_owner("a\nb", 3), "never a newline: it separates the owner on the masters");
+    cr_assert(!validate_owner("a\tb", 3));
+    cr_assert(!validate_owner("a\x7f", 2));
+    cr_assert(!validate_owner("caf\xc3\xa9", 5), "ASCII only");
+    cr_assert(!validate_owner("a\0b", 3));
+}
+
+Test(validate, owner_from_the_body_and_the_query)
+{
+    lock_params p;
+    memset(&p, 0, sizeof p);
+    char msg[128] = "";
+    const char *b = "{\"owner\":\"pod-7/pid 42\"}";
+    cr_assert_eq(params_from_body(&p, b, strlen(b), msg, sizeof msg), RL_OK);
+    cr_assert_eq(p.has_owner, 1);
+    cr_assert_str_eq(p.owner, "pod-7/pid 42");
+    const char *bad[] = {"{\"owner\":\"\"}", "{\"owner\":\"a\\nb\"}", "{\"owner\":7}",
+                         "{\"owner\":null}", "{\"owner\":\"\\u00e9\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&p, 0, sizeof p);
+        cr_assert_eq(params_from_body(&p, bad[i], strlen(bad[i]), msg, sizeof msg),
+                     RL_E_INVALID_OWNER, "%s", bad[i]);
+        cr_assert_eq(p.has_owner, 0);
+    }
+    char big[400];
+    snprintf(big, sizeof big, "{\"owner\":\"%0256d\"}", 0);
+    cr_assert_eq(params_from_body(&p, big, strlen(big), msg, sizeof msg), RL_OK);
+    cr_assert_eq(strlen(p.owner), 256);
+    snprintf(big, sizeof big, "{\"owner\":\"%0257d\"}", 0);
+    cr_assert_eq(params_from_body(&p, big, strlen(big), msg, sizeof msg), RL_E_INVALID_OWNER);
+    memset(&p, 0, sizeof p);
+    cr_assert_eq(params_from_query(&p, "owner", "cron on host-3"), RL_OK);
+    cr_assert_str_eq(p.owner, "cron on host-3");
+    cr_assert_eq(params_from_query(&p, "owner", "a\x7f"), RL_E_INVALID_OWNER);
+    cr_assert_eq(params_from_query(&p, "owner", ""), RL_E_INVALID_OWNER);
+}
