@@ -187,10 +187,11 @@ static void one_send_acquire(lockop *op, round *rd)
     make_keys(op, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    const char *argv[] = {kb.key, kb.bucket, op->value, ttl};
-    size_t lens[] = {kb.key_len, kb.bucket_len, op->value_len, (size_t)tl};
+    const char *argv[] = {kb.key, kb.bucket, op->value, ttl, kb.chan, op->env->origin};
+    size_t lens[] = {kb.key_len, kb.bucket_len, op->value_len, (size_t)tl, kb.chan_len,
+                     op->env->origin_len};
     rd->split_aware = 1;
-    round_send(rd, SCRIPT_ACQUIRE, 1, 3, argv, lens, round_all(op->env->rounds));
+    round_send(rd, SCRIPT_ACQUIRE, 1, 5, argv, lens, round_all(op->env->rounds));
 }
 
 static uint64_t one_plan_raise(lockop *op, const round *rd)
@@ -623,11 +624,12 @@ static int try_handoff(lockop *r)
     make_keys(h, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
-    const char *argv[] = {kb.key, kb.bucket, r->lease, h->value, ttl};
-    size_t lens[] = {kb.key_len, kb.bucket_len, r->lease_len, h->value_len, (size_t)tl};
+    const char *argv[] = {kb.key, kb.bucket, r->lease, h->value, ttl, kb.chan, env->origin};
+    size_t lens[] = {kb.key_len, kb.bucket_len, r->lease_len, h->value_len, (size_t)tl,
+                     kb.chan_len, env->origin_len};
     h->handoff_from = r;
     count(env, CNT_HANDOFFS);
-    round_send(rd, SCRIPT_HANDOFF, 1, 4, argv, lens, round_all(env->rounds));
+    round_send(rd, SCRIPT_HANDOFF, 1, 6, argv, lens, round_all(env->rounds));
     return 1;
 }
 

@@ -189,7 +189,9 @@ static void send_acquire(lockop *op, round *rd)
     arg_num(a, 1, n);
     arg(a, a->joined, jl);
     arg_buckets(a, mu);
-    round_send(rd, SCRIPT_MACQUIRE, (int)(n + 1), (int)(4 + n), a->argv, a->lens,
+    arg(a, op->env->conf->key_prefix, strlen(op->env->conf->key_prefix)); /* grants announced */
+    arg(a, op->env->origin, op->env->origin_len);
+    round_send(rd, SCRIPT_MACQUIRE, (int)(n + 1), (int)(6 + n), a->argv, a->lens,
                round_all(op->env->rounds));
     free(a);
 }

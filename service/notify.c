@@ -73,14 +73,21 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     } else if (strcmp(kind->str, "message") != 0) {
         return;
     }
+    /* A release's message is the releasing instance's origin; a grant's is "+origin". */
     const char *origin = s->n->origin;
-    if (!confirmed && origin && msg->type == REDIS_REPLY_STRING && strlen(origin) == msg->len &&
-        memcmp(msg->str, origin, msg->len) == 0)
-        return; /* released through this instance: its waiters were woken then */
+    const char *who = msg->type == REDIS_REPLY_STRING ? msg->str : "";
+    size_t who_len = msg->type == REDIS_REPLY_STRING ? msg->len : 0;
+    int granted = !confirmed && who_len && who[0] == '+';
+    if (granted) {
+        who++;
+        who_len--;
+    }
+    if (!confirmed && origin && strlen(origin) == who_len && memcmp(who, origin, who_len) == 0)
+        return; /* through this instance: its workers were told then */
     size_t nl;
     const char *name = keys_released_name(s->n->cfg->key_prefix, chan->str, chan->len, &nl);
     if (name)
-        s->n->cb(s->n->owner, name, nl);
+        s->n->cb(s->n->owner, name, nl, granted);
 }
 
 static void send_subscribe(sub_conn *s, const char *channel, int subscribe)

@@ -13,8 +13,9 @@
 
 typedef struct notify notify;
 
-/* Called with the name whose release was announced. */
-typedef void (*notify_cb)(void *owner, const char *name, size_t len);
+/* Called with the name whose release (granted 0) or grant (granted 1) was announced.
+ * The scripts announce a release as their origin, a grant as "+" and their origin. */
+typedef void (*notify_cb)(void *owner, const char *name, size_t len, int granted);
 
 /* Create (not connected).  Messages whose payload is origin (this instance's own
  * releases, already woken here) are skipped.  NULL on allocation failure. */

@@ -85,8 +85,9 @@
  * names the holding lease, so that a round can tell "held" from votes split between
  * attempts. */
 #define FN_ACQUIRE                                                                   \
-    "function(key, _, b, value, ttl)\n"                                              \
+    "function(key, _, b, value, ttl, chan, origin)\n"                                \
     "  if redis.call('SET', key, value, 'NX', 'PX', ttl) then\n"                     \
+    "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
     "    return {1, bump(b)}\n"                                                       \
     "  end\n"                                                                         \
     "  local v = redis.call('GET', key)\n"                                            \
@@ -154,13 +155,14 @@
  * acquire above for the new value.  One operation instead of a release and then an
  * acquire, and the lock is never free in between for another to take. */
 #define FN_HANDOFF                                                                   \
-    "function(key, _, b, old, value, ttl)\n"                                         \
+    "function(key, _, b, old, value, ttl, chan, origin)\n"                           \
     "  if mine(redis.call('GET', key), old) then\n"                                   \
     "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
+    "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
     "    return {3, bump(b)}\n"                                                       \
     "  end\n"                                                                         \
     "  local acquire = " FN_ACQUIRE "\n"                                              \
-    "  return acquire(key, nil, b, value, ttl)\n"                                     \
+    "  return acquire(key, nil, b, value, ttl, chan, origin)\n"                       \
     "end"
 
 /* A release whatever the lease (DELETE ?force=true, for an admin token): the holder
@@ -198,7 +200,7 @@
 /* A script of its own for one operation: KEYS record, its keys; ARGV its arguments. */
 #define ALONE(fn)                                                                    \
     PRELUDE "local f = " fn "\n"                                                     \
-    "return f(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n"
+    "return f(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n"
 
 static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_ACQUIRE] = ALONE(FN_ACQUIRE),
@@ -217,12 +219,12 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_BATCH] =
         PRELUDE
         "local ops = {\n"
-        "  a = {1, 3, " FN_ACQUIRE "},\n"
+        "  a = {1, 5, " FN_ACQUIRE "},\n"
         "  f = {0, 2, " FN_RAISE "},\n"
         "  r = {1, 3, " FN_RELEASE "},\n"
         "  e = {2, 3, " FN_EXTEND "},\n"
         "  i = {1, 1, " FN_INSPECT "},\n"
-        "  h = {1, 4, " FN_HANDOFF "},\n"
+        "  h = {1, 6, " FN_HANDOFF "},\n"
         "}\n"
         "local r, k, i, n = {}, 2, 1, #ARGV\n"
         "while i <= n do\n"
@@ -231,7 +233,8 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  local k1, k2 = nil, nil\n"
         "  if op[1] > 0 then k1 = KEYS[k] end\n"
         "  if op[1] > 1 then k2 = KEYS[k + 1] end\n"
-        "  local ok, v = pcall(op[3], k1, k2, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])\n"
+        "  local ok, v = pcall(op[3], k1, k2, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],\n"
+        "                      ARGV[i + 5], ARGV[i + 6])\n"
         "  if not ok and (type(v) ~= 'table' or not v.err) then v = {err = tostring(v)} end\n"
         "  r[#r + 1] = v\n"
         "  k = k + op[1]\n"
@@ -306,7 +309,9 @@ static const char *const sources[SCRIPT__COUNT] = {
      * overlapping sets in different orders cannot deadlock.  The set is kept under
      * "<prefix>#set:<lease>" as "<tag>\n<name1>\n<name2>..." so that the lease alone
      * releases it, and a failed attempt's clean-up only what it wrote.
-     * KEYS: record, lock1..n, set; ARGV: value, ttl, n, names, bucket1..n. */
+     * KEYS: record, lock1..n, set; ARGV: value, ttl, n, names, bucket1..n, and (optional)
+     * key prefix, origin: each name granted is announced as "+<origin>" on its release
+     * channel (a watcher elsewhere learns of the grant). */
     [SCRIPT_MACQUIRE] =
         PRELUDE
         "local n = tonumber(ARGV[3])\n"
@@ -331,9 +336,14 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  return r\n"
         "end\n"
         "r[1] = 1\n"
+        "local names = {}\n"
+        "if ARGV[5 + n] then for nm in string.gmatch(ARGV[4], '[^\\n]+') do names[#names + 1] = nm end end\n"
         "for i = 1, n do\n"
         "  if redis.call('SET', KEYS[1 + i], value, 'NX', 'PX', ARGV[2]) then\n"
         "    r[#r + 1] = bump(ARGV[4 + i])\n"
+        "    if ARGV[5 + n] then\n"
+        "      redis.call('PUBLISH', ARGV[5 + n] .. '" KEYS_RELEASED "' .. names[i], '+' .. ARGV[6 + n])\n"
+        "    end\n"
         "  else\n"
         "    redis.call('SET', KEYS[1 + i], adopted(value), 'PX', ARGV[2])\n"
         "    adopt = '!'\n"
@@ -400,9 +410,9 @@ char script_batch_code(int id, int nkeys, int nargs)
         char code;
         int nkeys, nargs;
     } shapes[SCRIPT__COUNT] = {
-        [SCRIPT_ACQUIRE] = {'a', 1, 3}, [SCRIPT_RAISE] = {'f', 0, 2},
+        [SCRIPT_ACQUIRE] = {'a', 1, 5}, [SCRIPT_RAISE] = {'f', 0, 2},
         [SCRIPT_RELEASE] = {'r', 1, 3}, [SCRIPT_EXTEND] = {'e', 2, 3},
-        [SCRIPT_INSPECT] = {'i', 1, 1}, [SCRIPT_HANDOFF] = {'h', 1, 4},
+        [SCRIPT_INSPECT] = {'i', 1, 1}, [SCRIPT_HANDOFF] = {'h', 1, 6},
     };
     if (id < 0 || id >= SCRIPT__COUNT || shapes[id].nkeys != nkeys || shapes[id].nargs != nargs)
         return 0;

@@ -10,7 +10,8 @@ enum script_id {
     /* Every lock script: KEYS[1] the master's record (master.c adds it); the shapes
      * below are what follows it.  A bucket is "b<k>", k a name's hash modulo
      * KEYS_BUCKETS (keys.h): the name's fencing counter. */
-    SCRIPT_ACQUIRE = 0, /* KEYS lock; ARGV bucket, value, ttl -> {1,F} new | {2,F} same lease
+    SCRIPT_ACQUIRE = 0, /* KEYS lock; ARGV bucket, value, ttl, channel, origin -> {1,F} new
+                         * (announced as "+<origin>" on the channel) | {2,F} same lease
                          * (adopted) | {0,pttl,F,holder lease} */
     SCRIPT_RAISE,       /* ARGV bucket, token -> F after max(F, token) */
     SCRIPT_RELEASE,     /* KEYS lock; ARGV lease (any tag) or value (exact), channel, origin ->
@@ -20,13 +21,15 @@ enum script_id {
     SCRIPT_MARKER,      /* sent as is (no record key added): KEYS record, quarantine;
                          * ARGV check|mark|quarantine|rejoin, run id, delay ms, instance,
                          * base -> {0 unmarked | 1 ready | 2 quarantined, pttl, counters} */
-    SCRIPT_MACQUIRE,    /* KEYS lock1..n, set; ARGV value, ttl, n, "name1\nname2...", bucket1..n
-                         * -> {1, f1..fn} | {0, pttl (longest held), f1..fn, holder1..n} */
+    SCRIPT_MACQUIRE,    /* KEYS lock1..n, set; ARGV value, ttl, n, "name1\nname2...", bucket1..n,
+                         * key prefix, origin -> {1, f1..fn} (each name announced as a
+                         * grant) | {0, pttl (longest held), f1..fn, holder1..n} */
     SCRIPT_MRAISE,      /* ARGV t1..tn, bucket1..n -> {F1..Fn} after max(F, t) */
     SCRIPT_MRELEASE,    /* KEYS set; ARGV lease or value, key prefix, origin, scope ->
                          * {1|0, "name1\nname2..."} | {-1, names}: a name outside scope */
-    SCRIPT_HANDOFF,     /* KEYS lock; ARGV bucket, old lease, new value, ttl -> {3,F} old
-                         * replaced by new | else as SCRIPT_ACQUIRE for the new value */
+    SCRIPT_HANDOFF,     /* KEYS lock; ARGV bucket, old lease, new value, ttl, channel, origin
+                         * -> {3,F} old replaced by new (announced as a grant) | else as
+                         * SCRIPT_ACQUIRE for the new value */
     SCRIPT_BATCH,       /* many single-name operations in one call (master.c batches each
                          * loop pass's): ARGV code1, args1..., code2, args2...; KEYS keys1...,
                          * keys2... -> {reply1, reply2, ...}, each as its own script answers */

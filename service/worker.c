@@ -315,9 +315,14 @@ static void on_granted(lockop_env *env, const char *name, size_t len)
     }
 }
 
-static void on_announced(void *owner, const char *name, size_t len)
+static void granted_here(worker *w, const char *name, size_t len);
+
+static void on_announced(void *owner, const char *name, size_t len, int granted)
 {
-    released_here(owner, name, len);
+    if (granted)
+        granted_here(owner, name, len); /* waiters need not know */
+    else
+        released_here(owner, name, len);
 }
 
 /* The client of op (a request of this worker's) closed its connection: drop op if it

@@ -20,6 +20,7 @@
 
 static pid_t redis_pid;
 static redisContext *R;
+static int R_port;
 
 static int pick_port(void)
 {
@@ -50,6 +51,7 @@ static void start(void)
         }
         double end = h_now_ms() + 5000;
         while (h_now_ms() < end) {
+            R_port = port;
             redisContext *c = redisConnect("127.0.0.1", port);
             if (c && !c->err) {
                 redisReply *r = redisCommand(c, "PING");
@@ -290,8 +292,9 @@ Test(scripts_live, a_batch_checks_the_record_once_and_a_wipe_refuses_it_whole)
 {
     mark();
     const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "3", MK, "redlock:p", "redlock:q",
-                          "a", "b3", "P.0000000000000001", "10000", "a", "b3", "Q.0000000000000002", "10000"};
-    redisReply *r = redisCommandArgv(R, 14, argv, NULL);
+                          "a", "b3", "P.0000000000000001", "10000", "redlock:#released:p", "o",
+                          "a", "b3", "Q.0000000000000002", "10000", "redlock:#released:q", "o"};
+    redisReply *r = redisCommandArgv(R, 18, argv, NULL);
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
     cr_assert_eq(r->element[0]->element[1]->integer, 1);
@@ -445,11 +448,11 @@ Test(scripts_live, a_handoff_writes_the_waiters_own_owner)
     char v[200];
     str_cmd(v, sizeof v, "GET redlock:h");
     cr_assert_str_eq(v, "NEW.bbbbbbbbbbbbbbbb\nnew-owner");
-    /* The same through the batch: code h, one key, four arguments. */
+    /* The same through the batch: code h, one key, six arguments. */
     const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "3", MK, "redlock:h", "redlock:h",
                           "h", "b7", "NEW", "THIRD.cccccccccccccccc\nthird", "10000",
-                          "i", "b7"};
-    redisReply *b = redisCommandArgv(R, 13, argv, NULL);
+                          "redlock:#released:h", "o", "i", "b7"};
+    redisReply *b = redisCommandArgv(R, 15, argv, NULL);
     cr_assert(b && b->type == REDIS_REPLY_ARRAY && b->elements == 2, "%s",
               b && b->type == REDIS_REPLY_ERROR ? b->str : "");
     cr_assert_eq(b->element[0]->element[0]->integer, 3);
@@ -519,4 +522,44 @@ Test(scripts_live, scan_lists_lock_names_under_a_prefix_never_the_services_keys)
     n = scan("redlock:jobs/*", "1", "10", names, 16, &more);
     cr_assert_eq(n, 1, "at most limit names");
     cr_assert_eq(more, 1, "and it says there were more");
+}
+
+/* The next message on a subscriber connection, or "" when none came within 1 s. */
+static void next_message(redisContext *sub, char *out, size_t cap)
+{
+    out[0] = '\0';
+    struct timeval tv = {1, 0};
+    redisSetTimeout(sub, tv);
+    void *rep = NULL;
+    if (redisGetReply(sub, &rep) != REDIS_OK || !rep)
+        return;
+    redisReply *m = rep;
+    if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING)
+        snprintf(out, cap, "%s", m->element[2]->str);
+    freeReplyObject(m);
+}
+
+/* A grant is announced ("+origin") on the name's channel, so that watchers on other
+ * instances learn of it; an adoption and a refusal are not grants and say nothing. */
+Test(scripts_live, a_grant_and_a_handoff_are_announced_and_nothing_else)
+{
+    mark();
+    redisContext *sub = redisConnect("127.0.0.1", R_port);
+    cr_assert(sub && !sub->err);
+    redisReply *ok = redisCommand(sub, "SUBSCRIBE redlock:#released:g");
+    freeReplyObject(ok);
+    const char *keys[] = {"redlock:g"};
+    const char *grant[] = {"b9", "G.0000000000000001", "10000", "redlock:#released:g", "inst1"};
+    freeReplyObject(lock_script(SCRIPT_ACQUIRE, 1, keys, 5, grant));
+    char m[64];
+    next_message(sub, m, sizeof m);
+    cr_assert_str_eq(m, "+inst1", "a new grant is announced with its origin");
+    freeReplyObject(lock_script(SCRIPT_ACQUIRE, 1, keys, 5, grant)); /* the same lease: adopted */
+    const char *other[] = {"b9", "H.0000000000000002", "10000", "redlock:#released:g", "inst2"};
+    freeReplyObject(lock_script(SCRIPT_ACQUIRE, 1, keys, 5, other)); /* refused */
+    const char *hand[] = {"b9", "G", "W.0000000000000003", "10000", "redlock:#released:g", "inst3"};
+    freeReplyObject(lock_script(SCRIPT_HANDOFF, 1, keys, 6, hand));
+    next_message(sub, m, sizeof m);
+    cr_assert_str_eq(m, "+inst3", "the adoption and the refusal said nothing; the handoff did");
+    redisFree(sub);
 }
