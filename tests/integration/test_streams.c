@@ -870,3 +870,69 @@ Test(streams, the_lease_is_in_the_grant_line_only)
     }
     st_free(&s);
 }
+
+struct stream_waiter {
+    pthread_t th;
+    const char *url;
+    char path[200];
+    stream s;
+};
+
+static void *stream_waiter_main(void *arg)
+{
+    struct stream_waiter *sw = arg;
+    st_open(&sw->s, sw->url, "POST", sw->path, NULL, 20000);
+    return NULL;
+}
+
+/* The redlockd_parked_waiters gauge of the service at url is at least 1. */
+static int one_parked_at(void *arg)
+{
+    const char *url = arg;
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(url, &curl, "GET", "/metrics", NULL, &r);
+    const char *p = strstr(r.body, "\nredlockd_parked_waiters ");
+    long n = p ? atol(p + strlen("\nredlockd_parked_waiters ")) : -1;
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    return n >= 1;
+}
+
+/* A stream and a parked waiter of one name follow its release channel together, and
+ * the channel is left only when the last of them goes.  (Each used to subscribe and
+ * unsubscribe on its own: the hold's unsubscribe left a waiter's channel, and hiredis,
+ * out of subscribed mode with a SUBSCRIBE in flight, aborted the process.) */
+Test(streams, a_streamed_waiter_takes_over_from_a_stream_that_hangs_up)
+{
+    /* One worker: the hold and the waiter share its subscriber connections. */
+    h_service one;
+    h_service_start(&C, &one, "--threads 1");
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "st.chain%d", i);
+        stream a;
+        st_line *g = hold_stream(&a, one.url, name, 3000, NULL, 0);
+        long long token = jint(g->json, "fencing_token");
+        struct stream_waiter sw = {.url = one.url};
+        snprintf(sw.path, sizeof sw.path, "/locks/%s?hold=stream&ttl_ms=3000&wait_ms=15000", name);
+        pthread_create(&sw.th, NULL, stream_waiter_main, &sw);
+        cr_assert(h_wait_until(one_parked_at, (void *)one.url, 5000), "the streamed waiter parks");
+        st_hangup(&a);
+        st_free(&a);
+        pthread_join(sw.th, NULL);
+        st_line *g2 = granted(&sw.s, name, 3000, NULL, 0);
+        cr_assert_gt(jint(g2->json, "fencing_token"), token, "round %d", i);
+        st_line *l = st_next(&sw.s, 3000);
+        cr_assert(is_event(l, "extended"), "the new holder's stream runs: %s", l ? l->text : "(none)");
+        st_hangup(&sw.s);
+        st_free(&sw.s);
+    }
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(one.url, &curl, "GET", "/healthz", NULL, &r);
+    cr_assert_eq(r.status, 200, "the service is still up");
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    h_service_stop(&one);
+}
