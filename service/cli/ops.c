@@ -66,6 +66,37 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
         snprintf(buf, len, "%s %s: HTTP %ld with no JSON error body", what, name, status);
 }
 
+int cli_ops_release(cli_http *h, const char *name, const char *lease, long timeout_ms,
+                    char *msg, size_t len)
+{
+    json_t *body = json_pack("{s:s}", "lease", lease);
+    cli_req *r;
+    char err[512];
+    int rc = -1;
+
+    if (body == NULL) {
+        snprintf(msg, len, "release %s: out of memory", name);
+        return -1;
+    }
+    r = cli_http_do(h, "DELETE", name, body, timeout_ms, err, sizeof(err));
+    json_decref(body);
+    if (r == NULL) {
+        snprintf(msg, len, "release %s: %s", name, err);
+        return -1;
+    }
+    if (cli_req_status(r) == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
+        fprintf(stderr, "redlock: release %s: the lease was no longer held (expired or "
+                "taken away)\n", name);
+        rc = 1;
+    } else if (cli_req_status(r) < 200 || cli_req_status(r) >= 300) {
+        cli_ops_describe(msg, len, "release", name, cli_http_url(h), r);
+    } else {
+        rc = 0;
+    }
+    cli_req_free(r);
+    return rc;
+}
+
 int cli_ops_do(const cli_opts *o, cli_http *h)
 {
     static const struct {

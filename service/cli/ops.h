@@ -29,4 +29,11 @@ long cli_ops_timeout(long wait_ms);
 void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                       const char *url, const struct cli_req *r);
 
+/* DELETE /locks/NAME with the lease, for up to timeout_ms.  Returns 0 when released;
+ * 1 when the service said the lease was no longer held (a note is printed on stderr);
+ * -1 when the release failed, with msg describing it in one line ("release NAME: ..."),
+ * for the caller to print with what that means for the lock. */
+int cli_ops_release(struct cli_http *h, const char *name, const char *lease,
+                    long timeout_ms, char *msg, size_t len);
+
 #endif
