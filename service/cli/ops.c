@@ -13,7 +13,7 @@
 
 long cli_ops_timeout(long wait_ms) { return (wait_ms > 0 ? wait_ms : 0) + REQUEST_MARGIN_MS; }
 
-json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease)
+json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease, const char *owner)
 {
     json_t *body = json_object();
 
@@ -21,7 +21,8 @@ json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease)
         return NULL;
     if ((ttl_ms > 0 && json_object_set_new(body, "ttl_ms", json_integer(ttl_ms)) != 0) ||
         (wait_ms >= 0 && json_object_set_new(body, "wait_ms", json_integer(wait_ms)) != 0) ||
-        (lease != NULL && json_object_set_new(body, "lease", json_string(lease)) != 0)) {
+        (lease != NULL && json_object_set_new(body, "lease", json_string(lease)) != 0) ||
+        (owner != NULL && json_object_set_new(body, "owner", json_string(owner)) != 0)) {
         json_decref(body);
         return NULL;
     }
@@ -58,6 +59,20 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                      (long long)json_integer_value(q));
             return;
         }
+    }
+    if (status == 400 && strcmp(code, "invalid_json") == 0 &&
+        strstr(msg, "unknown member 'owner'") != NULL) {
+        snprintf(buf, len, "%s %s: this redlockd does not know \"owner\" (it predates "
+                 "--owner): leave out --owner, or upgrade the service (HTTP 400 "
+                 "invalid_json: %s)", what, name, msg);
+        return;
+    }
+    if (status == 400 && strcmp(code, "invalid_json") == 0 &&
+        strstr(msg, "unknown member 'hold'") != NULL) {
+        snprintf(buf, len, "%s %s: this redlockd predates locks held while connected "
+                 "(hold=stream), which elect needs: upgrade the service (HTTP 400 "
+                 "invalid_json: %s)", what, name, msg);
+        return;
     }
     if (code[0] != '\0')
         snprintf(buf, len, "%s %s: HTTP %ld %s%s%s", what, name, status, code,
@@ -128,7 +143,7 @@ int cli_ops_do(const cli_opts *o, cli_http *h)
 
     switch (o->cmd) {
     case CLI_CMD_ACQUIRE:
-        body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease);
+        body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease, o->owner);
         break;
     case CLI_CMD_RELEASE:
         body = json_pack("{s:s}", "lease", o->lease);

@@ -114,7 +114,7 @@ static void take_late_grant(run_ctx *c, const cli_req *r)
 static int acquire(run_ctx *c)
 {
     const cli_opts *o = c->o;
-    json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease);
+    json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease, o->owner);
     cli_req *r = NULL;
     char msg[768];
     int64_t sent, received;
