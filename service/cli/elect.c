@@ -367,16 +367,10 @@ int cli_elect(const cli_opts *o, cli_http *h)
     rc = elect_loop(&c);
     if (rc >= 0)
         goto out;
-    if (c.lost) {
-        fprintf(stderr, "redlock: %s ended after the lock on %s was lost; exit status 75\n",
-                o->argv[0], o->name);
-        rc = CLI_EXIT_TEMPFAIL;
-        goto out;
-    }
-    rc = cli_exit_for_wait(c.proc.wstatus);
+    rc = cli_proc_exit_code(&c.proc, c.lost, o->name);
     /* Release with the lease while the stream is still open, so that the lock is free
      * when redlock exits; closing the stream would release it too, a moment later. */
-    if (c.stream != NULL &&
+    if (!c.lost && c.stream != NULL &&
         cli_ops_release(h, o->name, c.lease, RELEASE_TIMEOUT_MS, msg, sizeof(msg)) < 0)
         fprintf(stderr, "redlock: %s; closing the stream releases it\n", msg);
 out:

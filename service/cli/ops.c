@@ -60,19 +60,22 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
             return;
         }
     }
-    if (status == 400 && strcmp(code, "invalid_json") == 0 &&
-        strstr(msg, "unknown member 'owner'") != NULL) {
-        snprintf(buf, len, "%s %s: this redlockd does not know \"owner\" (it predates "
-                 "--owner): leave out --owner, or upgrade the service (HTTP 400 "
-                 "invalid_json: %s)", what, name, msg);
-        return;
-    }
-    if (status == 400 && strcmp(code, "invalid_json") == 0 &&
-        strstr(msg, "unknown member 'hold'") != NULL) {
-        snprintf(buf, len, "%s %s: this redlockd predates locks held while connected "
-                 "(hold=stream), which elect needs: upgrade the service (HTTP 400 "
-                 "invalid_json: %s)", what, name, msg);
-        return;
+    /* Members of the POST body that an older redlockd refuses as unknown. */
+    static const struct {
+        const char *member, *why;
+    } newer[] = {
+        {"unknown member 'owner'", "does not know \"owner\" (it predates --owner): leave "
+                                   "out --owner, or upgrade the service"},
+        {"unknown member 'hold'", "predates locks held while connected (hold=stream), "
+                                  "which elect needs: upgrade the service"},
+    };
+    for (size_t i = 0; status == 400 && strcmp(code, "invalid_json") == 0 &&
+                       i < sizeof(newer) / sizeof(newer[0]); i++) {
+        if (strstr(msg, newer[i].member) != NULL) {
+            snprintf(buf, len, "%s %s: this redlockd %s (HTTP 400 invalid_json: %s)", what,
+                     name, newer[i].why, msg);
+            return;
+        }
     }
     if (code[0] != '\0')
         snprintf(buf, len, "%s %s: HTTP %ld %s%s%s", what, name, status, code,

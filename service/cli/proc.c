@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/policy.h"
 
 /* The signals forwarded to the command. */
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -176,6 +177,15 @@ int64_t cli_proc_tick(cli_proc *p, int64_t now, int64_t cap_ms)
         return cap_ms;
     }
     return p->kill_at - now < cap_ms ? p->kill_at - now : cap_ms;
+}
+
+int cli_proc_exit_code(const cli_proc *p, int lost, const char *name)
+{
+    if (!lost)
+        return cli_exit_for_wait(p->wstatus);
+    fprintf(stderr, "redlock: %s ended after the lock on %s was lost; exit status 75\n",
+            p->argv[0], name);
+    return CLI_EXIT_TEMPFAIL;
 }
 
 void cli_proc_kill(cli_proc *p)

@@ -60,6 +60,10 @@ void cli_proc_stop(cli_proc *p, const char *name, const char *why);
  * before the next one is due, at most cap_ms (cap_ms when none is). */
 int64_t cli_proc_tick(cli_proc *p, int64_t now, int64_t cap_ms);
 
+/* The exit code once the command has been reaped: 75 if the lock was lost while it ran
+ * (lost: saying so on stderr), else its status (128+N if killed by signal N). */
+int cli_proc_exit_code(const cli_proc *p, int lost, const char *name);
+
 /* Kill the command (SIGKILL) and reap it: after a failure of the caller's loop. */
 void cli_proc_kill(cli_proc *p);
 

@@ -381,13 +381,7 @@ int cli_run(const cli_opts *o, cli_http *h)
         rc = CLI_EXIT_FAILURE;
         goto out;
     }
-    if (c.lost) {
-        fprintf(stderr, "redlock: %s ended after the lock on %s was lost; exit status 75\n",
-                o->argv[0], o->name);
-        rc = CLI_EXIT_TEMPFAIL;
-        goto out;
-    }
-    rc = cli_exit_for_wait(c.proc.wstatus);
+    rc = cli_proc_exit_code(&c.proc, c.lost, o->name);
 out:
     /* Every way out after a grant, the command having ended if it was started. */
     cli_req_free(c.ext);

@@ -278,11 +278,12 @@ def version_and_help(env):
     check(r.returncode == 2, "unknown command exit %d" % r.returncode)
 
 
-@test
-def run_passes_exit_status_and_environment(env):
-    name = env.name("status")
+def cmd_gets_token_and_lease_and_exits_7(env, cmd, name, ttl):
+    """redlock CMD NAME whose CMD writes its token and lease to a file and exits 7:
+    checks both and the exit status, that the lease was not printed; returns (the
+    result, token, lease, the file)."""
     out = env.path("env")
-    r = env.cli("run", name, "--ttl", "5000", "--",
+    r = env.cli(cmd, name, "--ttl", str(ttl), "--",
                 "sh", "-c", 'printf "%%s %%s\\n" "$REDLOCK_FENCING_TOKEN" "$REDLOCK_LEASE" > %s;'
                 ' exit 7' % out)
     check(r.returncode == 7, "exit status %d, stderr %r" % (r.returncode, r.stderr))
@@ -290,6 +291,13 @@ def run_passes_exit_status_and_environment(env):
     check(int(token) >= 1, "fencing token %r" % token)
     check(re.match(r"^[A-Za-z0-9_-]{16,128}$", lease), "lease %r" % lease)
     check(lease not in r.stdout + r.stderr, "redlock printed the lease")
+    return r, token, lease, out
+
+
+@test
+def run_passes_exit_status_and_environment(env):
+    name = env.name("status")
+    r, token, lease, out = cmd_gets_token_and_lease_and_exits_7(env, "run", name, 5000)
     # Released at exit: status says free, and the next run gets a higher token.
     st = json.loads(env.cli("status", name).stdout)
     check(st["held"] is False, "still held after run: %r" % st)
@@ -632,20 +640,20 @@ def lost_quorum_terminates_the_command_when_validity_runs_out(env):
 
 @test
 def sigterm_and_sigint_are_forwarded_and_the_lock_released(env):
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for cmd, sig in [(c, s) for c in ("run", "elect") for s in (signal.SIGTERM, signal.SIGINT)]:
         name = env.name("fwd")
         marks = env.path("marks")
         # sh ignores SIGINT in background jobs unless trapped: trap both.
-        p = env.spawn("run", name, "--ttl", "5000", "--", "sh", "-c",
+        p = env.spawn(cmd, name, "--ttl", "5000", "--", "sh", "-c",
                       "trap 'echo got-$0 >> %s; exit 5' TERM INT; echo started >> %s; "
                       "while :; do sleep 0.05 & wait $!; done" % (marks, marks))
         wait_until(lambda: "started" in read(marks), 10, "CMD to start")
         p.send_signal(sig)
-        rc = finish(p, 10, "run after %s" % sig.name)
-        check(rc == 5, "%s: exit %d, stderr %r" % (sig.name, rc, read(p.err_path)))
-        check("got-" in read(marks), "CMD did not see %s" % sig.name)
+        rc = finish(p, 10, "%s after %s" % (cmd, sig.name))
+        check(rc == 5, "%s %s: exit %d, stderr %r" % (cmd, sig.name, rc, read(p.err_path)))
+        check("got-" in read(marks), "CMD of %s did not see %s" % (cmd, sig.name))
         st = json.loads(env.cli("status", name).stdout)
-        check(st["held"] is False, "lock still held after %s: %r" % (sig.name, st))
+        check(st["held"] is False, "lock still held after %s %s: %r" % (cmd, sig.name, st))
 
 
 # ---- redlock elect ---------------------------------------------------------------------
@@ -658,15 +666,7 @@ def marks_of(path):
 @test
 def elect_runs_cmd_with_the_token_and_exits_with_its_status(env):
     name = env.name("elect")
-    out = env.path("env")
-    r = env.cli("elect", name, "--ttl", "3000", "--",
-                "sh", "-c", 'printf "%%s %%s\\n" "$REDLOCK_FENCING_TOKEN" "$REDLOCK_LEASE" > %s;'
-                ' exit 7' % out)
-    check(r.returncode == 7, "exit status %d, stderr %r" % (r.returncode, r.stderr))
-    token, lease = read(out).split()
-    check(int(token) >= 1, "fencing token %r" % token)
-    check(re.match(r"^[A-Za-z0-9_-]{16,128}$", lease), "lease %r" % lease)
-    check(lease not in r.stdout + r.stderr, "redlock printed the lease")
+    r, token, lease, out = cmd_gets_token_and_lease_and_exits_7(env, "elect", name, 3000)
     check("leader with fencing token %s" % token in r.stderr, "stderr %r" % r.stderr)
     # Released when CMD exited, before redlock did: free at once, and a larger token next.
     check(env.held(name) is False, "still held after elect")
@@ -814,22 +814,6 @@ def stopped_service_makes_the_leader_stop_cmd_and_exit_75(env):
     check("TERM" in read(marks), "CMD did not get SIGTERM")
     check("lost the lock" in err, "stderr: %r" % err)
     check(time.monotonic() - t0 < 2.0, "took %.1fs (ttl 5 s)" % (time.monotonic() - t0))
-
-
-@test
-def elect_forwards_signals_and_releases(env):
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        name = env.name("efwd")
-        marks = env.path("marks")
-        p = env.spawn("elect", name, "--ttl", "5000", "--", "sh", "-c",
-                      "trap 'echo got >> %s; exit 5' TERM INT; echo started >> %s; "
-                      "while :; do sleep 0.05 & wait $!; done" % (marks, marks))
-        wait_until(lambda: "started" in read(marks), 10, "CMD to start")
-        p.send_signal(sig)
-        rc = finish(p, 10, "elect after %s" % sig.name)
-        check(rc == 5, "%s: exit %d, stderr %r" % (sig.name, rc, read(p.err_path)))
-        check("got" in read(marks), "CMD did not see %s" % sig.name)
-        check(env.held(name) is False, "lock still held after %s" % sig.name)
 
 
 @test
