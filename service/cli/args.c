@@ -13,6 +13,7 @@
 
 static const char usage_text[] =
     "usage: redlock run NAME [--ttl MS] [--wait MS] [--grace MS] -- CMD [ARGS...]\n"
+    "       redlock elect NAME [--owner ID] [--ttl MS] [--grace MS] -- CMD [ARGS...]\n"
     "       redlock acquire NAME [--ttl MS] [--wait MS] [--lease L] [--quiet]\n"
     "       redlock release NAME --lease L [--quiet]\n"
     "       redlock extend  NAME --lease L [--ttl MS] [--quiet]\n"
@@ -28,6 +29,15 @@ static const char usage_text[] =
     "            successful extension) CMD gets SIGTERM, then SIGKILL after the grace\n"
     "            period, and redlock exits 75, releasing the lease if the service still\n"
     "            has it.  SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD.\n"
+    "  elect     leader election: campaign for the lock (wait for it as long as it takes,\n"
+    "            held with hold=stream: the service keeps it while redlock is connected),\n"
+    "            then run CMD as the leader with REDLOCK_FENCING_TOKEN and REDLOCK_LEASE.\n"
+    "            If leadership is lost (the service says lost, the stream or connection\n"
+    "            ends, or the validity it announced runs out with no news) CMD gets\n"
+    "            SIGTERM, then SIGKILL after the grace period, and redlock exits 75.\n"
+    "            When CMD exits the lock is released and redlock exits with CMD's status.\n"
+    "            Signals are forwarded to CMD as for run; if redlock is killed, CMD gets\n"
+    "            SIGTERM (the service has let the lock go with the connection).\n"
     "  acquire   take the lock and print the server's JSON (it holds the lease)\n"
     "  release   give the lock back\n"
     "  extend    extend the lease's validity\n"
@@ -40,12 +50,15 @@ static const char usage_text[] =
     "  --ttl MS        lease time to live in ms (default: the server's)\n"
     "  --wait MS       wait up to MS for a held lock (default 0: fail at once)\n"
     "  --lease L       the lease (env REDLOCK_LEASE; '-' reads it from stdin)\n"
-    "  --grace MS      run: SIGTERM -> SIGKILL grace after the lock is lost (default 5000)\n"
-    "  -q, --quiet     do not print the JSON\n"
+    "  --owner ID      acquire, run, elect: who holds it (1..256 printable characters),\n"
+    "                  shown by the service to others; never secret\n"
+    "  --grace MS      run, elect: SIGTERM -> SIGKILL grace after the lock is lost\n"
+    "                  (default 5000)\n"
+    "  -q, --quiet     do not print the JSON (elect: the line saying it leads)\n"
     "  -h, --help      this text;  -V, --version  the version\n"
     "\n"
-    "exit status: 0 success (run: CMD's status), 75 lock held, quorum unavailable,\n"
-    "service unreachable or (run) lock lost, 1 other errors, 2 usage errors.\n";
+    "exit status: 0 success (run, elect: CMD's status), 75 lock held, quorum unavailable,\n"
+    "service unreachable or (run, elect) lock lost, 1 other errors, 2 usage errors.\n";
 
 const char *cli_usage(void) { return usage_text; }
 
@@ -90,7 +103,8 @@ static cli_cmd command_of(const char *s)
         const char *word;
         cli_cmd cmd;
     } table[] = {
-        {"run", CLI_CMD_RUN},         {"acquire", CLI_CMD_ACQUIRE},
+        {"run", CLI_CMD_RUN},         {"elect", CLI_CMD_ELECT},
+        {"acquire", CLI_CMD_ACQUIRE},
         {"release", CLI_CMD_RELEASE}, {"extend", CLI_CMD_EXTEND},
         {"status", CLI_CMD_STATUS},
     };
@@ -101,11 +115,12 @@ static cli_cmd command_of(const char *s)
 }
 
 /* The options that take a value. */
-enum { OPT_URL, OPT_TOKEN, OPT_TTL, OPT_WAIT, OPT_LEASE, OPT_GRACE, OPT__COUNT };
+enum { OPT_URL, OPT_TOKEN, OPT_TTL, OPT_WAIT, OPT_LEASE, OPT_GRACE, OPT_OWNER, OPT__COUNT };
 
 static const char *const value_opts[OPT__COUNT] = {
     [OPT_URL] = "url",     [OPT_TOKEN] = "token", [OPT_TTL] = "ttl",
     [OPT_WAIT] = "wait",   [OPT_LEASE] = "lease", [OPT_GRACE] = "grace",
+    [OPT_OWNER] = "owner",
 };
 
 /* Match "--name" or "--name=value" against the value options.  Returns the index and
@@ -155,6 +170,19 @@ static int set_value_opt(cli_opts *o, int opt, const char *val, char *err, size_
             return -1;
         }
         return 0;
+    case OPT_OWNER: {
+        size_t n = strlen(val);
+        int printable = n >= 1 && n <= CLI_OWNER_MAX;
+        for (size_t k = 0; printable && k < n; k++)
+            printable = (unsigned char)val[k] >= 0x20 && (unsigned char)val[k] <= 0x7e;
+        if (!printable) {
+            snprintf(err, errlen, "--owner must be 1..%d printable ASCII characters",
+                     CLI_OWNER_MAX);
+            return -1;
+        }
+        o->owner = val;
+        return 0;
+    }
     case OPT_LEASE:
         /* Never echo a lease in a message: it is the credential for the lock. */
         if (strcmp(val, "-") == 0) {
@@ -242,7 +270,7 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
         } else if (positional == 1) {
             o->name = a;
             positional = 2;
-        } else if (o->cmd == CLI_CMD_RUN) {
+        } else if (o->cmd == CLI_CMD_RUN || o->cmd == CLI_CMD_ELECT) {
             break; /* CMD starts here, as in `flock FILE CMD` */
         } else {
             snprintf(err, errlen, "unexpected argument '%s'", a);
@@ -266,9 +294,21 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
         snprintf(err, errlen, "no lock NAME given");
         return -1;
     }
-    if (o->cmd == CLI_CMD_RUN) {
+    if (o->owner != NULL && o->cmd != CLI_CMD_ACQUIRE && o->cmd != CLI_CMD_RUN &&
+        o->cmd != CLI_CMD_ELECT) {
+        snprintf(err, errlen, "--owner is for acquire, run and elect");
+        return -1;
+    }
+    if (o->cmd == CLI_CMD_ELECT && (o->wait_ms >= 0 || o->lease != NULL ||
+                                    o->lease_from_stdin)) {
+        snprintf(err, errlen, "elect: --wait and --lease do not apply (elect waits for "
+                 "as long as it takes, with a lease of the service's)");
+        return -1;
+    }
+    if (o->cmd == CLI_CMD_RUN || o->cmd == CLI_CMD_ELECT) {
         if (i >= argc) {
-            snprintf(err, errlen, "run: no command given after NAME");
+            snprintf(err, errlen, "%s: no command given after NAME",
+                     o->cmd == CLI_CMD_RUN ? "run" : "elect");
             return -1;
         }
         o->argv = argv + i;

@@ -9,6 +9,7 @@
 #define CLI_DEFAULT_URL "http://127.0.0.1:8080"
 #define CLI_DEFAULT_GRACE_MS 5000L
 #define CLI_LEASE_MAX 128
+#define CLI_OWNER_MAX 256
 
 /* Exit codes shared by every command (sysexits.h names where one exists). */
 enum {
@@ -16,12 +17,13 @@ enum {
     CLI_EXIT_FAILURE = 1,  /* the server refused the request (4xx/5xx other than below) */
     CLI_EXIT_USAGE = 2,    /* bad command line */
     CLI_EXIT_TEMPFAIL = 75 /* EX_TEMPFAIL: lock held, quorum unavailable, service unreachable,
-                            * or (run) the lock was lost while CMD ran */
+                            * or (run, elect) the lock was lost while CMD ran */
 };
 
 typedef enum {
     CLI_CMD_NONE = 0,
     CLI_CMD_RUN,
+    CLI_CMD_ELECT,
     CLI_CMD_ACQUIRE,
     CLI_CMD_RELEASE,
     CLI_CMD_EXTEND,
@@ -36,15 +38,17 @@ typedef struct cli_opts {
     const char *url;        /* service base URL (borrowed from argv or the environment) */
     const char *token;      /* bearer token or NULL */
     const char *lease;      /* release/extend/acquire: the lease, NULL if none */
+    const char *owner;      /* acquire/run/elect: "owner" sent with the POST, NULL if none */
     const char *env_lease;  /* REDLOCK_LEASE: used by release/extend only, so that an
                              * `acquire` inside `redlock run` never reuses it */
     int lease_from_stdin;   /* --lease -: read the lease from standard input */
     long ttl_ms;            /* -1: let the server choose */
     long wait_ms;           /* -1: not given (the server's default, 0) */
-    long grace_ms;          /* run: SIGTERM -> SIGKILL grace */
+    long grace_ms;          /* run, elect: SIGTERM -> SIGKILL grace */
     int quiet;              /* do not print the JSON on stdout */
-    char **argv;            /* run: CMD and its arguments, NULL-terminated (borrowed) */
-    int argc;               /* run: number of words in argv */
+    char **argv;            /* run, elect: CMD and its arguments, NULL-terminated
+                             * (borrowed) */
+    int argc;               /* run, elect: number of words in argv */
 } cli_opts;
 
 /* Environment lookup, getenv() in production, a table in tests. */
@@ -54,8 +58,8 @@ typedef const char *(*cli_getenv_fn)(const char *key);
 void cli_opts_init(cli_opts *o, cli_getenv_fn getenv_fn);
 
 /* Parse argv (argv[0] is the program name).  Options may come before or after the
- * command and NAME; for `run`, CMD starts after `--` or at the first word after NAME
- * that is not an option.  Returns 0, or -1 with a message in err (exit CLI_EXIT_USAGE).
+ * command and NAME; for `run` and `elect`, CMD starts after `--` or at the first word
+ * after NAME that is not an option.  Returns 0, or -1 with a message in err (exit CLI_EXIT_USAGE).
  * The strings in *o point into argv and the environment: keep them alive. */
 int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen);
 

@@ -30,6 +30,8 @@ struct cli_req {
     char *body;         /* request body or NULL */
     char *resp;         /* response body, NUL-terminated */
     size_t resp_len;
+    int stream;         /* the answer is read line by line (cli_http_start_stream) */
+    size_t resp_off;    /* stream: bytes of resp already taken as lines */
     int done;
     int timed_out;
     long status;
@@ -148,6 +150,11 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
     size_t n = size * nmemb;
     char *p;
 
+    if (r->resp_off > 0) { /* a stream: drop the lines already taken */
+        memmove(r->resp, r->resp + r->resp_off, r->resp_len - r->resp_off + 1);
+        r->resp_len -= r->resp_off;
+        r->resp_off = 0;
+    }
     if (n > RESPONSE_MAX || r->resp_len + n > RESPONSE_MAX)
         return 0; /* makes curl fail the transfer with CURLE_WRITE_ERROR */
     p = realloc(r->resp, r->resp_len + n + 1);
@@ -215,7 +222,9 @@ static int req_setup(cli_http *h, cli_req *r, const char *method, const char *na
             goto out;
         }
     }
-    if (add_header(r, "Accept: application/json") != 0 || add_header(r, "Expect:") != 0 ||
+    if (add_header(r, r->stream ? "Accept: application/x-ndjson, application/json"
+                                : "Accept: application/json") != 0 ||
+        add_header(r, "Expect:") != 0 ||
         (r->body != NULL && add_header(r, "Content-Type: application/json") != 0) ||
         (h->auth_header != NULL && add_header(r, h->auth_header) != 0)) {
         snprintf(err, errlen, "out of memory");
@@ -238,7 +247,7 @@ static int req_setup(cli_http *h, cli_req *r, const char *method, const char *na
     SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
     SETOPT(CURLOPT_PRIVATE, r);
     SETOPT(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
-    SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L);
+    SETOPT(CURLOPT_TIMEOUT_MS, r->stream ? 0L : timeout_ms > 0 ? timeout_ms : 1L);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
            timeout_ms > 0 && timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
     if (strcmp(method, "GET") == 0) {
@@ -261,8 +270,8 @@ out:
     return rc;
 }
 
-cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const json_t *body,
-                        long timeout_ms, char *err, size_t errlen)
+static cli_req *start(cli_http *h, const char *method, const char *name, const json_t *body,
+                      long timeout_ms, int stream, char *err, size_t errlen)
 {
     cli_req *r = calloc(1, sizeof(*r));
     CURLMcode mc;
@@ -271,6 +280,7 @@ cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    r->stream = stream;
     if (req_setup(h, r, method, name, body, timeout_ms, err, errlen) != 0)
         goto fail;
     mc = curl_multi_add_handle(h->multi, r->easy);
@@ -287,6 +297,18 @@ fail:
     return NULL;
 }
 
+cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const json_t *body,
+                        long timeout_ms, char *err, size_t errlen)
+{
+    return start(h, method, name, body, timeout_ms, 0, err, errlen);
+}
+
+cli_req *cli_http_start_stream(cli_http *h, const char *method, const char *name,
+                               const json_t *body, char *err, size_t errlen)
+{
+    return start(h, method, name, body, 0, 1, err, errlen);
+}
+
 /* Record the end of one transfer. */
 static void req_finish(cli_req *r, CURLcode result)
 {
@@ -294,8 +316,8 @@ static void req_finish(cli_req *r, CURLcode result)
     if (result == CURLE_OK) {
         if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status) != CURLE_OK)
             r->status = 0;
-        if (r->resp != NULL)
-            r->json = json_loadb(r->resp, r->resp_len, 0, NULL);
+        if (r->resp != NULL && r->resp_len > r->resp_off)
+            r->json = json_loadb(r->resp + r->resp_off, r->resp_len - r->resp_off, 0, NULL);
         if (r->status == 0)
             snprintf(r->error, sizeof(r->error), "no HTTP status in the answer");
     } else {
@@ -373,6 +395,35 @@ cli_req *cli_http_do(cli_http *h, const char *method, const char *name, const js
 }
 
 int cli_req_done(const cli_req *r) { return r->done; }
+
+long cli_req_status_now(const cli_req *r)
+{
+    long status = 0;
+
+    if (r->done || r->easy == NULL)
+        return r->status;
+    if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+        return 0;
+    return status;
+}
+
+int cli_req_next_line(cli_req *r, json_t **line)
+{
+    char *start, *nl;
+    size_t n;
+
+    *line = NULL;
+    if (r->resp == NULL || r->resp_off >= r->resp_len)
+        return 0;
+    start = r->resp + r->resp_off;
+    nl = memchr(start, '\n', r->resp_len - r->resp_off);
+    if (nl == NULL)
+        return 0;
+    n = (size_t)(nl - start);
+    r->resp_off += n + 1;
+    *line = json_loadb(start, n, 0, NULL);
+    return 1;
+}
 long cli_req_status(const cli_req *r) { return r->status; }
 json_t *cli_req_json(const cli_req *r) { return r->json; }
 const char *cli_req_body(const cli_req *r) { return r->resp != NULL ? r->resp : ""; }

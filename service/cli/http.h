@@ -31,6 +31,14 @@ const char *cli_http_url(const cli_http *h);
 cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const json_t *body,
                         long timeout_ms, char *err, size_t errlen);
 
+/* Start METHOD /locks/<name> whose answer may be a stream (application/x-ndjson, as
+ * POST ?hold=stream answers): its body is taken line by line as it arrives
+ * (cli_req_next_line), and no timeout bounds it (connecting excepted): the caller ends
+ * it with cli_req_free(), which closes its connection.  An answer that is not a stream
+ * (an error) ends as any request does.  NULL as cli_http_start. */
+cli_req *cli_http_start_stream(cli_http *h, const char *method, const char *name,
+                               const json_t *body, char *err, size_t errlen);
+
 /* Let requests progress: wait up to timeout_ms (0: just progress, no wait) for network
  * activity or for extra_fd (-1: none) to become readable.  Sets *extra_ready (may be
  * NULL) to 1 when extra_fd is readable.  Returns 0, or -1 on a curl multi error. */
@@ -42,6 +50,15 @@ cli_req *cli_http_do(cli_http *h, const char *method, const char *name, const js
 
 /* 1 once the request has ended (answered, failed or timed out). */
 int cli_req_done(const cli_req *r);
+
+/* The HTTP status of a request still in flight: 0 until the answer's status line has
+ * come; once done, cli_req_status(). */
+long cli_req_status_now(const cli_req *r);
+
+/* A streamed request: take the next complete line of its answer.  Returns 0 if no
+ * complete line has come yet; else 1 with *line the line parsed as JSON (a new
+ * reference; NULL if it is not JSON). */
+int cli_req_next_line(cli_req *r, json_t **line);
 
 /* The HTTP status, 0 when no answer came (see cli_req_error). */
 long cli_req_status(const cli_req *r);

@@ -13,7 +13,7 @@
 
 long cli_ops_timeout(long wait_ms) { return (wait_ms > 0 ? wait_ms : 0) + REQUEST_MARGIN_MS; }
 
-json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease)
+json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease, const char *owner)
 {
     json_t *body = json_object();
 
@@ -21,7 +21,8 @@ json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease)
         return NULL;
     if ((ttl_ms > 0 && json_object_set_new(body, "ttl_ms", json_integer(ttl_ms)) != 0) ||
         (wait_ms >= 0 && json_object_set_new(body, "wait_ms", json_integer(wait_ms)) != 0) ||
-        (lease != NULL && json_object_set_new(body, "lease", json_string(lease)) != 0)) {
+        (lease != NULL && json_object_set_new(body, "lease", json_string(lease)) != 0) ||
+        (owner != NULL && json_object_set_new(body, "owner", json_string(owner)) != 0)) {
         json_decref(body);
         return NULL;
     }
@@ -59,11 +60,59 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
             return;
         }
     }
+    /* Members of the POST body that an older redlockd refuses as unknown. */
+    static const struct {
+        const char *member, *why;
+    } newer[] = {
+        {"unknown member 'owner'", "does not know \"owner\" (it predates --owner): leave "
+                                   "out --owner, or upgrade the service"},
+        {"unknown member 'hold'", "predates locks held while connected (hold=stream), "
+                                  "which elect needs: upgrade the service"},
+    };
+    for (size_t i = 0; status == 400 && strcmp(code, "invalid_json") == 0 &&
+                       i < sizeof(newer) / sizeof(newer[0]); i++) {
+        if (strstr(msg, newer[i].member) != NULL) {
+            snprintf(buf, len, "%s %s: this redlockd %s (HTTP 400 invalid_json: %s)", what,
+                     name, newer[i].why, msg);
+            return;
+        }
+    }
     if (code[0] != '\0')
         snprintf(buf, len, "%s %s: HTTP %ld %s%s%s", what, name, status, code,
                  msg[0] ? ": " : "", msg);
     else
         snprintf(buf, len, "%s %s: HTTP %ld with no JSON error body", what, name, status);
+}
+
+int cli_ops_release(cli_http *h, const char *name, const char *lease, long timeout_ms,
+                    char *msg, size_t len)
+{
+    json_t *body = json_pack("{s:s}", "lease", lease);
+    cli_req *r;
+    char err[512];
+    int rc = -1;
+
+    if (body == NULL) {
+        snprintf(msg, len, "release %s: out of memory", name);
+        return -1;
+    }
+    r = cli_http_do(h, "DELETE", name, body, timeout_ms, err, sizeof(err));
+    json_decref(body);
+    if (r == NULL) {
+        snprintf(msg, len, "release %s: %s", name, err);
+        return -1;
+    }
+    if (cli_req_status(r) == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
+        fprintf(stderr, "redlock: release %s: the lease was no longer held (expired or "
+                "taken away)\n", name);
+        rc = 1;
+    } else if (cli_req_status(r) < 200 || cli_req_status(r) >= 300) {
+        cli_ops_describe(msg, len, "release", name, cli_http_url(h), r);
+    } else {
+        rc = 0;
+    }
+    cli_req_free(r);
+    return rc;
 }
 
 int cli_ops_do(const cli_opts *o, cli_http *h)
@@ -97,7 +146,7 @@ int cli_ops_do(const cli_opts *o, cli_http *h)
 
     switch (o->cmd) {
     case CLI_CMD_ACQUIRE:
-        body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease);
+        body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease, o->owner);
         break;
     case CLI_CMD_RELEASE:
         body = json_pack("{s:s}", "lease", o->lease);

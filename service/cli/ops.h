@@ -16,17 +16,25 @@ struct cli_req;
  * Returns the exit code (see cli_exit_for_status). */
 int cli_ops_do(const struct cli_opts *o, struct cli_http *h);
 
-/* The JSON body of POST /locks/NAME for the options (ttl, wait, lease when set), or NULL
- * on allocation failure.  The caller owns the result. */
-json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease);
+/* The JSON body of POST /locks/NAME for the options (ttl, wait, lease, owner when set),
+ * or NULL on allocation failure.  The caller owns the result. */
+json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease, const char *owner);
 
 /* How long to let a request run: the wait plus a margin for the service's rounds. */
 long cli_ops_timeout(long wait_ms);
 
 /* Describe a failed request in one line for stderr: "what NAME: <why>", where why is
- * "cannot reach redlockd at URL: ..." with no answer, or "HTTP 409 lock_held: ...".
+ * "cannot reach redlockd at URL: ..." with no answer, or "HTTP 409 lock_held: ...", or
+ * for a service that refuses "owner" as an unknown member, that it predates --owner.
  * Never includes a lease (error bodies never hold one).  Writes into buf. */
 void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                       const char *url, const struct cli_req *r);
+
+/* DELETE /locks/NAME with the lease, for up to timeout_ms.  Returns 0 when released;
+ * 1 when the service said the lease was no longer held (a note is printed on stderr);
+ * -1 when the release failed, with msg describing it in one line ("release NAME: ..."),
+ * for the caller to print with what that means for the lock. */
+int cli_ops_release(struct cli_http *h, const char *name, const char *lease,
+                    long timeout_ms, char *msg, size_t len);
 
 #endif

@@ -1,6 +1,6 @@
 /* redlock.c -- main() of bin/redlock, the command-line client of redlockd: parse the
- * command line, set up libcurl, hand over to `run` (run.c) or a one-request command
- * (ops.c).  Exit codes are in args.h. */
+ * command line, set up libcurl, hand over to `run` (run.c), `elect` (elect.c) or a
+ * one-request command (ops.c).  Exit codes are in args.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 
 #include "cli/args.h"
+#include "cli/elect.h"
 #include "cli/http.h"
 #include "cli/ops.h"
 #include "cli/run.h"
@@ -72,7 +73,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "redlock: %s\n", err);
         goto out;
     }
-    rc = o.cmd == CLI_CMD_RUN ? cli_run(&o, h) : cli_ops_do(&o, h);
+    rc = o.cmd == CLI_CMD_RUN     ? cli_run(&o, h)
+         : o.cmd == CLI_CMD_ELECT ? cli_elect(&o, h)
+                                  : cli_ops_do(&o, h);
 out:
     cli_http_free(h);
     if (curl_ready)

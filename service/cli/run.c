@@ -1,37 +1,26 @@
 /* run.c -- `redlock run`: acquire, fork/exec, extend, release, all in one loop (see run.h). */
 #include "cli/run.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/http.h"
 #include "cli/ops.h"
 #include "cli/policy.h"
+#include "cli/proc.h"
 
 /* The loop wakes at least this often, a bound on any mistake in the timing. */
 #define LOOP_CAP_MS 1000
 /* How long the final release may take before the lock is left to expire. */
 #define RELEASE_TIMEOUT_MS 5000L
 
-/* The signals forwarded to the command. */
-static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
 typedef struct run_ctx {
     const cli_opts *o;
     cli_http *h;
-    int sfd;                        /* signalfd for SIGCHLD + forwarded */
-    sigset_t old_mask;              /* restored in the child */
-    struct sigaction old_pipe;      /* SIGPIPE disposition, restored in the child */
+    cli_proc proc;                  /* the command, and the signals */
     char lease[CLI_LEASE_MAX + 1];
     int held;                       /* the service granted lease: release it on every exit */
     int gone;                       /* the service said lease_not_found: nothing to release */
@@ -39,68 +28,12 @@ typedef struct run_ctx {
     int64_t confirm_until;          /* a late grant: confirm it by then or give up */
     long long fence;
     cli_sched sched;
-    pid_t pid;                      /* the command, 0 before fork */
-    int child_done;
-    int wstatus;
     int lost;                       /* the lock was lost: the command is being stopped */
-    int64_t kill_at;                /* lost: SIGKILL then */
-    int killed;                     /* SIGKILL sent */
     cli_req *ext;                   /* extension in flight */
     int64_t ext_sent;
     int64_t ext_until;              /* extensions are retried until then */
     int ext_failing;                /* extensions have been failing since the last success */
 } run_ctx;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    /* CLOCK_MONOTONIC cannot fail on Linux with a valid pointer. */
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Block SIGCHLD and the forwarded signals and read them from a signalfd instead; ignore
- * SIGPIPE (a closed connection must not kill the lock holder).  Returns 0 or -1. */
-static int signals_setup(run_ctx *c)
-{
-    sigset_t mask;
-    struct sigaction ign;
-
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
-        sigaddset(&mask, forwarded[i]);
-    if (sigprocmask(SIG_BLOCK, &mask, &c->old_mask) != 0) {
-        fprintf(stderr, "redlock: sigprocmask: %s\n", strerror(errno));
-        return -1;
-    }
-    c->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (c->sfd < 0) {
-        fprintf(stderr, "redlock: signalfd: %s\n", strerror(errno));
-        return -1;
-    }
-    memset(&ign, 0, sizeof(ign));
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    if (sigaction(SIGPIPE, &ign, &c->old_pipe) != 0) {
-        fprintf(stderr, "redlock: sigaction: %s\n", strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* Read one pending signal.  Returns its number, 0 if none is pending, -1 on error. */
-static int signal_next(run_ctx *c, struct signalfd_siginfo *si)
-{
-    ssize_t n = read(c->sfd, si, sizeof(*si));
-
-    if (n == (ssize_t)sizeof(*si))
-        return (int)si->ssi_signo;
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0;
-    return -1;
-}
 
 /* Pick lease, fencing token, validity and ttl out of a 201.  The lease is taken first:
  * once c->held is set, the lock is released on the way out whatever happens next.
@@ -170,7 +103,7 @@ static void take_late_grant(run_ctx *c, const cli_req *r)
     long validity_ms = 0, ttl_ms = 0;
 
     if (cli_req_done(r) && (cli_req_status(r) == 201 || cli_req_status(r) == 200)) {
-        c->answered_at = now_ms();
+        c->answered_at = cli_now_ms();
         (void)parse_grant(c, r, &validity_ms, &ttl_ms); /* sets c->held with the lease */
     }
 }
@@ -181,7 +114,7 @@ static void take_late_grant(run_ctx *c, const cli_req *r)
 static int acquire(run_ctx *c)
 {
     const cli_opts *o = c->o;
-    json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease);
+    json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease, o->owner);
     cli_req *r = NULL;
     char msg[768];
     int64_t sent, received;
@@ -192,7 +125,7 @@ static int acquire(run_ctx *c)
         fprintf(stderr, "redlock: out of memory\n");
         goto out;
     }
-    sent = now_ms();
+    sent = cli_now_ms();
     r = cli_http_start(c->h, "POST", o->name, body, cli_ops_timeout(o->wait_ms), msg,
                        sizeof(msg));
     if (r == NULL) {
@@ -203,11 +136,11 @@ static int acquire(run_ctx *c)
         struct signalfd_siginfo si;
         int ready = 0, sig;
 
-        if (cli_http_poll(c->h, c->sfd, LOOP_CAP_MS, &ready) != 0) {
+        if (cli_http_poll(c->h, c->proc.sfd, LOOP_CAP_MS, &ready) != 0) {
             fprintf(stderr, "redlock: acquire %s: curl multi error\n", o->name);
             goto out;
         }
-        while (ready && (sig = signal_next(c, &si)) > 0) {
+        while (ready && (sig = cli_proc_next_signal(&c->proc, &si)) > 0) {
             if (sig == SIGCHLD)
                 continue;
             /* A grant already received is released on the way out.  The service may
@@ -220,7 +153,7 @@ static int acquire(run_ctx *c)
             goto out;
         }
     }
-    received = now_ms();
+    received = cli_now_ms();
     c->answered_at = received;
     if (cli_req_status(r) != 201 && cli_req_status(r) != 200) {
         cli_ops_describe(msg, sizeof(msg), "acquire", o->name, cli_http_url(c->h), r);
@@ -242,40 +175,13 @@ out:
     return rc;
 }
 
-/* In the child: restore the signal state, export the lease, exec.  Never returns. */
-static void exec_command(run_ctx *c)
-{
-    char fence[32];
-    const char *cmd = c->o->argv[0];
-    int err;
-
-    snprintf(fence, sizeof(fence), "%lld", c->fence);
-    if (sigaction(SIGPIPE, &c->old_pipe, NULL) != 0 ||
-        sigprocmask(SIG_SETMASK, &c->old_mask, NULL) != 0 ||
-        setenv("REDLOCK_FENCING_TOKEN", fence, 1) != 0 ||
-        setenv("REDLOCK_LEASE", c->lease, 1) != 0) {
-        fprintf(stderr, "redlock: cannot prepare to run '%s': %s\n", cmd, strerror(errno));
-        _exit(126);
-    }
-    execvp(cmd, c->o->argv);
-    err = errno;
-    fprintf(stderr, "redlock: cannot run '%s': %s\n", cmd, strerror(err));
-    _exit(err == ENOENT ? 127 : 126);
-}
-
 /* The lock is gone: stop the command (SIGTERM now, SIGKILL after the grace). */
 static void lose(run_ctx *c, const char *why)
 {
-    int64_t now = now_ms();
-
     c->lost = 1;
-    c->kill_at = now + c->o->grace_ms;
     cli_req_free(c->ext);
     c->ext = NULL;
-    fprintf(stderr, "redlock: lost the lock on %s: %s; sending SIGTERM to %s (pid %ld)\n",
-            c->o->name, why, c->o->argv[0], (long)c->pid);
-    if (kill(c->pid, SIGTERM) != 0 && errno != ESRCH)
-        fprintf(stderr, "redlock: kill(%ld, SIGTERM): %s\n", (long)c->pid, strerror(errno));
+    cli_proc_stop(&c->proc, c->o->name, why);
 }
 
 /* Send an extension at now, to be retried (after failures) until `until`, which also
@@ -319,7 +225,7 @@ static ext_outcome extend_done(run_ctx *c)
     if (status == 200 && json_is_integer(validity) && json_integer_value(validity) > 0) {
         cli_sched_granted(&c->sched, c->ext_sent, (long)json_integer_value(validity),
                           c->sched.ttl_ms);
-        c->answered_at = now_ms();
+        c->answered_at = cli_now_ms();
         if (c->ext_failing)
             fprintf(stderr, "redlock: extend %s: succeeded again\n", c->o->name);
         c->ext_failing = 0;
@@ -329,13 +235,13 @@ static ext_outcome extend_done(run_ctx *c)
         out = EXT_GONE;
     } else {
         if (!c->ext_failing) {
-            int64_t left = c->ext_until - now_ms();
+            int64_t left = c->ext_until - cli_now_ms();
             cli_ops_describe(msg, sizeof(msg), "extend", c->o->name, cli_http_url(c->h), r);
             fprintf(stderr, "redlock: %s; retrying for the %lld ms of validity left\n", msg,
                     (long long)(left > 0 ? left : 0));
         }
         c->ext_failing = 1;
-        cli_sched_failed(&c->sched, now_ms());
+        cli_sched_failed(&c->sched, cli_now_ms());
         out = EXT_RETRY;
     }
     cli_req_free(r);
@@ -351,7 +257,7 @@ static int confirm_grant(run_ctx *c)
 
     for (;;) {
         struct signalfd_siginfo si;
-        int64_t now = now_ms(), sleep_ms = LOOP_CAP_MS;
+        int64_t now = cli_now_ms(), sleep_ms = LOOP_CAP_MS;
         int ready = 0, sig;
 
         if (c->ext == NULL && now >= give_up) {
@@ -367,7 +273,7 @@ static int confirm_grant(run_ctx *c)
             if (give_up - now < sleep_ms)
                 sleep_ms = give_up - now;
         }
-        if (cli_http_poll(c->h, c->sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
+        if (cli_http_poll(c->h, c->proc.sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
             fprintf(stderr, "redlock: extend %s: curl multi error\n", c->o->name);
             return CLI_EXIT_FAILURE;
         }
@@ -384,7 +290,7 @@ static int confirm_grant(run_ctx *c)
                 break;
             }
         }
-        while (ready && (sig = signal_next(c, &si)) > 0) {
+        while (ready && (sig = cli_proc_next_signal(&c->proc, &si)) > 0) {
             if (sig == SIGCHLD)
                 continue;
             fprintf(stderr, "redlock: interrupted by signal %d before running %s\n", sig,
@@ -394,84 +300,31 @@ static int confirm_grant(run_ctx *c)
     }
 }
 
-static void on_signals(run_ctx *c)
-{
-    struct signalfd_siginfo si;
-    int sig;
-
-    while ((sig = signal_next(c, &si)) > 0) {
-        if (sig == SIGCHLD)
-            continue; /* reaped below, whatever the number of SIGCHLDs merged */
-        /* A terminal sends SIGINT/SIGQUIT/SIGHUP to the whole foreground process group,
-         * the command included (si_code SI_KERNEL): do not deliver it twice. */
-        if (si.ssi_code == SI_KERNEL)
-            continue;
-        if (kill(c->pid, sig) != 0 && errno != ESRCH)
-            fprintf(stderr, "redlock: kill(%ld, %d): %s\n", (long)c->pid, sig,
-                    strerror(errno));
-    }
-    if (sig < 0)
-        fprintf(stderr, "redlock: reading signals: %s\n", strerror(errno));
-}
-
-static void reap(run_ctx *c)
-{
-    pid_t p;
-    int st;
-
-    while ((p = waitpid(c->pid, &st, WNOHANG)) < 0 && errno == EINTR)
-        ;
-    if (p == c->pid) {
-        c->child_done = 1;
-        c->wstatus = st;
-    } else if (p < 0) {
-        /* ECHILD: cannot happen for our own child; do not spin on it. */
-        fprintf(stderr, "redlock: waitpid: %s\n", strerror(errno));
-        c->child_done = 1;
-        c->wstatus = CLI_EXIT_FAILURE << 8;
-    }
-}
-
 /* Supervise the command until it has exited.  Returns 0, or -1 on a loop error (the
  * command is then killed and reaped). */
 static int supervise(run_ctx *c)
 {
-    while (!c->child_done) {
-        int64_t now = now_ms(), sleep_ms;
+    while (!c->proc.done) {
+        int64_t now = cli_now_ms(), sleep_ms;
         int ready = 0;
 
         if (!c->lost && cli_sched_expired(&c->sched, now))
             lose(c, "its validity ran out with no successful extension");
         if (!c->lost && c->ext == NULL && now >= c->sched.next_extend)
             extend_start(c, now, c->sched.deadline);
-        if (c->lost && !c->killed && now >= c->kill_at) {
-            fprintf(stderr, "redlock: %s (pid %ld) still running after %ld ms: SIGKILL\n",
-                    c->o->argv[0], (long)c->pid, c->o->grace_ms);
-            if (kill(c->pid, SIGKILL) != 0 && errno != ESRCH)
-                fprintf(stderr, "redlock: kill(%ld, SIGKILL): %s\n", (long)c->pid,
-                        strerror(errno));
-            c->killed = 1;
-        }
-
+        sleep_ms = cli_proc_tick(&c->proc, now, LOOP_CAP_MS);
         if (!c->lost)
             sleep_ms = cli_sched_sleep(&c->sched, now, c->ext == NULL, LOOP_CAP_MS);
-        else if (!c->killed)
-            sleep_ms = c->kill_at - now < LOOP_CAP_MS ? c->kill_at - now : LOOP_CAP_MS;
-        else
-            sleep_ms = LOOP_CAP_MS;
-        if (cli_http_poll(c->h, c->sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
+        if (cli_http_poll(c->h, c->proc.sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
             fprintf(stderr, "redlock: curl multi error; stopping %s\n", c->o->argv[0]);
-            if (kill(c->pid, SIGKILL) != 0 && errno != ESRCH)
-                fprintf(stderr, "redlock: kill: %s\n", strerror(errno));
-            while (!c->child_done)
-                reap(c);
+            cli_proc_kill(&c->proc);
             return -1;
         }
         if (c->ext != NULL && cli_req_done(c->ext) && extend_done(c) == EXT_GONE)
             lose(c, "the service no longer holds the lease (HTTP 404 lease_not_found)");
         if (ready)
-            on_signals(c);
-        reap(c);
+            cli_proc_on_signals(&c->proc);
+        cli_proc_reap(&c->proc);
     }
     return 0;
 }
@@ -484,37 +337,20 @@ static int supervise(run_ctx *c)
  * holder. */
 static void release(run_ctx *c)
 {
-    json_t *body = json_pack("{s:s}", "lease", c->lease);
-    cli_req *r = NULL;
     char msg[768];
     /* The quorum's keys were last set before answered_at, to live about ttl from then (a
      * failed extension may have renewed some of them: an estimate, not a bound). */
-    long left = (long)(c->answered_at + c->sched.ttl_ms - now_ms());
+    long left = (long)(c->answered_at + c->sched.ttl_ms - cli_now_ms());
 
     c->held = 0;
-    if (body == NULL) {
-        fprintf(stderr, "redlock: release %s: out of memory\n", c->o->name);
+    if (cli_ops_release(c->h, c->o->name, c->lease, RELEASE_TIMEOUT_MS, msg, sizeof(msg)) >= 0)
         return;
-    }
-    r = cli_http_do(c->h, "DELETE", c->o->name, body, RELEASE_TIMEOUT_MS, msg, sizeof(msg));
-    json_decref(body);
-    if (r == NULL) {
-        fprintf(stderr, "redlock: release %s: %s\n", c->o->name, msg);
-        return;
-    }
-    if (cli_req_status(r) == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
-        fprintf(stderr, "redlock: release %s: the lease was no longer held (expired or "
-                "taken away)\n", c->o->name);
-    } else if (cli_req_status(r) < 200 || cli_req_status(r) >= 300) {
-        cli_ops_describe(msg, sizeof(msg), "release", c->o->name, cli_http_url(c->h), r);
-        if (left > 0)
-            fprintf(stderr, "redlock: %s; the lock expires on its own in about %ld ms\n", msg,
-                    left);
-        else
-            fprintf(stderr, "redlock: %s; the lock expires on its own at the end of its "
-                    "ttl\n", msg);
-    }
-    cli_req_free(r);
+    if (left > 0)
+        fprintf(stderr, "redlock: %s; the lock expires on its own in about %ld ms\n", msg,
+                left);
+    else
+        fprintf(stderr, "redlock: %s; the lock expires on its own at the end of its ttl\n",
+                msg);
 }
 
 int cli_run(const cli_opts *o, cli_http *h)
@@ -525,12 +361,11 @@ int cli_run(const cli_opts *o, cli_http *h)
     memset(&c, 0, sizeof(c));
     c.o = o;
     c.h = h;
-    c.sfd = -1;
     if (o->argv == NULL || o->argc < 1) {
         fprintf(stderr, "redlock: run: no command\n");
         return CLI_EXIT_USAGE;
     }
-    if (signals_setup(&c) != 0)
+    if (cli_proc_init(&c.proc, o->argv, o->grace_ms) != 0)
         goto out;
     rc = acquire(&c);
     if (rc == -2)
@@ -538,29 +373,15 @@ int cli_run(const cli_opts *o, cli_http *h)
     if (rc >= 0)
         goto out;
 
-    /* Flush before fork so that buffered output is not written twice. */
-    if (fflush(NULL) != 0)
-        fprintf(stderr, "redlock: flushing output: %s\n", strerror(errno));
-    c.pid = fork();
-    if (c.pid < 0) {
-        fprintf(stderr, "redlock: fork: %s\n", strerror(errno));
+    if (cli_proc_spawn(&c.proc, c.fence, c.lease) != 0) {
         rc = CLI_EXIT_FAILURE;
         goto out;
     }
-    if (c.pid == 0)
-        exec_command(&c);
-
     if (supervise(&c) != 0) {
         rc = CLI_EXIT_FAILURE;
         goto out;
     }
-    if (c.lost) {
-        fprintf(stderr, "redlock: %s ended after the lock on %s was lost; exit status 75\n",
-                o->argv[0], o->name);
-        rc = CLI_EXIT_TEMPFAIL;
-        goto out;
-    }
-    rc = cli_exit_for_wait(c.wstatus);
+    rc = cli_proc_exit_code(&c.proc, c.lost, o->name);
 out:
     /* Every way out after a grant, the command having ended if it was started. */
     cli_req_free(c.ext);
@@ -568,7 +389,6 @@ out:
     if (c.held && !c.gone)
         release(&c);
     memset(c.lease, 0, sizeof(c.lease));
-    if (c.sfd >= 0)
-        close(c.sfd);
+    cli_proc_fini(&c.proc);
     return rc;
 }

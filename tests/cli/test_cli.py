@@ -271,17 +271,19 @@ def version_and_help(env):
     check(r.returncode == 0 and re.match(r"^redlock \d+\.\d+", r.stdout), r.stdout)
     r = env.cli("--help")
     check(r.returncode == 0 and "redlock run NAME" in r.stdout, "help: " + r.stdout[:200])
+    check("redlock elect NAME" in r.stdout and "--owner" in r.stdout, "help: " + r.stdout)
     r = env.cli("run", "x")
     check(r.returncode == 2 and "no command" in r.stderr, "usage error: %r" % (r,))
     r = env.cli("frobnicate", "x")
     check(r.returncode == 2, "unknown command exit %d" % r.returncode)
 
 
-@test
-def run_passes_exit_status_and_environment(env):
-    name = env.name("status")
+def cmd_gets_token_and_lease_and_exits_7(env, cmd, name, ttl):
+    """redlock CMD NAME whose CMD writes its token and lease to a file and exits 7:
+    checks both and the exit status, that the lease was not printed; returns (the
+    result, token, lease, the file)."""
     out = env.path("env")
-    r = env.cli("run", name, "--ttl", "5000", "--",
+    r = env.cli(cmd, name, "--ttl", str(ttl), "--",
                 "sh", "-c", 'printf "%%s %%s\\n" "$REDLOCK_FENCING_TOKEN" "$REDLOCK_LEASE" > %s;'
                 ' exit 7' % out)
     check(r.returncode == 7, "exit status %d, stderr %r" % (r.returncode, r.stderr))
@@ -289,6 +291,13 @@ def run_passes_exit_status_and_environment(env):
     check(int(token) >= 1, "fencing token %r" % token)
     check(re.match(r"^[A-Za-z0-9_-]{16,128}$", lease), "lease %r" % lease)
     check(lease not in r.stdout + r.stderr, "redlock printed the lease")
+    return r, token, lease, out
+
+
+@test
+def run_passes_exit_status_and_environment(env):
+    name = env.name("status")
+    r, token, lease, out = cmd_gets_token_and_lease_and_exits_7(env, "run", name, 5000)
     # Released at exit: status says free, and the next run gets a higher token.
     st = json.loads(env.cli("status", name).stdout)
     check(st["held"] is False, "still held after run: %r" % st)
@@ -631,20 +640,196 @@ def lost_quorum_terminates_the_command_when_validity_runs_out(env):
 
 @test
 def sigterm_and_sigint_are_forwarded_and_the_lock_released(env):
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for cmd, sig in [(c, s) for c in ("run", "elect") for s in (signal.SIGTERM, signal.SIGINT)]:
         name = env.name("fwd")
         marks = env.path("marks")
         # sh ignores SIGINT in background jobs unless trapped: trap both.
-        p = env.spawn("run", name, "--ttl", "5000", "--", "sh", "-c",
+        p = env.spawn(cmd, name, "--ttl", "5000", "--", "sh", "-c",
                       "trap 'echo got-$0 >> %s; exit 5' TERM INT; echo started >> %s; "
                       "while :; do sleep 0.05 & wait $!; done" % (marks, marks))
         wait_until(lambda: "started" in read(marks), 10, "CMD to start")
         p.send_signal(sig)
-        rc = finish(p, 10, "run after %s" % sig.name)
-        check(rc == 5, "%s: exit %d, stderr %r" % (sig.name, rc, read(p.err_path)))
-        check("got-" in read(marks), "CMD did not see %s" % sig.name)
+        rc = finish(p, 10, "%s after %s" % (cmd, sig.name))
+        check(rc == 5, "%s %s: exit %d, stderr %r" % (cmd, sig.name, rc, read(p.err_path)))
+        check("got-" in read(marks), "CMD of %s did not see %s" % (cmd, sig.name))
         st = json.loads(env.cli("status", name).stdout)
-        check(st["held"] is False, "lock still held after %s: %r" % (sig.name, st))
+        check(st["held"] is False, "lock still held after %s %s: %r" % (cmd, sig.name, st))
+
+
+# ---- redlock elect ---------------------------------------------------------------------
+
+def marks_of(path):
+    """The lines of a marks file, split into words."""
+    return [l.split() for l in read(path).splitlines()]
+
+
+@test
+def elect_runs_cmd_with_the_token_and_exits_with_its_status(env):
+    name = env.name("elect")
+    r, token, lease, out = cmd_gets_token_and_lease_and_exits_7(env, "elect", name, 3000)
+    check("leader with fencing token %s" % token in r.stderr, "stderr %r" % r.stderr)
+    # Released when CMD exited, before redlock did: free at once, and a larger token next.
+    check(env.held(name) is False, "still held after elect")
+    r = env.cli("elect", name, "-q", "--", "sh", "-c", 'echo "$REDLOCK_FENCING_TOKEN" > %s' % out)
+    check(r.returncode == 0 and r.stderr == "", "second elect: %r" % (r,))
+    check(int(read(out)) > int(token), "second token %r after %r" % (read(out), token))
+    r = env.cli("elect", name, "--", "/nonexistent/command")
+    check(r.returncode == 127 and "cannot run" in r.stderr, "exec failure: %r" % (r,))
+    check(env.held(name) is False, "held after a failed exec")
+    r = env.cli("elect", name, "--wait", "100", "--", "true")
+    check(r.returncode == 2, "elect --wait: %r" % (r,))
+
+
+@test
+def elect_owner_is_sent_or_refused_clearly(env):
+    """--owner goes in the POST body.  A service that does not know "owner" yet refuses
+    it as an unknown member: elect says so and exits 1, without running CMD."""
+    name = env.name("owner")
+    marker = env.path("ran")
+    r = env.cli("elect", name, "--owner", "host-1 pid 42", "--", "touch", marker)
+    if r.returncode == 0:
+        check(os.path.exists(marker), "CMD did not run: %r" % (r,))
+    else:
+        check(r.returncode == 1 and 'does not know "owner"' in r.stderr
+              and "--owner" in r.stderr, "%r" % (r,))
+        check(not os.path.exists(marker), "CMD ran")
+    check(env.held(name) is False, "held after elect --owner")
+    r = env.cli("elect", name, "--owner", "tab\there", "--", "true")
+    check(r.returncode == 2 and "--owner" in r.stderr, "bad owner: %r" % (r,))
+
+
+def spawn_elect(env, name, marks, who, ttl, cmd=None, grace=3000):
+    """redlock elect NAME whose CMD writes "start WHO TOKEN" to marks, then runs cmd (by
+    default until SIGTERM, which writes "TERM WHO")."""
+    cmd = cmd or ("trap 'echo TERM %s >> %s; exit 0' TERM; "
+                  "while :; do sleep 0.05 & wait $!; done" % (who, marks))
+    return env.spawn("elect", name, "--ttl", str(ttl), "--grace", str(grace), "--", "sh",
+                     "-c", 'echo "start %s $REDLOCK_FENCING_TOKEN" >> %s; %s'
+                     % (who, marks, cmd))
+
+
+def started(marks, who):
+    return [m for m in marks_of(marks) if m[:2] == ["start", who]]
+
+
+@test
+def two_elects_take_turns_with_a_larger_token(env):
+    name = env.name("turns")
+    marks = env.path("marks")
+    a = spawn_elect(env, name, marks, "A", 2000,
+                    cmd="sleep 2.5; echo end A >> %s" % marks)
+    wait_until(lambda: started(marks, "A"), 10, "A to lead")
+    b = spawn_elect(env, name, marks, "B", 2000, cmd="echo end B >> %s" % marks)
+    # A leads for more than a ttl; B campaigns all along without running CMD.
+    check(not wait_until_or_none(lambda: started(marks, "B") or b.poll() is not None, 2.0),
+          "B ran while A led: %r %r" % (read(marks), read(b.err_path)))
+    check(finish(a, 10, "elect A") == 0, "A: %d %s" % (a.returncode, read(a.err_path)))
+    t_end = time.monotonic()
+    wait_until(lambda: started(marks, "B"), 5, "B to take over")
+    took = time.monotonic() - t_end
+    check(finish(b, 10, "elect B") == 0, "B: %d %s" % (b.returncode, read(b.err_path)))
+    m = marks_of(marks)
+    check([x[:2] for x in m] == [["start", "A"], ["end", "A"], ["start", "B"], ["end", "B"]],
+          "order: %r" % m)
+    check(int(m[2][2]) > int(m[0][2]), "tokens %r then %r" % (m[0][2], m[2][2]))
+    check(took < 2.0, "B took over %.2fs after A's CMD ended" % took)
+    check("lost" not in read(a.err_path) + read(b.err_path),
+          "%r %r" % (read(a.err_path), read(b.err_path)))
+    check(env.held(name) is False, "held after both")
+
+
+@test
+def killing_the_leaders_redlock_hands_leadership_over(env):
+    """SIGKILL of the leader's redlock closes its stream: the service releases the lock
+    (to the parked campaigner) long before the ttl, and the old CMD gets SIGTERM."""
+    name = env.name("kill")
+    marks = env.path("marks")
+    a = spawn_elect(env, name, marks, "A", 10000)
+    wait_until(lambda: started(marks, "A"), 10, "A to lead")
+    b = spawn_elect(env, name, marks, "B", 10000)
+    check(not wait_until_or_none(lambda: started(marks, "B"), 0.5), "B ran while A led")
+    a.send_signal(signal.SIGKILL)
+    a.wait(timeout=10)
+    t0 = time.monotonic()
+    wait_until(lambda: started(marks, "B"), 5, "B to take over")
+    took = time.monotonic() - t0
+    check(took < 2.0, "B took over %.2fs after A was killed (ttl 10 s)" % took)
+    wait_until(lambda: ["TERM", "A"] in marks_of(marks), 5, "A's CMD to get SIGTERM")
+    m = marks_of(marks)
+    check(int(started(marks, "B")[0][2]) > int(started(marks, "A")[0][2]), "tokens: %r" % m)
+    b.send_signal(signal.SIGTERM)
+    check(finish(b, 10, "elect B") == 0, "B: %d %s" % (b.returncode, read(b.err_path)))
+    check(env.held(name) is False, "held after B")
+
+
+@test
+def frozen_quorum_makes_the_leader_stop_cmd_and_exit_75(env):
+    """A majority of masters frozen (SIGSTOP): extensions cannot succeed, and the leader
+    stops CMD and exits 75 before the validity it was last told ends (ttl 2 s: at most
+    2 s after the freeze)."""
+    if env.args.stub:
+        raise Skip("no masters behind the stub")
+    name = env.name("freeze")
+    marks = env.path("marks")
+    frozen = env.master_procs[:N_MASTERS // 2 + 1]
+    p = spawn_elect(env, name, marks, "A", 2000)
+    wait_until(lambda: started(marks, "A"), 10, "A to lead")
+    try:
+        t0 = time.monotonic()
+        for m in frozen:
+            m.send_signal(signal.SIGSTOP)
+        wait_until(lambda: ["TERM", "A"] in marks_of(marks) or p.poll() is not None, 5,
+                   "CMD to be stopped")
+        took = time.monotonic() - t0
+        rc = finish(p, 10, "elect after the quorum was lost")
+    finally:
+        for m in frozen:
+            m.send_signal(signal.SIGCONT)
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d: %s" % (rc, err))
+    check(["TERM", "A"] in marks_of(marks), "CMD did not get SIGTERM: %r" % read(marks))
+    check("lost the lock" in err and ("lost: no_quorum" in err or "ran out" in err),
+          "stderr: %r" % err)
+    check(took < 2.0, "CMD stopped %.2fs after the freeze (ttl 2 s)" % took)
+    wait_until(lambda: all(env.redis(m, "PING") == "PONG" for m in env.masters), 10,
+               "the masters to answer again")
+
+
+@test
+def stopped_service_makes_the_leader_stop_cmd_and_exit_75(env):
+    """The service itself dies (SIGKILL): the connection drops, CMD is stopped at once."""
+    svc, url = env.start_service()
+    name = env.name("svcdown")
+    marks = env.path("marks")
+    p = env.spawn("elect", name, "--ttl", "5000", "--", "sh", "-c",
+                  "trap 'echo TERM >> %s; exit 0' TERM; echo started >> %s; "
+                  "while :; do sleep 0.05 & wait $!; done" % (marks, marks), url=url)
+    wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+    svc.send_signal(signal.SIGKILL)
+    svc.wait(timeout=10)
+    t0 = time.monotonic()
+    rc = finish(p, 10, "elect after the service died")
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d: %s" % (rc, err))
+    check("TERM" in read(marks), "CMD did not get SIGTERM")
+    check("lost the lock" in err, "stderr: %r" % err)
+    check(time.monotonic() - t0 < 2.0, "took %.1fs (ttl 5 s)" % (time.monotonic() - t0))
+
+
+@test
+def elect_campaigns_through_an_unreachable_service_until_a_signal(env):
+    """No service: elect backs off and tries again (it does not give up); a signal ends
+    the campaign with 128+N."""
+    url = "http://127.0.0.1:%d" % free_port()
+    marker = env.path("never")
+    p = env.spawn("elect", "x", "--", "touch", marker, url=url)
+    wait_until(lambda: read(p.err_path).count("campaigning again") >= 3, 10,
+               "three tries")
+    check(p.poll() is None, "elect gave up: %r" % read(p.err_path))
+    p.send_signal(signal.SIGINT)
+    rc = finish(p, 10, "elect after SIGINT")
+    check(rc == 128 + signal.SIGINT, "exit %d: %s" % (rc, read(p.err_path)))
+    check(not os.path.exists(marker), "CMD ran without the lock")
 
 
 @test

@@ -144,6 +144,63 @@ Test(args, run_takes_the_command_after_name_like_flock)
     cr_assert_str_eq(o.argv[1], "--jobs");
 }
 
+Test(args, elect_takes_the_command_and_an_owner)
+{
+    cli_opts o;
+    char err[256];
+    const char *w[] = {"redlock", "elect", "leader/db", "--owner", "host-1 pid 42", "--ttl",
+                       "3000", "--grace", "200", "--", "server", "--port", "1", NULL};
+
+    cr_assert_eq(parse(&o, env_table, w, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_ELECT);
+    cr_assert_str_eq(o.name, "leader/db");
+    cr_assert_str_eq(o.owner, "host-1 pid 42");
+    cr_assert_eq(o.ttl_ms, 3000);
+    cr_assert_eq(o.grace_ms, 200);
+    cr_assert_eq(o.argc, 3);
+    cr_assert_str_eq(o.argv[0], "server");
+    cr_assert_null(o.lease, "REDLOCK_LEASE is never elect's");
+}
+
+Test(args, elect_refuses_what_does_not_apply)
+{
+    cli_opts o;
+    char err[256];
+    const char *nocmd[] = {"redlock", "elect", "n", NULL};
+    const char *wait[] = {"redlock", "elect", "n", "--wait", "10", "--", "true", NULL};
+    const char *lease[] = {"redlock", "elect", "n", "--lease", "abcdefghijklmnop", "true", NULL};
+    const char *owner_status[] = {"redlock", "status", "n", "--owner", "me", NULL};
+
+    cr_assert_eq(parse(&o, NULL, nocmd, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "elect: no command") != NULL, "%s", err);
+    cr_assert_eq(parse(&o, NULL, wait, err, sizeof(err)), -1);
+    cr_assert_eq(parse(&o, NULL, lease, err, sizeof(err)), -1);
+    cr_assert_eq(parse(&o, NULL, owner_status, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "--owner") != NULL, "%s", err);
+}
+
+Test(args, owner_is_1_to_256_printable_characters)
+{
+    cli_opts o;
+    char err[256];
+    char longest[CLI_OWNER_MAX + 2];
+    const char *w[] = {"redlock", "acquire", "n", "--owner", NULL, NULL};
+
+    memset(longest, 'x', CLI_OWNER_MAX);
+    longest[CLI_OWNER_MAX] = '\0';
+    w[4] = longest;
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), 0, "%s", err);
+    longest[CLI_OWNER_MAX] = 'x';
+    longest[CLI_OWNER_MAX + 1] = '\0';
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1, "257 bytes");
+    w[4] = "";
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1, "empty");
+    w[4] = "new\nline";
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1, "control character");
+    w[4] = "caf\xc3\xa9";
+    cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1, "not ASCII");
+}
+
 Test(args, help_and_version_win_over_errors_later_on)
 {
     cli_opts o;
@@ -325,15 +382,20 @@ Test(policy, sleep_until_the_next_event)
 
 Test(ops, acquire_body_holds_only_what_was_given)
 {
-    json_t *b = cli_ops_acquire_body(-1, -1, NULL);
+    json_t *b = cli_ops_acquire_body(-1, -1, NULL, NULL);
     char *s;
 
     cr_assert_not_null(b);
     cr_assert_eq(json_object_size(b), 0);
     json_decref(b);
-    b = cli_ops_acquire_body(2500, 0, "abcdefghijklmnop");
+    b = cli_ops_acquire_body(2500, 0, "abcdefghijklmnop", NULL);
     s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
     cr_assert_str_eq(s, "{\"lease\":\"abcdefghijklmnop\",\"ttl_ms\":2500,\"wait_ms\":0}");
+    free(s);
+    json_decref(b);
+    b = cli_ops_acquire_body(-1, 30000, NULL, "host-1");
+    s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    cr_assert_str_eq(s, "{\"owner\":\"host-1\",\"wait_ms\":30000}");
     free(s);
     json_decref(b);
 }
