@@ -18,6 +18,7 @@ static const char usage_text[] =
     "       redlock release NAME --lease L [--quiet]\n"
     "       redlock extend  NAME --lease L [--ttl MS] [--quiet]\n"
     "       redlock status  NAME [--quiet]\n"
+    "       redlock watch   NAME\n"
     "       redlock --help | --version\n"
     "\n"
     "A client for redlockd, the Redlock lock service: a distributed flock.\n"
@@ -42,6 +43,8 @@ static const char usage_text[] =
     "  release   give the lock back\n"
     "  extend    extend the lease's validity\n"
     "  status    print whether the lock is held (never the lease)\n"
+    "  watch     print the lock's state (held, owner, fencing_token, validity_ms) as one\n"
+    "            JSON line now and one more at every change, until interrupted\n"
     "\n"
     "options:\n"
     "  --url URL       service URL (env REDLOCK_URL, default " CLI_DEFAULT_URL ")\n"
@@ -106,7 +109,7 @@ static cli_cmd command_of(const char *s)
         {"run", CLI_CMD_RUN},         {"elect", CLI_CMD_ELECT},
         {"acquire", CLI_CMD_ACQUIRE},
         {"release", CLI_CMD_RELEASE}, {"extend", CLI_CMD_EXTEND},
-        {"status", CLI_CMD_STATUS},
+        {"status", CLI_CMD_STATUS},   {"watch", CLI_CMD_WATCH},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (strcmp(s, table[i].word) == 0)

@@ -28,6 +28,7 @@ typedef enum {
     CLI_CMD_RELEASE,
     CLI_CMD_EXTEND,
     CLI_CMD_STATUS,
+    CLI_CMD_WATCH,
     CLI_CMD_HELP,    /* --help was given: print the usage on stdout, exit 0 */
     CLI_CMD_VERSION, /* --version was given */
 } cli_cmd;

@@ -190,7 +190,8 @@ static int add_header(cli_req *r, const char *line)
 
 /* Set up r->easy for the request.  Returns 0 or -1 with a message in err. */
 static int req_setup(cli_http *h, cli_req *r, const char *method, const char *name,
-                     const json_t *body, long timeout_ms, char *err, size_t errlen)
+                     const char *query, const json_t *body, long timeout_ms, char *err,
+                     size_t errlen)
 {
     char *escaped = NULL;
     size_t url_len;
@@ -207,13 +208,15 @@ static int req_setup(cli_http *h, cli_req *r, const char *method, const char *na
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    url_len = strlen(h->base_url) + strlen("/locks/") + strlen(escaped) + 1;
+    url_len = strlen(h->base_url) + strlen("/locks/") + strlen(escaped) + 1 +
+              (query ? strlen(query) + 1 : 0);
     r->url = malloc(url_len);
     if (r->url == NULL) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    snprintf(r->url, url_len, "%s/locks/%s", h->base_url, escaped);
+    snprintf(r->url, url_len, "%s/locks/%s%s%s", h->base_url, escaped, query ? "?" : "",
+             query ? query : "");
 
     if (body != NULL) {
         r->body = json_dumps(body, JSON_COMPACT);
@@ -270,8 +273,8 @@ out:
     return rc;
 }
 
-static cli_req *start(cli_http *h, const char *method, const char *name, const json_t *body,
-                      long timeout_ms, int stream, char *err, size_t errlen)
+static cli_req *start(cli_http *h, const char *method, const char *name, const char *query,
+                      const json_t *body, long timeout_ms, int stream, char *err, size_t errlen)
 {
     cli_req *r = calloc(1, sizeof(*r));
     CURLMcode mc;
@@ -281,7 +284,7 @@ static cli_req *start(cli_http *h, const char *method, const char *name, const j
         return NULL;
     }
     r->stream = stream;
-    if (req_setup(h, r, method, name, body, timeout_ms, err, errlen) != 0)
+    if (req_setup(h, r, method, name, query, body, timeout_ms, err, errlen) != 0)
         goto fail;
     mc = curl_multi_add_handle(h->multi, r->easy);
     if (mc != CURLM_OK) {
@@ -300,13 +303,19 @@ fail:
 cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const json_t *body,
                         long timeout_ms, char *err, size_t errlen)
 {
-    return start(h, method, name, body, timeout_ms, 0, err, errlen);
+    return start(h, method, name, NULL, body, timeout_ms, 0, err, errlen);
+}
+
+cli_req *cli_http_start_query(cli_http *h, const char *method, const char *name,
+                              const char *query, long timeout_ms, char *err, size_t errlen)
+{
+    return start(h, method, name, query, NULL, timeout_ms, 0, err, errlen);
 }
 
 cli_req *cli_http_start_stream(cli_http *h, const char *method, const char *name,
                                const json_t *body, char *err, size_t errlen)
 {
-    return start(h, method, name, body, 0, 1, err, errlen);
+    return start(h, method, name, NULL, body, 0, 1, err, errlen);
 }
 
 /* Record the end of one transfer. */

@@ -31,6 +31,11 @@ const char *cli_http_url(const cli_http *h);
 cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const json_t *body,
                         long timeout_ms, char *err, size_t errlen);
 
+/* Start METHOD /locks/<name>?<query> (query: already encoded), no body; otherwise as
+ * cli_http_start. */
+cli_req *cli_http_start_query(cli_http *h, const char *method, const char *name,
+                              const char *query, long timeout_ms, char *err, size_t errlen);
+
 /* Start METHOD /locks/<name> whose answer may be a stream (application/x-ndjson, as
  * POST ?hold=stream answers): its body is taken line by line as it arrives
  * (cli_req_next_line), and no timeout bounds it (connecting excepted): the caller ends

@@ -12,6 +12,7 @@
 #include "cli/http.h"
 #include "cli/ops.h"
 #include "cli/run.h"
+#include "cli/watch.h"
 #include "version.h"
 
 static const char *env_get(const char *key) { return getenv(key); }
@@ -75,6 +76,7 @@ int main(int argc, char **argv)
     }
     rc = o.cmd == CLI_CMD_RUN     ? cli_run(&o, h)
          : o.cmd == CLI_CMD_ELECT ? cli_elect(&o, h)
+         : o.cmd == CLI_CMD_WATCH ? cli_watch(&o, h)
                                   : cli_ops_do(&o, h);
 out:
     cli_http_free(h);
