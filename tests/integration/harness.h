@@ -78,6 +78,12 @@ void h_redis_aof_truncate(h_redis *r, long long size);
 /* Run a redis command on a master (sync hiredis); returns the integer/-1, or copies a
  * string reply into out. */
 long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...);
+/* Subscribers of a pub/sub channel on a master (PUBSUB NUMSUB; -1 on error). */
+long long h_redis_numsub(h_redis *r, const char *channel);
+/* The fewest and most subscribers of name's release channel (the default key prefix)
+ * over the cluster's masters: a service instance subscribes on every master while it
+ * follows the name (its waiters, streamed holds, watches). */
+void h_release_subscribers(h_cluster *c, const char *name, long long *fewest, long long *most);
 
 /* HTTP against the cluster's service (or svc if given).  path includes any query. */
 void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out);
