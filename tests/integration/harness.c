@@ -611,6 +611,18 @@ void h_http_to(const char *base, void **curlp, const char *method, const char *p
     record(method, path, out);
 }
 
+long long h_metric(const char *base, void **curl, const char *metric)
+{
+    h_resp r;
+    h_http_to(base, curl, "GET", "/metrics", NULL, &r);
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", metric);
+    const char *p = strstr(r.body, key);
+    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
+    h_resp_free(&r);
+    return v;
+}
+
 void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out)
 {
     h_http_to(c->svc.url, &c->curl, method, path, body, out);

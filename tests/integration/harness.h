@@ -90,6 +90,8 @@ void h_http(h_cluster *c, const char *method, const char *path, const char *body
 void h_http_to(const char *base_url, void **curl, const char *method, const char *path,
                const char *body, h_resp *out);
 void h_resp_free(h_resp *r);
+/* A gauge or counter without labels from base's /metrics (-1 if absent). */
+long long h_metric(const char *base, void **curl, const char *metric);
 
 /* Convenience: POST a lock; returns status; copies lease and token. */
 long h_acquire(h_cluster *c, const char *name, const char *query, char *lease, size_t leaselen,
