@@ -204,6 +204,43 @@ static state *prompt(struct watch *w, const char *name, const char *watched, dou
     return g;
 }
 
+/* Take name (ttl_ms) through the default service and park a watch of it (wait_ms)
+ * with the index a GET then shows; that GET's answer. */
+static state take_and_watch(struct watch *w, const char *name, long ttl_ms, char *lease, size_t leaselen,
+                            long wait_ms)
+{
+    char q[40];
+    snprintf(q, sizeof q, "ttl_ms=%ld", ttl_ms);
+    cr_assert_eq(h_acquire(&C, name, q, lease, leaselen, NULL), 201, "%s is granted", name);
+    state s = look(name);
+    cr_assert(s.held, "%s", s.body);
+    watch_park(w, name, s.index, wait_ms);
+    return s;
+}
+
+/* method path on base, on a connection of its own: the status. */
+static long status_at(const char *base, const char *method, const char *path)
+{
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(base, &curl, method, path, NULL, &r);
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    return r.status;
+}
+
+/* The holder of name (lease) extends it to ttl_ms: the status. */
+static long extend(const char *name, const char *lease, long ttl_ms)
+{
+    char path[300], body[300];
+    snprintf(path, sizeof path, "/locks/%s", name);
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":%ld}", lease, ttl_ms);
+    h_resp r;
+    h_http(&C, "PATCH", path, body, &r);
+    h_resp_free(&r);
+    return r.status;
+}
+
 /* ---- the index ---- */
 
 static int freed(void *arg)
@@ -226,13 +263,7 @@ Test(watch, the_index_changes_on_grant_release_and_expiry_not_on_extension)
     cr_assert(s1.held, "%s", s1.body);
     cr_assert_str_neq(s1.index, s0.index, "a grant changes it");
 
-    h_resp r;
-    char path[300], body[300];
-    snprintf(path, sizeof path, "/locks/%s", n);
-    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":60000}", lease);
-    h_http(&C, "PATCH", path, body, &r);
-    cr_assert_eq(r.status, 200, "%s", r.body);
-    h_resp_free(&r);
+    cr_assert_eq(extend(n, lease, 60000), 200);
     state s2 = look(n);
     cr_assert(s2.held && s2.validity_ms > 30000, "extended: %s", s2.body);
     cr_assert_str_eq(s2.index, s1.index, "an extension by the holder does not change it");
@@ -259,17 +290,9 @@ Test(watch, a_watch_across_an_extension_by_the_holder_answers_at_its_wait_ms_unc
      * at that time the watch looks, finds the same index and waits on to its wait_ms. */
     const char *n = "w.ext";
     char lease[200];
-    cr_assert_eq(h_acquire(&C, n, "ttl_ms=1500", lease, sizeof lease, NULL), 201);
-    state s = look(n);
     struct watch w;
-    watch_park(&w, n, s.index, 2500);
-    char path[300], body[300];
-    snprintf(path, sizeof path, "/locks/%s", n);
-    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":30000}", lease);
-    h_resp r;
-    h_http(&C, "PATCH", path, body, &r);
-    long st = r.status;
-    h_resp_free(&r);
+    state s = take_and_watch(&w, n, 1500, lease, sizeof lease, 2500);
+    long st = extend(n, lease, 30000);
     state *g = watch_end(&w);
     cr_assert_eq(st, 200, "the extension");
     fprintf(stderr, "watch: %s: answered after %.0f ms (wait_ms 2500)\n", n, g->ms);
@@ -299,20 +322,26 @@ Test(watch, a_grant_through_the_same_instance_answers_a_watch_of_a_free_lock)
     cr_assert_str_eq(g->index, look(n).index, "the index a GET shows now");
 }
 
+/* The holder of name releases it through the default service: the parked watch w
+ * (of index watched) answers promptly, free. */
+static void release_answers(struct watch *w, const char *name, const char *lease, const char *watched,
+                            const char *what)
+{
+    double t0 = h_now_ms();
+    long st = h_release(&C, name, lease);
+    double t1 = h_now_ms();
+    state *g = prompt(w, name, watched, t0, t1, what);
+    cr_assert_eq(st, 200);
+    cr_assert(!g->held, "free: %s", g->body);
+}
+
 Test(watch, a_release_through_the_same_instance_answers_a_watch_of_a_held_lock)
 {
     const char *n = "w.rel";
     char lease[200];
-    cr_assert_eq(h_acquire(&C, n, "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    state s = look(n);
     struct watch w;
-    watch_park(&w, n, s.index, 10000);
-    double t0 = h_now_ms();
-    long st = h_release(&C, n, lease);
-    double t1 = h_now_ms();
-    state *g = prompt(&w, n, s.index, t0, t1, "release");
-    cr_assert_eq(st, 200);
-    cr_assert(!g->held, "free: %s", g->body);
+    state s = take_and_watch(&w, n, 30000, lease, sizeof lease, 10000);
+    release_answers(&w, n, lease, s.index, "release");
 }
 
 Test(watch, a_release_through_another_instance_answers_a_watch_within_100_ms)
@@ -322,20 +351,13 @@ Test(watch, a_release_through_another_instance_answers_a_watch_within_100_ms)
     h_service_start(&C, &b, NULL);
     const char *n = "w.far";
     char lease[200];
-    cr_assert_eq(h_acquire(&C, n, "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    state s = look(n);
     struct watch w;
-    watch_park(&w, n, s.index, 10000);
+    state s = take_and_watch(&w, n, 30000, lease, sizeof lease, 10000);
     char path[400];
     snprintf(path, sizeof path, "/locks/%s?lease=%s", n, lease);
-    void *curl = NULL;
-    h_resp r;
     double t0 = h_now_ms();
-    h_http_to(b.url, &curl, "DELETE", path, NULL, &r);
+    long st = status_at(b.url, "DELETE", path);
     double t1 = h_now_ms();
-    long st = r.status;
-    h_resp_free(&r);
-    curl_easy_cleanup(curl);
     state *g = prompt(&w, n, s.index, t0, t1, "release through another instance");
     cr_assert_eq(st, 200);
     cr_assert(!g->held, "free: %s", g->body);
@@ -352,11 +374,9 @@ Test(watch, a_handoff_to_a_parked_waiter_answers_a_watch)
 {
     const char *n = "w.hand";
     char lease[200];
-    cr_assert_eq(h_acquire(&C, n, "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    state s = look(n);
     /* The watch parks first: the waiter's following of the name would hide whether it did. */
     struct watch w, waiter;
-    watch_park(&w, n, s.index, 10000);
+    state s = take_and_watch(&w, n, 30000, lease, sizeof lease, 10000);
     char path[300];
     snprintf(path, sizeof path, "/locks/%s?wait_ms=10000&ttl_ms=30000", n);
     call_start(&waiter, C.svc.url, "POST", path);
@@ -413,13 +433,8 @@ Test(watch, a_grant_through_another_instance_is_seen_by_its_wait_ms)
     state s = look(n);
     struct watch w;
     watch_park(&w, n, s.index, 1500);
-    void *curl = NULL;
-    h_resp r;
-    h_http_to(b.url, &curl, "POST", "/locks/w.fargrant?ttl_ms=30000", NULL, &r);
+    long st = status_at(b.url, "POST", "/locks/w.fargrant?ttl_ms=30000");
     double t1 = h_now_ms();
-    long st = r.status;
-    h_resp_free(&r);
-    curl_easy_cleanup(curl);
     state *g = watch_end(&w);
     fprintf(stderr, "watch: %s: a grant through another instance seen %.0f ms after it (watch: %.0f ms, wait_ms 1500)\n",
             n, g->done - t1, g->ms);
@@ -580,23 +595,33 @@ static int mw_run(CURLM *m, int ms, int (*cond)(void *), void *arg)
     }
 }
 
+/* Take name (ttl 30 s) and start n watches of it (wait_ms 20 s) on one multi handle,
+ * with the index a GET shows (in *s); run them until the name is followed (the
+ * first watch parked).  The multi handle. */
+static CURLM *take_and_watch_n(mw *w, int n, const char *name, char *lease, size_t leaselen, state *s)
+{
+    cr_assert_eq(h_acquire(&C, name, "ttl_ms=30000", lease, leaselen, NULL), 201);
+    *s = look(name);
+    CURLM *m = curl_multi_init();
+    cr_assert(m);
+    char path[300];
+    snprintf(path, sizeof path, "/locks/%s?index=%s&wait_ms=20000", name, s->index);
+    for (int i = 0; i < n; i++)
+        mw_add(m, &w[i], path);
+    mw_run(m, 5000, followed, (void *)name);
+    cr_assert(followed((void *)name), "%s: the watches park", name);
+    return m;
+}
+
 #define MANY 50
 
 Test(watch, fifty_watches_of_one_name_all_answer_after_one_release)
 {
     const char *n = "w.many";
     char lease[200];
-    cr_assert_eq(h_acquire(&C, n, "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    state s = look(n);
-    CURLM *m = curl_multi_init();
-    cr_assert(m);
     static mw w[MANY];
-    char path[300];
-    snprintf(path, sizeof path, "/locks/%s?index=%s&wait_ms=20000", n, s.index);
-    for (int i = 0; i < MANY; i++)
-        mw_add(m, &w[i], path);
-    mw_run(m, 5000, followed, (void *)n);
-    cr_assert(followed((void *)n), "the watches park");
+    state s;
+    CURLM *m = take_and_watch_n(w, MANY, n, lease, sizeof lease, &s);
     /* No gauge counts parked watches: give the other 49 half a second to park (one that
      * has not when the release comes sees the new index at once, which passes too). */
     int running = mw_run(m, 500, NULL, NULL);
@@ -628,16 +653,9 @@ Test(watch, a_watch_whose_client_hangs_up_costs_nothing_after)
 {
     const char *n = "w.gone";
     char lease[200];
-    cr_assert_eq(h_acquire(&C, n, "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    state s = look(n);
-    CURLM *m = curl_multi_init();
-    cr_assert(m);
     mw w;
-    char path[300];
-    snprintf(path, sizeof path, "/locks/%s?index=%s&wait_ms=20000", n, s.index);
-    mw_add(m, &w, path);
-    mw_run(m, 5000, followed, (void *)n);
-    cr_assert(followed((void *)n), "the watch parks");
+    state s;
+    CURLM *m = take_and_watch_n(&w, 1, n, lease, sizeof lease, &s);
     cr_assert(!w.done, "the watch answered before any change: %s", w.body);
     double t0 = h_now_ms();
     mw_free(m, &w); /* hangs up */
@@ -656,11 +674,6 @@ Test(watch, a_watch_whose_client_hangs_up_costs_nothing_after)
     cr_assert_str_eq(now.index, s.index);
     struct watch w2;
     watch_park(&w2, n, s.index, 10000);
-    double t1 = h_now_ms();
-    long st = h_release(&C, n, lease);
-    double t2 = h_now_ms();
-    state *g = prompt(&w2, n, s.index, t1, t2, "release after a hang-up");
-    cr_assert_eq(st, 200);
-    cr_assert(!g->held, "%s", g->body);
+    release_answers(&w2, n, lease, s.index, "release after a hang-up");
     cr_assert(h_wait_until(unfollowed, (void *)n, 2000), "answered, the watch stops following the name");
 }
