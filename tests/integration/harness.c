@@ -209,7 +209,8 @@ void h_redis_aof_truncate(h_redis *r, long long size)
     cr_assert(truncate(path, (off_t)size) == 0, "truncate %s: %s", path, strerror(errno));
 }
 
-long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...)
+/* A connection to master r (authenticated if masters need a password). */
+static redisContext *redis_connect(h_redis *r)
 {
     struct timeval tv = {2, 0};
     redisContext *rc = redisConnectWithTimeout("127.0.0.1", r->port, tv);
@@ -219,6 +220,12 @@ long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...
         if (a)
             freeReplyObject(a);
     }
+    return rc;
+}
+
+long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...)
+{
+    redisContext *rc = redis_connect(r);
     va_list ap;
     va_start(ap, fmt);
     redisReply *rep = redisvCommand(rc, fmt, ap);
@@ -235,6 +242,34 @@ long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...
     }
     redisFree(rc);
     return v;
+}
+
+long long h_redis_numsub(h_redis *r, const char *channel)
+{
+    redisContext *rc = redis_connect(r);
+    redisReply *rep = redisCommand(rc, "PUBSUB NUMSUB %s", channel);
+    long long n = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 && rep->element[1]->type == REDIS_REPLY_INTEGER)
+        n = rep->element[1]->integer;
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(rc);
+    return n;
+}
+
+void h_release_subscribers(h_cluster *c, const char *name, long long *fewest, long long *most)
+{
+    char chan[400];
+    snprintf(chan, sizeof chan, "redlock:#released:%s", name);
+    *fewest = -1;
+    *most = -1;
+    for (int i = 0; i < c->n; i++) {
+        long long n = h_redis_numsub(&c->masters[i], chan);
+        if (*fewest < 0 || n < *fewest)
+            *fewest = n;
+        if (n > *most)
+            *most = n;
+    }
 }
 
 static int log_port(const char *path)
@@ -574,6 +609,18 @@ void h_http_to(const char *base, void **curlp, const char *method, const char *p
     json_error_t e;
     out->json = json_loads(out->body, 0, &e);
     record(method, path, out);
+}
+
+long long h_metric(const char *base, void **curl, const char *metric)
+{
+    h_resp r;
+    h_http_to(base, curl, "GET", "/metrics", NULL, &r);
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", metric);
+    const char *p = strstr(r.body, key);
+    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
+    h_resp_free(&r);
+    return v;
 }
 
 void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out)
@@ -961,14 +1008,3 @@ int h_log_contains(const h_service *s, const char *needle)
     return found;
 }
 
-long long h_metric(const char *base, void **curl, const char *name)
-{
-    h_resp r;
-    h_http_to(base, curl, "GET", "/metrics", NULL, &r);
-    char key[160];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(r.body, key);
-    long long v = p ? strtoll(p + strlen(key), NULL, 10) : -1;
-    h_resp_free(&r);
-    return v;
-}

@@ -78,12 +78,20 @@ void h_redis_aof_truncate(h_redis *r, long long size);
 /* Run a redis command on a master (sync hiredis); returns the integer/-1, or copies a
  * string reply into out. */
 long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...);
+/* Subscribers of a pub/sub channel on a master (PUBSUB NUMSUB; -1 on error). */
+long long h_redis_numsub(h_redis *r, const char *channel);
+/* The fewest and most subscribers of name's release channel (the default key prefix)
+ * over the cluster's masters: a service instance subscribes on every master while it
+ * follows the name (its waiters, streamed holds, watches). */
+void h_release_subscribers(h_cluster *c, const char *name, long long *fewest, long long *most);
 
 /* HTTP against the cluster's service (or svc if given).  path includes any query. */
 void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out);
 void h_http_to(const char *base_url, void **curl, const char *method, const char *path,
                const char *body, h_resp *out);
 void h_resp_free(h_resp *r);
+/* A gauge or counter without labels from base's /metrics (-1 if absent). */
+long long h_metric(const char *base, void **curl, const char *metric);
 
 /* Convenience: POST a lock; returns status; copies lease and token. */
 long h_acquire(h_cluster *c, const char *name, const char *query, char *lease, size_t leaselen,
@@ -120,9 +128,6 @@ void h_align_wall_clock(int from_ms, int to_ms);
 
 /* Whether the service's log holds needle (on some line). */
 int h_log_contains(const h_service *s, const char *needle);
-/* The value of an unlabelled metric in base's /metrics (-1 if absent); curl as h_http_to. */
-long long h_metric(const char *base, void **curl, const char *name);
-
 /* Monotonic milliseconds. */
 double h_now_ms(void);
 /* Wait until cond(arg) is true or timeout_ms passes; returns 1 if it became true. */

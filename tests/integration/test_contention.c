@@ -63,7 +63,7 @@ static long long wait_parked(const char *base, long long want, int timeout_ms)
     double end = h_now_ms() + timeout_ms;
     long long v;
     for (;;) {
-        v = metric_at(base, &curl, "redlockd_parked_waiters");
+        v = h_metric(base, &curl, "redlockd_parked_waiters");
         if (v >= want || h_now_ms() > end)
             break;
         usleep(5000);
@@ -643,7 +643,7 @@ Test(contention, abandoned_waiter_leaves_the_lock_free)
     double end = h_now_ms() + 1000;
     while (p > 0 && h_now_ms() < end) {
         usleep(5000);
-        p = metric_at(C.svc.url, &curl, "redlockd_parked_waiters");
+        p = h_metric(C.svc.url, &curl, "redlockd_parked_waiters");
     }
     fprintf(stderr, "abandoned: parked waiters after the hang-up: %lld\n", p);
     cr_assert_eq(give(C.svc.url, &curl, "gone.x", lease), 200);
@@ -695,7 +695,7 @@ Test(contention, waiter_hanging_up_during_its_attempt_leaves_the_lock_free)
     cr_assert_eq(take(s.url, &curl, "gone.flight", 10000, lease, sizeof lease), 201);
     int fd = raw_request(s.port, "POST", "/locks/gone.flight?wait_ms=15000&ttl_ms=10000", NULL);
     cr_assert(wait_parked(s.url, 1, 5000) >= 1, "the waiter parks");
-    long long handoffs = metric_at(s.url, &curl, "redlockd_handoffs_total");
+    long long handoffs = h_metric(s.url, &curl, "redlockd_handoffs_total");
     h_redis_freeze(&C.masters[3]);
     h_redis_freeze(&C.masters[4]);
     struct del_arg d = {s.url, "", 0, 0, 0};
@@ -708,7 +708,7 @@ Test(contention, waiter_hanging_up_during_its_attempt_leaves_the_lock_free)
      * that is not seen, 100 ms after sending the release. */
     int started = 0;
     for (;;) {
-        if (metric_at(s.url, &curl, "redlockd_handoffs_total") > handoffs || __atomic_load_n(&d.done, __ATOMIC_SEQ_CST)) {
+        if (h_metric(s.url, &curl, "redlockd_handoffs_total") > handoffs || __atomic_load_n(&d.done, __ATOMIC_SEQ_CST)) {
             started = 1;
             break;
         }
@@ -972,11 +972,11 @@ Test(contention, fifo_waiters_are_served_in_arrival_order)
     void *curl = NULL;
     /* On a shared stack, let other clients' waiters (left by earlier tests) finish
      * first: their waits are bounded. */
-    long long before = metric_at(base, &curl, "redlockd_parked_waiters");
+    long long before = h_metric(base, &curl, "redlockd_parked_waiters");
     double end = h_now_ms() + 30000;
     while (before != 0 && h_now_ms() < end) {
         usleep(50000);
-        before = metric_at(base, &curl, "redlockd_parked_waiters");
+        before = h_metric(base, &curl, "redlockd_parked_waiters");
     }
     if (before != 0)
         cr_skip_test("other clients keep %lld waiters parked on this instance", before);
