@@ -50,12 +50,6 @@ static int held_at(const char *base, void **curl, const char *name, long *status
     return held;
 }
 
-/* A gauge or counter without labels from base's /metrics (-1 if absent). */
-static long long metric_at(const char *base, void **curl, const char *metric)
-{
-    return h_metric(base, curl, metric);
-}
-
 /* Wait until base's parked-waiters gauge is at least want; returns the last value. */
 static long long wait_parked(const char *base, long long want, int timeout_ms)
 {
