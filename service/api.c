@@ -426,8 +426,9 @@ static int watch_keep(http_req *r, const lockop *op)
     }
     if (!aw->w.env)
         watch_add(r->srv->env.watches, &aw->w);
-    if (op->held && op->validity_ms > 0) /* it changes at the latest when it expires */
-        loop_timer_start(r->srv->env.loop, &aw->expiry, now + (op->validity_ms + 5) * 1000);
+    if (op->held) /* it changes at the latest when it expires (0 left: look again soon) */
+        loop_timer_start(r->srv->env.loop, &aw->expiry,
+                         now + ((op->validity_ms > 0 ? op->validity_ms : 0) + 5) * 1000);
     else
         loop_timer_stop(r->srv->env.loop, &aw->expiry);
     if (!loop_timer_armed(&aw->deadline))

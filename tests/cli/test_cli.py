@@ -664,6 +664,39 @@ def marks_of(path):
 
 
 @test
+def watch_prints_the_state_now_and_at_each_change(env):
+    """redlock watch NAME: one JSON line now (free), one at the grant (held, owner), one
+    at the release (free again), nothing while the holder only extends; SIGTERM ends it
+    with status 0.  Never the lease."""
+    if env.args.stub:
+        raise Skip("the stub answers no index")
+    name = env.name("watch")
+    p = env.spawn("watch", name)
+
+    def lines():
+        return [json.loads(l) for l in read(p.out_path).splitlines() if l.strip()]
+    wait_until(lambda: len(lines()) >= 1, 5, "the first line")
+    check(lines()[0]["held"] is False, "first line %r" % (lines()[0],))
+    r = env.cli("acquire", name, "--ttl", "20000", "--owner", "watch-test")
+    check(r.returncode == 0, "acquire: %r" % (r,))
+    lease = json.loads(r.stdout)["lease"]
+    wait_until(lambda: len(lines()) >= 2, 5, "the grant's line")
+    got = lines()[1]
+    check(got["held"] is True and got["fencing_token"] >= 1, "grant line %r" % (got,))
+    check(got.get("owner") == "watch-test", "owner in %r" % (got,))
+    r = env.cli("extend", name, "--ttl", "20000", "--lease", lease)
+    check(r.returncode == 0, "extend: %r" % (r,))
+    r = env.cli("release", name, "--lease", lease)
+    check(r.returncode == 0, "release: %r" % (r,))
+    wait_until(lambda: len(lines()) >= 3, 5, "the release's line")
+    check(lines()[2]["held"] is False, "release line %r" % (lines()[2],))
+    check(len(lines()) == 3, "an extension is no change: %r" % (lines(),))
+    check(lease not in read(p.out_path) + read(p.err_path), "watch printed the lease")
+    p.send_signal(signal.SIGTERM)
+    check(finish(p, 5, "watch") == 0, "watch exit status %r" % (p.returncode,))
+
+
+@test
 def elect_runs_cmd_with_the_token_and_exits_with_its_status(env):
     name = env.name("elect")
     r, token, lease, out = cmd_gets_token_and_lease_and_exits_7(env, "elect", name, 3000)
