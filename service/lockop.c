@@ -356,8 +356,10 @@ static void acquire_failed(lockop *op, rl_err err)
         count(env, CNT_SPLITS);
         if (!op->multi)
             waitq_heat_up(&env->wq, op->name, op->name_len);
+        /* Retries start within four node timeouts, so that the last one (a round and a
+         * raise, two node timeouts at most) is answered within six. */
         if (!op->split_deadline_us)
-            op->split_deadline_us = op->start_us + env->conf->node_timeout_ms * 1000 * 6;
+            op->split_deadline_us = op->start_us + env->conf->node_timeout_ms * 1000 * 4;
         if (op->split_deadline_us > op->wait_deadline_us)
             op->wait_deadline_us = op->split_deadline_us;
         op->retry_after_ms = 1 + (int64_t)(rnd(env) % (uint32_t)(env->conf->node_timeout_ms + 1));
