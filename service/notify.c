@@ -1,4 +1,4 @@
-/* notify.c -- release notifications over Redis pub/sub (see notify.h). */
+/* notify.c -- release and grant announcements over Redis pub/sub (see notify.h). */
 #include "notify.h"
 
 #include <hiredis/async.h>

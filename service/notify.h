@@ -1,8 +1,9 @@
-/* notify.h -- release notifications across service instances: one subscriber
- * connection per master per worker, subscribed to "<prefix>#released:<name>" (keys.h) for
- * exactly the names that have parked waiters on this worker.  The release script
- * publishes on that channel, so a waiter here learns of a release made through any
- * other instance without waiting for its next poll (the poll stays as the fallback). */
+/* notify.h -- release and grant announcements across service instances: one
+ * subscriber connection per master per worker, subscribed to "<prefix>#released:<name>"
+ * (keys.h) for exactly the names followed on this worker (parked waiters, streamed
+ * holds, watches).  The scripts publish a release (and a grant) on that channel, so a
+ * waiter here learns of a release made through any other instance without waiting for
+ * its next poll (the poll stays as the fallback), and a watch of a grant. */
 #ifndef RL_NOTIFY_H
 #define RL_NOTIFY_H
 
