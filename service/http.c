@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "answer.h"
 #include "api.h"
 #include "auth.h"
 #include "http_req.h"
@@ -105,8 +106,7 @@ static http_req *req_new(http_server *s)
 static void req_free(http_req *r)
 {
     http_server *s = r->srv;
-    api_stream_free(r);
-    api_watch_free(r);
+    api_free(r);
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
     listop_free(r->list);
@@ -235,7 +235,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->hc = ci ? ci->socket_context : NULL;
         rl_err e = req_begin(r, url, method);
-        return e == RL_OK ? MHD_YES : api_error(r, e);
+        return e == RL_OK ? MHD_YES : answer_error(r, e);
     }
     if (r->resp) {
         /* Resumed after the lockop finished: send what it produced. */
@@ -272,7 +272,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
     rl_err e = api_handle(r);
     if (e != RL_OK)
-        api_error(r, e);
+        answer_error(r, e);
     return MHD_YES;
 }
 

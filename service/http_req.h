@@ -64,8 +64,9 @@ struct http_req {
     struct listop *list;        /* GET /locks: its listing (listop.h), NULL otherwise */
     loop_io gone_io;            /* a waiting acquire or a stream: its connection, watched
                                  * for a hang-up */
-    struct api_stream *stream;  /* a lock held while the connection is open (api.c) */
-    struct api_watch *watch;    /* a GET waiting for a change (api.c) */
+    void (*on_hangup)(http_req *r); /* its client hung up while suspended (answer.h) */
+    struct stream_state *stream; /* a lock held while the connection is open (stream.c) */
+    struct api_watch *watch;    /* a GET waiting for a change (watchreq.c) */
     int gone_watched;
     /* the answer */
     int started;                /* the handler ran (body complete) */

@@ -507,7 +507,9 @@ return 0"
 #   old                      (up to 6962230)  acquire KEYS lock, fence; ARGV lease, ttl
 #   record+retention         (c9cf42e)        KEYS record, lock, fence; ARGV retention, lease, ttl
 #   record+retention+bucket  (c66b46e..39ec6de) ... ARGV retention, bucket, lease, ttl
-#   record+bucket            (cfade72-)       KEYS record, lock; ARGV bucket, lease, ttl
+#   record+bucket            (cfade72..)      KEYS record, lock; ARGV bucket, lease, ttl
+#   record+bucket+announce   (6765f10-)       ... ARGV bucket, lease, ttl, channel, origin
+#                                             (a grant is published on the channel)
 # release is KEYS [record,] lock; ARGV [retention,] lease, channel, origin in all;
 # SCRIPT_BATCH takes KEYS [record,] op keys...; ARGV [retention,] code, args, ...
 # with each op's keys and args as above.  check_scripts does not trust the
@@ -516,14 +518,15 @@ return 0"
 # release and the batched acquire and release all do exactly what they should
 # to the lock key; none fitting stops the bench.
 declare -A CEIL_SHAPES=(
-    [old]="0 0 1 0"
-    [record+retention]="1 1 1 0"
-    [record+retention+bucket]="1 1 1 1"
-    [record+bucket]="1 0 0 1"
+    [old]="0 0 1 0 0"
+    [record+retention]="1 1 1 0 0"
+    [record+retention+bucket]="1 1 1 1 0"
+    [record+bucket]="1 0 0 1 0"
+    [record+bucket+announce]="1 0 0 1 1"
 )
 CEIL_SHAPE=
 CEIL_CANDIDATES=()
-SH_REC=0 SH_RET=0 SH_FENCE=1 SH_BUCKET=0
+SH_REC=0 SH_RET=0 SH_FENCE=1 SH_BUCKET=0 SH_ANN=0
 CEIL_REC_KEY="ceil:#master"
 CEIL_RETENTION=86400000
 CEIL_TTL=30000
@@ -532,7 +535,9 @@ CEIL_TTL=30000
 # ACQ_SRC (a script that never reads a record is the old shape, most likely)
 scripts_shape() {
     CEIL_SHAPE=
-    if [[ $ACQ_SRC == *REDLOCKD_UNMARKED* ]]; then
+    if [[ $ACQ_SRC == *"'+' .. origin"* ]]; then
+        CEIL_CANDIDATES=(record+bucket+announce record+bucket record+retention+bucket record+retention old)
+    elif [[ $ACQ_SRC == *REDLOCKD_UNMARKED* ]]; then
         CEIL_CANDIDATES=(record+bucket record+retention+bucket record+retention old)
     else
         CEIL_CANDIDATES=(old record+bucket record+retention+bucket record+retention)
@@ -541,7 +546,7 @@ scripts_shape() {
 
 use_shape() {
     CEIL_SHAPE=$1
-    read -r SH_REC SH_RET SH_FENCE SH_BUCKET <<<"${CEIL_SHAPES[$1]}"
+    read -r SH_REC SH_RET SH_FENCE SH_BUCKET SH_ANN <<<"${CEIL_SHAPES[$1]}"
 }
 
 # ceiling_record [PORT...]: writes the master's record the shape needs (all masters by default)
@@ -589,6 +594,7 @@ acq_call() {
     if ((SH_RET)); then argv+=("$CEIL_RETENTION"); fi
     if ((SH_BUCKET)); then argv+=("$2"); fi
     argv+=("$3" "$CEIL_TTL")
+    if ((SH_ANN)); then argv+=("ceil:#chan:$1" bench); fi
     CALL=("${#keys[@]}" "${keys[@]}" "${argv[@]}")
 }
 rel_call() {
@@ -612,6 +618,7 @@ batch_call() {
             argv+=(a)
             if ((SH_BUCKET)); then argv+=("$4"); fi
             argv+=("$5" "$CEIL_TTL")
+            if ((SH_ANN)); then argv+=("ceil:#chan:x" bench); fi
         else
             argv+=(r "$5" "ceil:#chan:x" bench)
         fi
@@ -687,7 +694,7 @@ shape_desc() {
     if ((SH_FENCE)); then k+=", fence"; fi
     if ((SH_RET)); then a+="retention, "; fi
     if ((SH_BUCKET)); then a+="bucket, "; fi
-    echo "$CEIL_SHAPE shape: acquire KEYS $k; ARGV ${a}lease, ttl"
+    echo "$CEIL_SHAPE shape: acquire KEYS $k; ARGV ${a}lease, ttl$( ((SH_ANN)) && echo ", channel, origin")"
 }
 
 errors_total() { # PORT...: error replies the masters have sent so far

@@ -921,3 +921,25 @@ Test(streams, a_streamed_waiter_takes_over_from_a_stream_that_hangs_up)
     curl_easy_cleanup(curl);
     h_service_stop(&one);
 }
+
+/* The header timeout cuts connections that have not sent a whole request; a stream's
+ * has, and it lives on well past that timeout (and past its ttl). */
+Test(streams, a_stream_outlives_the_header_timeout)
+{
+    h_service b;
+    h_service_start(&C, &b, "--header-timeout-ms 200");
+    stream s;
+    hold_stream(&s, b.url, "st.idle", 600, NULL, 0);
+    int extended = 0;
+    double until = h_now_ms() + 1500;
+    while (h_now_ms() < until) {
+        st_line *l = st_next(&s, 1000);
+        cr_assert(l, "the stream was cut %.0f ms before the end of the test", until - h_now_ms());
+        cr_assert(is_event(l, "extended"), "only extensions: %s", l->text);
+        extended++;
+    }
+    cr_assert_geq(extended, 4, "%d extensions in 1.5 s with ttl 600 ms", extended);
+    st_hangup(&s);
+    st_free(&s);
+    h_service_stop(&b);
+}

@@ -1,0 +1,177 @@
+/* answer.c -- how a request is answered (see answer.h). */
+#include "answer.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "body.h"
+#include "jw.h"
+#include "listop.h"
+
+/* ---- answers ---- */
+
+/* Send resp (of content type `type`) as r's answer, or keep it until r is resumed. */
+enum MHD_Result answer_queue(http_req *r, int status, struct MHD_Response *resp, const char *type,
+                             const char *extra_hdr, const char *extra_val)
+{
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    if (extra_hdr)
+        MHD_add_response_header(resp, extra_hdr, extra_val);
+    r->status = status;
+    if (r->suspended) {
+        r->resp = resp; /* queued when the connection is resumed */
+        return MHD_YES;
+    }
+    enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+enum MHD_Result answer_json(http_req *r, int status, const char *body, size_t len,
+                                  const char *extra_hdr, const char *extra_val)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    return resp ? answer_queue(r, status, resp, "application/json", extra_hdr, extra_val) : MHD_NO;
+}
+
+enum MHD_Result answer_error(http_req *r, rl_err e)
+{
+    int has_op = r->op.kind >= 0;
+    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0,
+                   has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0, r->srv->env.quorum};
+    char buf[BODY_MAX_LOCK], val[64];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_error(&j, &be);
+    const char *hdr = NULL;
+    if (e == RL_E_LOCK_HELD || e == RL_E_LOCK_CONTENDED) {
+        hdr = MHD_HTTP_HEADER_RETRY_AFTER;
+        snprintf(val, sizeof val, "%lld", body_retry_after_s(be.retry_after_ms));
+    } else if (e == RL_E_UNAUTHORIZED) {
+        hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+        snprintf(val, sizeof val, "Bearer realm=\"redlockd\"");
+    } else if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
+        hdr = MHD_HTTP_HEADER_ALLOW;
+        route_allow(r->route, val, sizeof val);
+    }
+    return answer_json(r, rl_err_status(e), buf, jw_len(&j), hdr, val);
+}
+
+/* A handler's failure with its own message (r->msg, which answer_error() shows). */
+rl_err answer_fail(http_req *r, rl_err e, const char *msg)
+{
+    snprintf(r->msg, sizeof r->msg, "%s", msg);
+    return e;
+}
+
+/* What a body shows of a single-name op. */
+body_lock answer_lock_of(const lockop *op)
+{
+    return (body_lock){op->name, op->name_len, op->lease, op->lease_len, op->token,
+                       op->validity_ms, op->ttl_ms, op->held, op->holder, op->holder_len,
+                       op->kind == LOCKOP_FORCE};
+}
+
+/* The answer of an op that succeeded. */
+void answer_done(http_req *r, const lockop *op)
+{
+    if (op->multi) {
+        const lockop_multi *mu = op->multi;
+        body_multi m = {mu->n, mu->names, mu->lens, mu->tokens, op->lease, op->lease_len,
+                        op->validity_ms, op->ttl_ms};
+        char big[BODY_MAX_MULTI];
+        jw j;
+        jw_init(&j, big, sizeof big);
+        if (op->kind == LOCKOP_MACQUIRE)
+            body_multi_granted(&j, &m);
+        else
+            body_multi_released(&j, &m);
+        answer_json(r, op->kind == LOCKOP_MACQUIRE ? 201 : 200, big, jw_len(&j), NULL, NULL);
+        return;
+    }
+    body_lock l = answer_lock_of(op);
+    char buf[BODY_MAX_LOCK];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    switch (op->kind) {
+    case LOCKOP_ACQUIRE:
+        body_granted(&j, &l);
+        break;
+    case LOCKOP_RELEASE:
+    case LOCKOP_FORCE:
+        body_released(&j, &l);
+        break;
+    case LOCKOP_EXTEND:
+        body_extended(&j, &l);
+        break;
+    default:
+        body_inspected(&j, &l);
+        break;
+    }
+    answer_json(r, op->kind == LOCKOP_ACQUIRE ? 201 : 200, buf, jw_len(&j), NULL, NULL);
+}
+
+/* The health body: each master as this worker sees it, or as it answered the
+ * readiness round whose replies are given. */
+enum MHD_Result answer_health(http_req *r, int status, size_t ok, const redlock_reply *replies)
+{
+    const http_env *env = &r->srv->env;
+    body_master ms[CONFIG_MAX_MASTERS];
+    int64_t now = clock_now_us();
+    for (size_t i = 0; i < env->nmasters; i++) {
+        const master_conn *m = &env->masters[i];
+        int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
+        ms[i] = (body_master){
+            .address = m->cfg->address,
+            .ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m),
+            .state = master_state_name(m->state),
+            .quarantined = m->state == MASTER_QUARANTINED,
+            .quarantine_remaining_ms = (m->quarantine_until_us - now) / 1000,
+            .failed = replies && replies[i].state == RL_SLOT_FAILED,
+            .latency_ms = (double)rtt / 1000.0,
+        };
+    }
+    char buf[BODY_MAX_HEALTH];
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_health(&j, ok >= env->quorum, env->quorum, ms, env->nmasters);
+    return answer_json(r, status, buf, jw_len(&j), NULL, NULL);
+}
+
+/* ---- clients that hang up while their request is suspended ---- */
+
+void answer_unwatch_hangup(http_req *r)
+{
+    if (!r->gone_watched)
+        return;
+    r->gone_watched = 0;
+    loop_io_set(r->srv->env.loop, &r->gone_io, 0);
+}
+
+static void on_gone(loop_io *io, uint32_t events)
+{
+    http_req *r = container_of(io, http_req, gone_io);
+    (void)events;
+    if (!r->gone_watched)
+        return;
+    answer_unwatch_hangup(r);
+    r->on_hangup(r);
+}
+
+void answer_watch_hangup(http_req *r, void (*cb)(http_req *r))
+{
+    r->on_hangup = cb;
+    if (r->gone_watched)
+        return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    r->gone_io.fd = ci->connect_fd;
+    r->gone_io.cb = on_gone;
+    r->gone_io.events = 0;
+    if (loop_io_set(r->srv->env.loop, &r->gone_io, EPOLLRDHUP) == 0)
+        r->gone_watched = 1;
+}

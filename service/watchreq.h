@@ -1,0 +1,21 @@
+/* watchreq.h -- watched GETs (GET /locks/{name}?index=I&wait_ms=N): the request is
+ * parked (watch.h) between inspections and answered once the lock's index (body.h) is
+ * no longer I, or after wait_ms with the index unchanged. */
+#ifndef RL_WATCHREQ_H
+#define RL_WATCHREQ_H
+
+#include "errors.h"
+#include "http_req.h"
+
+/* Read GET's index and wait_ms; if they ask for a watch, set r up for one (its
+ * inspections' done() is `done`).  RL_OK, or the error to answer with. */
+rl_err watchreq_params(http_req *r, lockop_done_cb done);
+
+/* An inspection of a watched GET is done: 1 if it keeps waiting (nothing to answer
+ * yet), 0 if the request is to be answered now (the watch is over). */
+int watchreq_keep(http_req *r, const lockop *op);
+
+/* r is over: the watch it kept is let go.  No-op for other requests. */
+void watchreq_free(http_req *r);
+
+#endif
