@@ -1,5 +1,5 @@
 # fuzz.mk -- libFuzzer targets for the parsers and decoders that face untrusted bytes
-# (request bodies, query strings, configuration, master replies).
+# (request bodies, query strings, configuration, master replies, the tokens file).
 #
 #   make fuzz [FUZZ_SECONDS=10] [FUZZ_TARGETS="body reply"]   each target for N seconds
 #   make fuzz-smoke                                            5 s each + regression replay
@@ -16,7 +16,7 @@ FUZZ_CC         ?= clang
 FUZZ_SECONDS    ?= 10
 FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_KNOWN_BUGS ?= 0
-FUZZ_TARGETS    ?= body query config reply
+FUZZ_TARGETS    ?= body query config reply tokens
 FUZZ_DIR        := build/fuzz$(if $(filter 1,$(FUZZ_KNOWN_BUGS)),-known-bugs)
 
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -29,10 +29,12 @@ FUZZ_OBJS_body   := validate redlock jw
 FUZZ_OBJS_query  := validate redlock
 FUZZ_OBJS_config := config log jw
 FUZZ_OBJS_reply  := reply
+FUZZ_OBJS_tokens := auth lease
 FUZZ_LIBS_body   := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 FUZZ_LIBS_query  := $(FUZZ_LIBS_body)
 FUZZ_LIBS_config :=
 FUZZ_LIBS_reply  := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
+FUZZ_LIBS_tokens :=
 
 FUZZ_BINS := $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))
 
@@ -51,7 +53,7 @@ $(FUZZ_DIR)/fuzz_$(1): $(FUZZ_DIR)/tests/fuzz_$(1).o $(patsubst %,$(FUZZ_DIR)/se
 	$$(if $$(filter 0,$$(V)),@echo "  LD      $$@")
 	$$(Q)$$(FUZZ_CC) $$(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $$@ $$^ $(FUZZ_LIBS_$(1)) -lm
 endef
-$(foreach t,body query config reply,$(eval $(call FUZZ_template,$(t))))
+$(foreach t,body query config reply tokens,$(eval $(call FUZZ_template,$(t))))
 
 -include $(wildcard $(FUZZ_DIR)/service/*.d $(FUZZ_DIR)/tests/*.d)
 
