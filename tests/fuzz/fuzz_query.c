@@ -2,7 +2,8 @@
  * validators, each checked against a small reference implementation of the contract
  * in validate.h.
  *
- * Input: byte 0 selects the key (ttl_ms, wait_ms, lease, or the bytes up to '='),
+ * Input: byte 0 selects the key (ttl_ms, wait_ms, lease, or the bytes up to '=': owner,
+ * hold and index have references too, any other key must be ignored),
  * the rest is the value as the HTTP layer hands it over (a C string, so it stops at
  * the first NUL).  The whole input is also given to validate_name and validate_lease
  * as raw bytes, and to validate_uint with a maximum picked from byte 0.
@@ -142,9 +143,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (!ok && p.has_owner)
             abort();
+    } else if (strcmp(key, "hold") == 0) {
+        int ok = strcmp(value, "stream") == 0;
+        if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_HOLD) || p.hold_stream != ok)
+            abort();
+    } else if (strcmp(key, "index") == 0) {
+        /* reference: 1..20 decimal digits whose value fits 64 bits */
+        size_t n = strlen(value);
+        int ok = n >= 1 && n <= 20;
+        unsigned long long v = 0;
+        for (size_t i = 0; ok && i < n; i++) {
+            unsigned d = (unsigned)(value[i] - '0');
+            ok = value[i] >= '0' && value[i] <= '9' && v <= (~0ull - d) / 10;
+            v = v * 10 + d;
+        }
+        if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_INDEX))
+            abort();
+        if (ok && (!p.has_index || p.index != v))
+            abort();
+        if (!ok && p.has_index)
+            abort();
     } else {
         /* unknown keys are ignored */
-        if (rc != RL_OK || p.has_ttl || p.has_wait || p.has_lease || p.has_owner)
+        if (rc != RL_OK || p.has_ttl || p.has_wait || p.has_lease || p.has_owner ||
+            p.hold_stream || p.has_index)
             abort();
     }
 
