@@ -128,7 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else {
         if (rc != RL_E_INVALID_JSON && rc != RL_E_INVALID_TTL && rc != RL_E_INVALID_WAIT &&
-            rc != RL_E_INVALID_LEASE && rc != RL_E_INVALID_OWNER)
+            rc != RL_E_INVALID_LEASE && rc != RL_E_INVALID_OWNER &&
+            rc != RL_E_INVALID_HOLD)
             abort();
         if (rc == RL_E_INVALID_JSON && !msg[0])
             abort();
