@@ -127,7 +127,8 @@ static void scan_done(round *rd)
         finished(l);
         return;
     }
-    qsort(l->items, l->n, sizeof *l->items, by_name);
+    if (l->n) /* no candidate: no array at all (qsort must not see NULL) */
+        qsort(l->items, l->n, sizeof *l->items, by_name);
     size_t k = 0;
     for (size_t i = 0; i < l->n; i++)
         if (k == 0 || strcmp(l->items[k - 1].name, l->items[i].name) != 0)
