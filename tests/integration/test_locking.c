@@ -687,7 +687,15 @@ Test(locking, release_hands_the_lock_to_the_parked_waiter)
     pthread_join(th, NULL);
     cr_assert_eq(w.status, 201);
     cr_assert_gt(w.token, t1, "the waiter's token is above the holder's");
-    cr_assert_eq(metric_one("redlockd_handoffs_total"), before + 1, "one round did both");
+    /* One round did both -- unless the waiter's own retry was still in flight at the
+     * release (its queue's first subscription confirmation wakes it once), when the
+     * release is a plain one and the retry takes the lock (docs/DESIGN.md, handoff).
+     * That window is a round trip; it is only ever hit under valgrind's slowdown. */
+    unsigned long long handoffs = metric_one("redlockd_handoffs_total");
+    if (getenv("REDLOCK_TEST_NODE_TIMEOUT_MS")) /* test-valgrind */
+        cr_assert(handoffs == before || handoffs == before + 1, "%llu handoffs", handoffs - before);
+    else
+        cr_assert_eq(handoffs, before + 1, "one round did both");
     /* The old lease is gone everywhere: it neither extends nor releases again. */
     cr_assert_eq(extend("hand.over", lease, 0), 404);
     cr_assert_eq(h_release(&C, "hand.over", lease), 404);
