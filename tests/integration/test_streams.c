@@ -890,6 +890,7 @@ static int one_parked_at(void *arg)
  * out of subscribed mode with a SUBSCRIBE in flight, aborted the process.) */
 Test(streams, a_streamed_waiter_takes_over_from_a_stream_that_hangs_up)
 {
+    h_require_local(&C); /* starts an instance of its own */
     /* One worker: the hold and the waiter share its subscriber connections. */
     h_service one;
     h_service_start(&C, &one, "--threads 1");
@@ -926,6 +927,7 @@ Test(streams, a_streamed_waiter_takes_over_from_a_stream_that_hangs_up)
  * has, and it lives on well past that timeout (and past its ttl). */
 Test(streams, a_stream_outlives_the_header_timeout)
 {
+    h_require_local(&C); /* starts an instance of its own */
     h_service b;
     h_service_start(&C, &b, "--header-timeout-ms 200");
     stream s;
