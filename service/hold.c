@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stat.h"
-
 struct hold {
     hold_env *env;
     hold *next, *prev;
@@ -26,12 +24,14 @@ struct hold {
     char lease[LEASE_MAX_LEN + 1];
 };
 
-int64_t hold_period_ms(int64_t ttl_ms)
+/* The extension period for a ttl: a third of it (at least 1 ms). */
+static int64_t hold_period_ms(int64_t ttl_ms)
 {
     return ttl_ms / 3 > 0 ? ttl_ms / 3 : 1;
 }
 
-int64_t hold_margin_ms(int64_t ttl_ms)
+/* The margin before the announced validity ends by which "lost" is said. */
+static int64_t hold_margin_ms(int64_t ttl_ms)
 {
     int64_t m = ttl_ms / 10;
     return m < 10 ? 10 : m > 1000 ? 1000 : m;
@@ -115,7 +115,6 @@ static void arm_tick(hold *h, int64_t in_ms)
 static void on_lost(loop_timer *t)
 {
     hold *h = container_of(t, hold, lost);
-    stat_inc(&h->env->losses);
     tell(h, HOLD_LOST, 0, "no_quorum");
     end(h);
 }
@@ -125,7 +124,6 @@ static void extended(hold *h, int64_t validity_ms)
 {
     int64_t now = clock_now_us();
     h->valid_until_us = now + validity_ms * 1000;
-    stat_inc(&h->env->extensions);
     int64_t at = h->valid_until_us - hold_margin_ms(h->ttl_ms) * 1000;
     loop_timer_start(loop_of(h), &h->lost, at > now ? at : now);
     arm_tick(h, hold_period_ms(h->ttl_ms));
@@ -174,7 +172,6 @@ static void op_done(lockop *op)
         if (h->release_seen) {
             tell(h, HOLD_RELEASED, 0, NULL);
         } else {
-            stat_inc(&h->env->losses);
             tell(h, HOLD_LOST, 0, "lease_lost");
         }
         hold_free(h);

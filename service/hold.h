@@ -37,7 +37,6 @@ typedef struct hold_env {
     long *holds_total;                         /* process-wide count (atomic) */
     /* read-only (relaxed reads by other threads) */
     long n;                                    /* holds on this worker */
-    uint64_t extensions, losses;
     /* private */
     hold *head;
     int stopping;
@@ -68,10 +67,5 @@ void hold_shutdown(hold_env *env);
 
 /* Free the holds left (at the very end of a shutdown: no more I/O). */
 void hold_env_fini(hold_env *env);
-
-/* The extension period for a ttl: a third of it (at least 1 ms), and the margin before
- * the announced validity ends by which "lost" is said (pure; unit-tested). */
-int64_t hold_period_ms(int64_t ttl_ms);
-int64_t hold_margin_ms(int64_t ttl_ms);
 
 #endif

@@ -404,7 +404,6 @@ rl_err waitq_park(waitq_env *env, waiter *w, int64_t delay_ms, int64_t deadline_
         watch(q, 1);
         __atomic_add_fetch(&env->parked, 1, __ATOMIC_RELAXED);
         w->deadline.cb = on_deadline;
-        w->deadline_us = deadline_us;
         loop_timer_start(env->loop, &w->deadline, deadline_us);
     }
     if (q->head == w)

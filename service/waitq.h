@@ -63,7 +63,6 @@ struct waiter {
     waiter *f_next;        /* following the attempt in flight */
     int following;
     uint32_t epoch;        /* releases of its name(s) seen when its attempt was sent */
-    int64_t deadline_us;
     loop_timer deadline;
 };
 
