@@ -175,7 +175,10 @@ int listop_start(listop *l)
     char pattern[KEYS_MAX], skip[24], limit[24], calls[24];
     size_t pl = keys_scan_pattern(l->key_prefix, l->prefix, l->prefix_len, pattern, sizeof pattern);
     int sl = snprintf(skip, sizeof skip, "%zu", strlen(l->key_prefix));
-    int ll = snprintf(limit, sizeof limit, "%zu", l->limit);
+    /* Each master gathers up to the largest limit, not this one: the list is the
+     * first `limit` names in order of every name found, so a master must not stop at
+     * `limit` names taken in its own (hash) order. */
+    int ll = snprintf(limit, sizeof limit, "%d", LISTOP_LIMIT_MAX);
     int cl = snprintf(calls, sizeof calls, "%d", LISTOP_SCAN_CALLS);
     const char *argv[] = {pattern, skip, limit, calls};
     size_t lens[] = {pl, (size_t)sl, (size_t)ll, (size_t)cl};

@@ -1,7 +1,8 @@
 /* listop.h -- GET /locks: the locks held by a quorum whose names start with a prefix,
  * at a bounded cost.  One SCRIPT_SCAN per master (at most LISTOP_SCAN_CALLS SCAN calls
- * of COUNT 1000 on each, so at most about 10,000 keys examined, and at most `limit`
- * names each; the service's own '#' keys never match: keys_scan_pattern), the union of
+ * of COUNT 1000 on each, so at most about 10,000 keys examined, and at most
+ * LISTOP_LIMIT_MAX names each; the service's own '#' keys never match:
+ * keys_scan_pattern), the union of
  * the names found by the masters that answered, cut to the first `limit` by name, then
  * one inspect per name (the rounds of LOCKOP_INSPECT, batched by master.c into one
  * script call per master per loop pass), keeping those a quorum holds.  Owned by one
