@@ -7,6 +7,7 @@
 
 #include "body.h"
 #include "jw.h"
+#include "keys.h"
 #include "listop.h"
 
 /* ---- answers ---- */
@@ -41,7 +42,8 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
 {
     int has_op = r->op.kind >= 0;
     body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0,
-                   has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0, r->srv->env.quorum};
+                   has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0, r->srv->env.quorum,
+                   has_op ? r->op.permits_seen : 0};
     char buf[BODY_MAX_LOCK], val[64];
     jw j;
     jw_init(&j, buf, sizeof buf);
@@ -70,9 +72,14 @@ rl_err answer_fail(http_req *r, rl_err e, const char *msg)
 /* What a body shows of a single-name op. */
 body_lock answer_lock_of(const lockop *op)
 {
-    return (body_lock){op->name, op->name_len, op->lease, op->lease_len, op->token,
+    /* a semaphore's op goes by "#sem:<name>": the client knows it by <name> */
+    size_t skip = op->mode == LOCKOP_SEMAPHORE ? sizeof KEYS_SEM - 1 : 0;
+    if (skip > op->name_len)
+        skip = 0;
+    return (body_lock){op->name + skip, op->name_len - skip, op->lease, op->lease_len, op->token,
                        op->validity_ms, op->ttl_ms, op->held, op->holder, op->holder_len,
-                       op->kind == LOCKOP_FORCE};
+                       op->kind == LOCKOP_FORCE, op->mode, op->readers,
+                       op->kind == LOCKOP_ACQUIRE ? op->permits : op->permits_seen, op->slot, 0};
 }
 
 /* The answer of an op that succeeded. */

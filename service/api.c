@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "hold.h"
 #include "jw.h"
+#include "keys.h"
 #include "lease.h"
 #include "listop.h"
 #include "stat.h"
@@ -59,7 +60,8 @@ static rl_err start_here(http_req *r)
 /* Gather query parameters (body wins later).  Returns RL_OK or the first error. */
 static rl_err query_params(http_req *r)
 {
-    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease", "owner", "hold"};
+    static const char *const keys[] = {"ttl_ms", "wait_ms", "lease", "owner", "hold",
+                                       "mode", "permits", "reentrant"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
         if (v) {
@@ -108,19 +110,67 @@ static int new_lease(http_req *r, lockop *op)
     return 0;
 }
 
-/* The op of a request on /locks/{name}, with its parameters (and the lease given). */
+/* Whether r is on /semaphores/{name}. */
+static int on_semaphore(const http_req *r)
+{
+    return r->route && r->route->id == ROUTE_SEM;
+}
+
+/* The parameters that only some requests take, checked against r's route and kind. */
+static rl_err check_kind(http_req *r, int kind)
+{
+    const lock_params *p = &r->params;
+    int sem = on_semaphore(r), post = kind == LOCKOP_ACQUIRE;
+    const char *where = sem ? "POST /semaphores/{name}" : "POST /locks/{name}";
+    if (p->hold_stream && !post) {
+        snprintf(r->msg, sizeof r->msg, "hold=stream is for %s", where);
+        return RL_E_INVALID_HOLD;
+    }
+    if (p->has_owner && !post) {
+        snprintf(r->msg, sizeof r->msg, "an owner is given only with %s", where);
+        return RL_E_INVALID_OWNER;
+    }
+    if (p->has_mode && (sem || !post))
+        return answer_fail(r, RL_E_INVALID_MODE, "mode (exclusive or shared) is for POST /locks/{name}");
+    if (p->has_permits && (!sem || !post))
+        return answer_fail(r, RL_E_INVALID_PERMITS, "permits is for POST /semaphores/{name}");
+    if (sem && post && !p->has_permits)
+        return answer_fail(r, RL_E_INVALID_PERMITS,
+                           "permits (1..1024, the same for every caller of the name) is required");
+    if (p->has_reentrant && (sem || !post || p->shared))
+        return answer_fail(r, RL_E_INVALID_REENTRANT,
+                           "reentrant is for exclusive locks (POST /locks/{name})");
+    if (p->shared && p->has_owner)
+        return answer_fail(r, RL_E_INVALID_OWNER, "an owner is kept for exclusive locks only");
+    return RL_OK;
+}
+
+/* The op of a request on /locks/{name} or /semaphores/{name}, with its parameters
+ * (and the lease given).  A semaphore's op goes by "#sem:<name>" (keys.h). */
 static rl_err lock_op(http_req *r, int kind, int need_lease)
 {
-    if (!validate_name(r->name, r->name_len))
+    int sem = on_semaphore(r);
+    if (!validate_name(r->name, r->name_len) || (sem && r->name_len > SEM_NAME_MAX_LEN)) {
+        if (sem)
+            snprintf(r->msg, sizeof r->msg,
+                     "a semaphore name is 1..%d bytes of [A-Za-z0-9._:/-]", SEM_NAME_MAX_LEN);
         return RL_E_INVALID_NAME;
+    }
     rl_err e = lock_params_of(r, need_lease);
+    if (e == RL_OK)
+        e = check_kind(r, kind);
     if (e != RL_OK)
         return e;
-    if (r->params.hold_stream && kind != LOCKOP_ACQUIRE)
-        return answer_fail(r, RL_E_INVALID_HOLD, "hold=stream is for POST /locks/{name}");
-    if (kind != LOCKOP_ACQUIRE && r->params.has_owner)
-        return answer_fail(r, RL_E_INVALID_OWNER, "an owner is given only with POST /locks/{name}");
-    lockop_init(&r->op, r->srv->env.ops, kind, r->name, r->name_len, op_done, r);
+    if (sem) {
+        char name[NAME_MAX_LEN + 1];
+        int n = snprintf(name, sizeof name, KEYS_SEM "%.*s", (int)r->name_len, r->name);
+        lockop_init(&r->op, r->srv->env.ops, kind, name, (size_t)n, op_done, r);
+        r->op.mode = LOCKOP_SEMAPHORE;
+        r->op.permits = (int)r->params.permits;
+    } else {
+        lockop_init(&r->op, r->srv->env.ops, kind, r->name, r->name_len, op_done, r);
+        r->op.mode = r->params.shared ? LOCKOP_SHARED : LOCKOP_EXCLUSIVE;
+    }
     if (r->params.has_lease)
         set_lease(&r->op, r->params.lease);
     if (r->params.has_owner) {
@@ -147,7 +197,8 @@ static rl_err h_acquire(http_req *r)
         if (se != RL_OK)
             return se;
     }
-    if (!op->wait_deadline_us && lockop_held_known(op, env->app->known))
+    if (!op->wait_deadline_us && op->mode == LOCKOP_EXCLUSIVE &&
+        lockop_held_known(op, env->app->known))
         return RL_E_LOCK_HELD; /* known held, by another lease, moments ago: 409 now */
     return start_routed(r);
 }
@@ -181,6 +232,8 @@ static rl_err h_force(http_req *r)
 static rl_err h_release(http_req *r)
 {
     const char *force = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "force");
+    if (force && on_semaphore(r))
+        return answer_fail(r, RL_E_INVALID_FORCE, "force is for DELETE /locks/{name}");
     if (force && strcmp(force, "true") == 0)
         return h_force(r);
     if (force && strcmp(force, "false") != 0)
@@ -215,6 +268,12 @@ static rl_err h_extend(http_req *r)
 
 static rl_err h_inspect(http_req *r)
 {
+    if (on_semaphore(r)) {
+        if (MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "index"))
+            return answer_fail(r, RL_E_INVALID_INDEX, "watches (?index=) are for GET /locks/{name}");
+        rl_err e = lock_op(r, LOCKOP_INSPECT, 0);
+        return e != RL_OK ? e : start_here(r);
+    }
     if (!validate_name(r->name, r->name_len))
         return RL_E_INVALID_NAME;
     rl_err e = watchreq_params(r, op_done);
@@ -426,6 +485,9 @@ static rl_err (*const handlers[ROUTE_A__COUNT])(http_req *r) = {
     [ROUTE_A_INSPECT] = h_inspect, [ROUTE_A_HEALTHZ] = h_healthz, [ROUTE_A_READYZ] = h_readyz,
     [ROUTE_A_METRICS] = h_metrics, [ROUTE_A_MACQUIRE] = h_macquire, [ROUTE_A_MRELEASE] = h_mrelease,
     [ROUTE_A_LIST] = h_list,
+    /* a semaphore's requests are a lock's, on its permits (lock_op() tells them apart) */
+    [ROUTE_A_SEM_ACQUIRE] = h_acquire, [ROUTE_A_SEM_RELEASE] = h_release,
+    [ROUTE_A_SEM_EXTEND] = h_extend, [ROUTE_A_SEM_INSPECT] = h_inspect,
 };
 
 rl_err api_handle(http_req *r)

@@ -10,13 +10,12 @@ static void open_name(jw *j, const body_lock *l)
     jw_key_strn(j, "name", l->name, l->name_len);
 }
 
-/* ..."fencing_token","validity_ms","ttl_ms"}: what a grant and an extension end with. */
-static void close_term(jw *j, const body_lock *l)
+/* ..."fencing_token","validity_ms","ttl_ms": what a grant and an extension carry. */
+static void term(jw *j, const body_lock *l)
 {
     jw_key_uint(j, "fencing_token", l->fencing_token);
     jw_key_int(j, "validity_ms", l->validity_ms);
     jw_key_int(j, "ttl_ms", l->ttl_ms);
-    jw_obj_close(j);
 }
 
 /* "owner": the string, or null for none. */
@@ -32,13 +31,24 @@ void body_granted(jw *j, const body_lock *l)
 {
     open_name(j, l);
     jw_key_strn(j, "lease", l->lease, l->lease_len);
-    close_term(j, l);
+    term(j, l);
+    if (l->mode == 1)
+        jw_key_str(j, "mode", "shared");
+    if (l->mode == 2) {
+        jw_key_int(j, "permits", l->permits);
+        jw_key_int(j, "slot", l->slot);
+    }
+    if (l->holds > 0)
+        jw_key_int(j, "holds", l->holds);
+    jw_obj_close(j);
 }
 
 void body_released(jw *j, const body_lock *l)
 {
     open_name(j, l);
-    jw_key_bool(j, "released", 1);
+    jw_key_bool(j, "released", l->holds <= 0);
+    if (l->holds > 0)
+        jw_key_int(j, "holds", l->holds);
     if (l->forced)
         jw_key_bool(j, "forced", 1);
     jw_obj_close(j);
@@ -47,12 +57,28 @@ void body_released(jw *j, const body_lock *l)
 void body_extended(jw *j, const body_lock *l)
 {
     open_name(j, l);
-    close_term(j, l);
+    term(j, l);
+    jw_obj_close(j);
 }
 
 void body_inspected(jw *j, const body_lock *l)
 {
     open_name(j, l);
+    if (l->mode == 2) {
+        /* a semaphore: its permits as a quorum of masters counts them */
+        if (l->permits > 0) {
+            jw_key_int(j, "permits", l->permits);
+            jw_key_int(j, "held", l->readers);
+            jw_key_int(j, "free", l->permits > l->readers ? l->permits - l->readers : 0);
+        } else {
+            jw_raw_fields(j, "\"permits\":null");
+            jw_key_int(j, "held", l->readers);
+            jw_raw_fields(j, "\"free\":null");
+        }
+        jw_key_uint(j, "fencing_token", l->fencing_token);
+        jw_obj_close(j);
+        return;
+    }
     jw_key_bool(j, "held", l->held);
     owner(j, l->held ? l->owner : NULL, l->owner_len);
     jw_key_int(j, "validity_ms", l->validity_ms);
@@ -60,6 +86,12 @@ void body_inspected(jw *j, const body_lock *l)
     char index[24]; /* a string: opaque, and larger than a JSON number can carry exactly */
     snprintf(index, sizeof index, "%llu", (unsigned long long)body_index(l));
     jw_key_str(j, "index", index);
+    if (l->readers > 0) {
+        jw_key_str(j, "mode", "shared");
+        jw_key_int(j, "readers", l->readers);
+    }
+    if (l->holds > 0)
+        jw_key_int(j, "holds", l->holds);
     jw_obj_close(j);
 }
 
@@ -127,6 +159,10 @@ void body_error(jw *j, const body_err *e)
     case RL_E_LOCK_HELD:
     case RL_E_LOCK_CONTENDED:
         jw_key_int(j, "retry_after_ms", e->retry_after_ms < 0 ? 0 : e->retry_after_ms);
+        break;
+    case RL_E_PERMITS_MISMATCH:
+        if (e->permits > 0)
+            jw_key_int(j, "permits", e->permits);
         break;
     case RL_E_QUORUM_UNAVAILABLE:
     case RL_E_VALIDITY_EXHAUSTED:

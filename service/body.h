@@ -34,6 +34,11 @@ typedef struct body_lock {
     const char *owner;          /* inspections: the holder's owner (owner_len 0: none) */
     size_t owner_len;
     int forced;                 /* releases: broken by an admin whatever the lease */
+    int mode;                   /* enum lockop_mode (op.h): 1 shared, 2 a semaphore */
+    long readers;               /* inspections: shared holders; semaphores: permits taken */
+    long permits;               /* semaphores: the number of permits (0: unknown) */
+    int slot;                   /* semaphore grants: the permit's slot */
+    long holds;                 /* reentrant holds: the count (0: not shown) */
 } body_lock;
 
 /* 201 of POST /locks/{name}: {"name","lease","fencing_token","validity_ms","ttl_ms"} */
@@ -97,6 +102,7 @@ typedef struct body_err {
     const char *message;        /* NULL or "": the error's own message (errors.h) */
     int64_t retry_after_ms;     /* the 409s: when to try again (negative counts as 0) */
     size_t nodes_ok, quorum;    /* a round that fell short: masters that answered, needed */
+    long permits;               /* permits_mismatch: the semaphore's number of permits */
 } body_err;
 
 /* {"error","message"}, plus "retry_after_ms" for RL_E_LOCK_HELD and

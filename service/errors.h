@@ -23,6 +23,11 @@
       "an owner is 1..256 bytes of printable ASCII (0x20-0x7e)")                     \
     X(RL_E_INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer 1..1000")   \
     X(RL_E_INVALID_FORCE, 400, "invalid_force", "force must be true or false")       \
+    X(RL_E_INVALID_MODE, 400, "invalid_mode", "mode must be exclusive or shared")     \
+    X(RL_E_INVALID_PERMITS, 400, "invalid_permits",                                  \
+      "permits must be an integer 1..1024 (required to acquire a semaphore)")         \
+    X(RL_E_INVALID_REENTRANT, 400, "invalid_reentrant",                              \
+      "reentrant must be true or false (exclusive locks only)")                      \
     X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
     X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
     X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \
@@ -33,6 +38,8 @@
     X(RL_E_LOCK_HELD, 409, "lock_held", "the lock is held by another lease")         \
     X(RL_E_LOCK_CONTENDED, 409, "lock_contended",                                    \
       "no lease holds the lock, but concurrent attempts kept splitting the votes")    \
+    X(RL_E_PERMITS_MISMATCH, 409, "permits_mismatch",                                \
+      "the semaphore is in use with another number of permits")                     \
     X(RL_E_BODY_TOO_LARGE, 413, "body_too_large", "request bodies are limited to 64 KiB") \
     X(RL_E_CLIENT_CLOSED, 499, "client_closed", "the client closed the connection")  \
     X(RL_E_INTERNAL, 500, "internal", "internal error")                              \

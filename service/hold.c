@@ -19,6 +19,8 @@ struct hold {
     loop_timer tick;            /* the next extension */
     loop_timer lost;            /* say "lost" at valid_until - margin */
     long ttl_ms;
+    int mode;                   /* the grant's (enum lockop_mode): its extensions and
+                                 * release go the same way */
     size_t name_len, lease_len;
     char name[NAME_MAX_LEN + 1];
     char lease[LEASE_MAX_LEN + 1];

@@ -50,6 +50,20 @@ size_t keys_anchor(const char *prefix, char *buf, size_t cap)
     return fit(snprintf(buf, cap, "%s" KEYS_ANCHOR, prefix), cap);
 }
 
+size_t keys_shared(const char *prefix, const char *kind, const char *name, size_t len, char *buf,
+                   size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s%s%.*s", prefix, kind, (int)len, name), cap);
+}
+
+size_t keys_sem_slot(const char *prefix, const char *name, size_t len, int slot, char *buf,
+                     size_t cap)
+{
+    if (slot < 0)
+        return fit(snprintf(buf, cap, "%s%.*s#", prefix, (int)len, name), cap);
+    return fit(snprintf(buf, cap, "%s%.*s#%d", prefix, (int)len, name, slot), cap);
+}
+
 size_t keys_scan_pattern(const char *prefix, const char *name_prefix, size_t len, char *buf,
                          size_t cap)
 {

@@ -6,6 +6,13 @@
  *   P#master              the master's record: run id, base, counters, quarantine mark
  *   P#quarantine          the quarantine delay's own key (its pttl is the delay left)
  *   P#released:<name>     the channel a release of name is announced on
+ *   P#r:<name>            the readers of a shared lock (sorted set: lease -> expiry)
+ *   P#t:<name>            their attempts' tags (hash: lease -> tag)
+ *   P#w:<name>            the writers waiting for it (sorted set: lease -> until when)
+ *   P#sem:<name>          a semaphore's record (its number of permits); the operation
+ *                         layer calls the semaphore "#sem:<name>" (KEYS_SEM): its queue,
+ *                         release channel and fencing bucket go by that name
+ *   P#sem:<name>#<i>      permit i of it (a lock key)
  *   P#anchor              a channel nobody publishes on, that every subscriber
  *                         connection follows (notify.c says why)
  *   P<name-prefix>*       the SCAN pattern of GET /locks (never a '#' key)
@@ -25,6 +32,10 @@
 #define KEYS_RECORD "#master"
 #define KEYS_QUARANTINE "#quarantine"
 #define KEYS_ANCHOR "#anchor"
+#define KEYS_READERS "#r:"
+#define KEYS_TAGS "#t:"
+#define KEYS_INTENTS "#w:"
+#define KEYS_SEM "#sem:"
 
 /* Room for any key or channel built here (prefix up to 127 bytes, names up to 255,
  * leases up to 128). */
@@ -48,6 +59,13 @@ size_t keys_record(const char *prefix, char *buf, size_t cap);
 size_t keys_quarantine(const char *prefix, char *buf, size_t cap);
 size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
 size_t keys_anchor(const char *prefix, char *buf, size_t cap);
+/* A shared lock's readers, their tags, the writers waiting (KEYS_READERS, ...). */
+size_t keys_shared(const char *prefix, const char *kind, const char *name, size_t len, char *buf,
+                   size_t cap);
+/* The key of permit slot of a semaphore, from its operation name ("#sem:<name>");
+ * slot < 0: the prefix of every slot's key ("P#sem:<name>#"). */
+size_t keys_sem_slot(const char *prefix, const char *name, size_t len, int slot, char *buf,
+                     size_t cap);
 
 /* The SCAN MATCH pattern of the lock keys whose names start with name_prefix (may be
  * empty): the key prefix with its glob characters escaped, then the name prefix and

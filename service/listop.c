@@ -154,13 +154,15 @@ static void scan_done(round *rd)
         }
         ir->wait_all = 1;
         ir->token = i;
-        char key[KEYS_MAX], bucket[KEYS_BUCKET_MAX];
+        char key[KEYS_MAX], readers[KEYS_MAX], bucket[KEYS_BUCKET_MAX];
         const listop_item *it = &l->items[i];
         size_t kl = keys_lock(l->key_prefix, it->name, it->name_len, key, sizeof key);
+        size_t rl = keys_shared(l->key_prefix, KEYS_READERS, it->name, it->name_len, readers,
+                                sizeof readers);
         size_t bl = keys_bucket(it->name, it->name_len, bucket, sizeof bucket);
-        const char *argv[] = {key, bucket};
-        size_t lens[] = {kl, bl};
-        round_send(ir, SCRIPT_INSPECT, 1, 1, argv, lens, round_all(l->rounds));
+        const char *argv[] = {key, readers, bucket};
+        size_t lens[] = {kl, rl, bl};
+        round_send(ir, SCRIPT_INSPECT, 2, 1, argv, lens, round_all(l->rounds));
         round_unref(ir); /* its commands in flight, or the ready list, hold it */
     }
 }

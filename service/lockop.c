@@ -168,9 +168,13 @@ static void announce_release(lockop *op)
 
 /* ---- the single-name shape ---- */
 
+/* The keys and channel of op's name: for a semaphore, key is its record, slots is
+ * the prefix of its slots' keys; for a lock, readers, tags and intents are those of
+ * its shared holders (keys.h). */
 typedef struct keybuf {
     char key[KEYS_MAX], chan[KEYS_MAX], bucket[KEYS_BUCKET_MAX];
-    size_t key_len, chan_len, bucket_len;
+    char readers[KEYS_MAX], tags[KEYS_MAX], intents[KEYS_MAX], slots[KEYS_MAX];
+    size_t key_len, chan_len, bucket_len, readers_len, tags_len, intents_len, slots_len;
 } keybuf;
 
 static void make_keys(const lockop *op, keybuf *kb)
@@ -179,19 +183,42 @@ static void make_keys(const lockop *op, keybuf *kb)
     kb->bucket_len = keys_bucket(op->name, op->name_len, kb->bucket, sizeof kb->bucket);
     kb->key_len = keys_lock(prefix, op->name, op->name_len, kb->key, sizeof kb->key);
     kb->chan_len = keys_released(prefix, op->name, op->name_len, kb->chan, sizeof kb->chan);
+    if (op->mode == LOCKOP_SEMAPHORE) {
+        kb->slots_len = keys_sem_slot(prefix, op->name, op->name_len, -1, kb->slots,
+                                      sizeof kb->slots);
+        kb->readers_len = kb->tags_len = kb->intents_len = 0;
+        return;
+    }
+    kb->slots_len = 0;
+    kb->readers_len = keys_shared(prefix, KEYS_READERS, op->name, op->name_len, kb->readers,
+                                  sizeof kb->readers);
+    kb->tags_len = keys_shared(prefix, KEYS_TAGS, op->name, op->name_len, kb->tags,
+                               sizeof kb->tags);
+    kb->intents_len = keys_shared(prefix, KEYS_INTENTS, op->name, op->name_len, kb->intents,
+                                  sizeof kb->intents);
+}
+
+/* How long a refused exclusive attempt asks readers to queue behind it: the wait it
+ * has left (0: it will not wait). */
+static long intent_ms(const lockop *op)
+{
+    int64_t left = op->wait_deadline_us - clock_now_us();
+    return op->wait_deadline_us && left > 1000 ? (long)(left / 1000) : 0;
 }
 
 static void one_send_acquire(lockop *op, round *rd)
 {
     keybuf kb;
     make_keys(op, &kb);
-    char ttl[24];
+    char ttl[24], intent[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    const char *argv[] = {kb.key, kb.bucket, op->value, ttl, kb.chan, op->env->origin};
-    size_t lens[] = {kb.key_len, kb.bucket_len, op->value_len, (size_t)tl, kb.chan_len,
-                     op->env->origin_len};
+    int il = snprintf(intent, sizeof intent, "%ld", intent_ms(op));
+    const char *argv[] = {kb.key, kb.readers, kb.intents, kb.bucket, op->value, ttl, kb.chan,
+                          op->env->origin, intent};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.intents_len, kb.bucket_len, op->value_len,
+                     (size_t)tl, kb.chan_len, op->env->origin_len, (size_t)il};
     rd->split_aware = 1;
-    round_send(rd, SCRIPT_ACQUIRE, 1, 5, argv, lens, round_all(op->env->rounds));
+    round_send(rd, SCRIPT_ACQUIRE, 3, 6, argv, lens, round_all(op->env->rounds));
 }
 
 static uint64_t one_plan_raise(lockop *op, const round *rd)
@@ -219,24 +246,152 @@ static size_t one_fenced(const lockop *op, const round *rd, const round *rr)
     return redlock_fenced(rd->replies, rd->env->n, NULL, 1, &op->token, acked);
 }
 
-static int one_held(const lockop *op, const round *rd)
+static rl_err one_refused(lockop *op, const round *rd)
 {
     (void)op;
-    return redlock_held_by_quorum(rd->replies, rd->env->n, rd->env->quorum);
+    return redlock_held_by_quorum(rd->replies, rd->env->n, rd->env->quorum) ? RL_E_LOCK_HELD
+                                                                            : RL_E_LOCK_CONTENDED;
+}
+
+/* A release by who (the lease: the client's; op->value: a failed attempt's clean-up,
+ * exactly what it wrote) of an exclusive holder or a reader. */
+static void send_release_of(lockop *op, round *rd, const char *who, size_t who_len,
+                            uint64_t mask)
+{
+    keybuf kb;
+    make_keys(op, &kb);
+    if (op->mode == LOCKOP_SEMAPHORE) {
+        const char *argv[] = {kb.key, who, kb.chan, op->env->origin, kb.slots};
+        size_t lens[] = {kb.key_len, who_len, kb.chan_len, op->env->origin_len, kb.slots_len};
+        round_send(rd, SCRIPT_SEM_RELEASE, 1, 4, argv, lens, mask);
+        return;
+    }
+    const char *argv[] = {kb.key, kb.readers, kb.tags, who, kb.chan, op->env->origin};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, who_len, kb.chan_len,
+                     op->env->origin_len};
+    round_send(rd, SCRIPT_RELEASE, 3, 3, argv, lens, mask);
 }
 
 static void one_send_release(lockop *op, round *rd, uint64_t mask)
 {
-    keybuf kb;
-    make_keys(op, &kb);
     /* The exact value: a retry with the same lease that adopted a key keeps it. */
-    const char *argv[] = {kb.key, op->value, kb.chan, op->env->origin};
-    size_t lens[] = {kb.key_len, op->value_len, kb.chan_len, op->env->origin_len};
-    round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, mask);
+    send_release_of(op, rd, op->value, op->value_len, mask);
 }
 
 static const lockop_shape one_shape = {
-    one_send_acquire, one_plan_raise, one_send_raise, one_fenced, one_held, one_send_release,
+    one_send_acquire, one_plan_raise, one_send_raise, one_fenced, one_refused, one_send_release,
+};
+
+/* ---- the shared shape: a reader of one name ---- */
+
+static void shared_send_acquire(lockop *op, round *rd)
+{
+    keybuf kb;
+    make_keys(op, &kb);
+    char ttl[24];
+    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, op->value, ttl,
+                          kb.chan, op->env->origin};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
+                     op->value_len, (size_t)tl, kb.chan_len, op->env->origin_len};
+    rd->split_aware = 1;
+    round_send(rd, SCRIPT_SHARED, 4, 5, argv, lens, round_all(op->env->rounds));
+}
+
+/* A reader's token is the name's as it stands: the largest counter among the
+ * granting masters, which is at least the last exclusive grant's (a quorum of
+ * masters holds that one, and two quorums meet).  Nothing to raise. */
+static uint64_t shared_plan_raise(lockop *op, const round *rd)
+{
+    op->token = 0;
+    for (size_t i = 0; i < rd->env->n; i++)
+        if (rd->replies[i].state == RL_SLOT_OK && rd->replies[i].fence > op->token)
+            op->token = rd->replies[i].fence;
+    return 0;
+}
+
+static const lockop_shape shared_shape = {
+    shared_send_acquire, shared_plan_raise, one_send_raise, one_fenced, one_refused,
+    one_send_release,
+};
+
+/* ---- the semaphore shape: one permit, a lock on one of its slots ---- */
+
+static void sem_send_acquire(lockop *op, round *rd)
+{
+    keybuf kb;
+    make_keys(op, &kb);
+    char slot[KEYS_MAX], ttl[24], permits[16], idx[16];
+    size_t sl = keys_sem_slot(op->env->conf->key_prefix, op->name, op->name_len, op->slot, slot,
+                              sizeof slot);
+    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+    int pl = snprintf(permits, sizeof permits, "%d", op->permits);
+    int il = snprintf(idx, sizeof idx, "%d", op->slot);
+    /* A lease another attempt may carry could hold another slot: look there first. */
+    const char *scan = !op->lease_fresh || op->attempts > 1 ? "1" : "0";
+    const char *argv[] = {slot, kb.key, kb.bucket, op->value, ttl, kb.chan, op->env->origin,
+                          permits, idx, kb.slots, scan};
+    size_t lens[] = {sl, kb.key_len, kb.bucket_len, op->value_len, (size_t)tl, kb.chan_len,
+                     op->env->origin_len, (size_t)pl, (size_t)il, kb.slots_len, 1};
+    rd->split_aware = 1;
+    round_send(rd, SCRIPT_SEM_ACQUIRE, 2, 9, argv, lens, round_all(op->env->rounds));
+}
+
+/* Where a refused permit attempt goes next: another number of permits is an error; a
+ * slot this lease holds already, or a slot free on enough masters to make a quorum,
+ * is tried at once; else every permit is taken (wait for a release). */
+static rl_err sem_refused(lockop *op, const round *rd)
+{
+    size_t n = rd->env->n, unknown = 0;
+    int best = -1;
+    size_t best_votes = 0;
+    size_t votes[64] = {0};
+    int cand[64];
+    size_t ncand = 0;
+    for (size_t i = 0; i < n; i++) {
+        const redlock_reply *r = &rd->replies[i];
+        unknown += r->state == RL_SLOT_FAILED || r->state == RL_SLOT_PENDING;
+        if (r->state != RL_SLOT_REFUSED || !r->has_value)
+            continue;
+        size_t pl = sizeof SCRIPTS_HOLDER_PERMITS - 1, ml = sizeof SCRIPTS_HOLDER_MINE - 1,
+               fl = sizeof SCRIPTS_HOLDER_FREE - 1;
+        char v[REDLOCK_VALUE_MAX + 1];
+        memcpy(v, r->value, r->value_len);
+        v[r->value_len] = '\0';
+        if (r->value_len > pl && memcmp(v, SCRIPTS_HOLDER_PERMITS, pl) == 0) {
+            op->permits_seen = strtol(v + pl, NULL, 10);
+            return RL_E_PERMITS_MISMATCH;
+        }
+        if (r->value_len > ml && memcmp(v, SCRIPTS_HOLDER_MINE, ml) == 0) {
+            op->slot = (int)strtol(v + ml, NULL, 10);
+            return RL_E_LOCK_CONTENDED;
+        }
+        if (r->value_len < fl || memcmp(v, SCRIPTS_HOLDER_FREE, fl) != 0)
+            continue;
+        for (char *p = v + fl, *end; *p; p = end) {
+            long s = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            size_t k = 0;
+            while (k < ncand && cand[k] != (int)s)
+                k++;
+            if (k == ncand && ncand < 64)
+                cand[ncand++] = (int)s;
+            if (k < 64 && ++votes[k] > best_votes) {
+                best_votes = votes[k];
+                best = (int)s;
+            }
+        }
+    }
+    if (best >= 0 && best < op->permits && best_votes + unknown >= rd->env->quorum) {
+        op->slot = best;
+        return RL_E_LOCK_CONTENDED;
+    }
+    return RL_E_LOCK_HELD;
+}
+
+static const lockop_shape sem_shape = {
+    sem_send_acquire, one_plan_raise, one_send_raise, one_fenced, sem_refused, one_send_release,
 };
 
 /* ---- acquire ---- */
@@ -354,7 +509,7 @@ static void acquire_failed(lockop *op, rl_err err)
         /* Votes split between attempts: nobody holds the lock.  Even without a wait,
          * try again after a random delay, within a small budget (Redlock's retry). */
         count(env, CNT_SPLITS);
-        if (!op->multi)
+        if (!op->w.multi)
             waitq_heat_up(&env->wq, op->name, op->name_len);
         /* Retries start within four node timeouts, so that the last one (a round and a
          * raise, two node timeouts at most) is answered within six. */
@@ -363,7 +518,11 @@ static void acquire_failed(lockop *op, rl_err err)
         if (op->split_deadline_us > op->wait_deadline_us)
             op->wait_deadline_us = op->split_deadline_us;
         op->retry_after_ms = 1 + (int64_t)(rnd(env) % (uint32_t)(env->conf->node_timeout_ms + 1));
+        if (op->mode == LOCKOP_SEMAPHORE)
+            op->retry_after_ms = 1; /* a free slot was named: no other attempt to dodge */
     }
+    if (err == RL_E_PERMITS_MISMATCH)
+        op->wait_deadline_us = 0; /* waiting would not change the masters' number */
     if (__atomic_load_n(&op->gone, __ATOMIC_RELAXED)) {
         op->wait_deadline_us = 0; /* nobody to answer: stop here */
         op->err = RL_E_CLIENT_CLOSED;
@@ -435,8 +594,8 @@ static void acquire_refused(lockop *op, round *rd)
     if (rd->decision == RL_DECIDE_NO_QUORUM) {
         op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
                                                     op->env->conf->default_ttl_ms);
-        err = op->shape->held(op, rd) ? RL_E_LOCK_HELD : RL_E_LOCK_CONTENDED;
-        if (err == RL_E_LOCK_HELD) {
+        err = op->shape->refused(op, rd);
+        if (err == RL_E_LOCK_HELD && op->mode == LOCKOP_EXCLUSIVE) {
             const redlock_reply *holder = NULL;
             for (size_t i = 0; i < re->n && !holder; i++)
                 if (rd->replies[i].state == RL_SLOT_REFUSED && rd->replies[i].has_value)
@@ -615,7 +774,7 @@ static int try_handoff(lockop *r)
      * attempt to end before the handoff round would cost the release up to two node
      * timeouts with a slow master.  The attempt, refused, sees the release (waitq.h)
      * and its waiter tries again at once. */
-    if (busy_w || h->multi || h->handoff_from || h->wait_deadline_us <= clock_now_us() + 1000)
+    if (busy_w || h->w.multi || h->handoff_from || h->wait_deadline_us <= clock_now_us() + 1000)
         return 0;
     round *rd = round_new(env->rounds, handoff_done, h);
     if (!rd)
@@ -626,12 +785,13 @@ static int try_handoff(lockop *r)
     make_keys(h, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
-    const char *argv[] = {kb.key, kb.bucket, r->lease, h->value, ttl, kb.chan, env->origin};
-    size_t lens[] = {kb.key_len, kb.bucket_len, r->lease_len, h->value_len, (size_t)tl,
-                     kb.chan_len, env->origin_len};
+    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, r->lease,
+                          h->value, ttl, kb.chan, env->origin};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
+                     r->lease_len, h->value_len, (size_t)tl, kb.chan_len, env->origin_len};
     h->handoff_from = r;
     count(env, CNT_HANDOFFS);
-    round_send(rd, SCRIPT_HANDOFF, 1, 6, argv, lens, round_all(env->rounds));
+    round_send(rd, SCRIPT_HANDOFF, 4, 6, argv, lens, round_all(env->rounds));
     return 1;
 }
 
@@ -654,7 +814,7 @@ static void release_done(round *rd);
 static int release_start(lockop *op)
 {
     lockop_env *env = op->env;
-    if (!op->multi && try_handoff(op))
+    if (!op->multi && op->mode != LOCKOP_SEMAPHORE && try_handoff(op))
         return 0;
     round *rd = round_new(env->rounds, release_done, op);
     if (!rd)
@@ -664,11 +824,7 @@ static int release_start(lockop *op)
         op->shape->send_release(op, rd, round_all(env->rounds));
         return 0;
     }
-    keybuf kb;
-    make_keys(op, &kb);
-    const char *argv[] = {kb.key, op->lease, kb.chan, env->origin};
-    size_t lens[] = {kb.key_len, op->lease_len, kb.chan_len, env->origin_len};
-    round_send(rd, SCRIPT_RELEASE, 1, 3, argv, lens, round_all(env->rounds));
+    send_release_of(op, rd, op->lease, op->lease_len, round_all(env->rounds));
     return 0;
 }
 
@@ -739,6 +895,11 @@ static void inspect_done(round *rd)
         if (op->held && op->validity_ms < 0 && valid != INT64_MAX)
             op->validity_ms = 0;
         op->token = redlock_max_fence(rd->replies, re->n);
+        op->readers = (long)redlock_quorum_count(rd->replies, re->n, re->quorum);
+        op->permits_seen = 0;
+        for (size_t i = 0; i < re->n && op->mode == LOCKOP_SEMAPHORE; i++)
+            if (rd->replies[i].state == RL_SLOT_OK && rd->replies[i].count_pttl > op->permits_seen)
+                op->permits_seen = (long)rd->replies[i].count_pttl;
         op->err = RL_OK;
     }
     drop_round(op);
@@ -794,11 +955,16 @@ void lockop_start(lockop *op)
 {
     lockop_env *env = op->env;
     if (!op->shape)
-        op->shape = &one_shape;
+        op->shape = op->kind != LOCKOP_ACQUIRE ? &one_shape
+                    : op->mode == LOCKOP_SHARED ? &shared_shape
+                    : op->mode == LOCKOP_SEMAPHORE ? &sem_shape
+                                                   : &one_shape;
     const char(*names)[NAME_MAX_LEN + 1];
     op->w.nnames = op_names(op, &names, &op->w.lens);
     op->w.names = names;
-    op->w.multi = op->multi != NULL;
+    /* Readers and permits do not take turns on a name: each waits in a queue of its
+     * own, woken by any release of the name (waitq.h), and never takes a handoff. */
+    op->w.multi = op->multi != NULL || op->mode != LOCKOP_EXCLUSIVE;
     op->w.lease = op->lease;
     op->w.lease_len = op->lease_len;
     op->w.gone = &op->gone;
@@ -812,10 +978,13 @@ void lockop_start(lockop *op)
             op->waiting = 1;
             __atomic_fetch_add(&env->waiting, 1, __ATOMIC_RELAXED);
         }
-        if (op->multi)
+        if (op->w.multi) {
+            if (op->mode == LOCKOP_SEMAPHORE)
+                op->slot = (int)(rnd(env) % (uint32_t)op->permits);
             attempt(op);
-        else
+        } else {
             acquire_start(op);
+        }
         return;
     case LOCKOP_RELEASE:
     case LOCKOP_MRELEASE:
@@ -826,29 +995,43 @@ void lockop_start(lockop *op)
         if (!op_round(op, extend_done))
             break;
         char setk[KEYS_MAX], ttl[24];
-        size_t setl = keys_set(env->conf->key_prefix, op->lease, op->lease_len, setk, sizeof setk);
         int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-        const char *argv[] = {kb.key, setk, kb.bucket, op->lease, ttl};
-        size_t lens[] = {kb.key_len, setl, kb.bucket_len, op->lease_len, (size_t)tl};
-        round_send(op->rd, SCRIPT_EXTEND, 2, 3, argv, lens, round_all(env->rounds));
+        if (op->mode == LOCKOP_SEMAPHORE) {
+            const char *argv[] = {kb.key, kb.bucket, op->lease, ttl, kb.slots};
+            size_t lens[] = {kb.key_len, kb.bucket_len, op->lease_len, (size_t)tl, kb.slots_len};
+            round_send(op->rd, SCRIPT_SEM_EXTEND, 1, 4, argv, lens, round_all(env->rounds));
+            return;
+        }
+        size_t setl = keys_set(env->conf->key_prefix, op->lease, op->lease_len, setk, sizeof setk);
+        const char *argv[] = {kb.key, setk, kb.readers, kb.tags, kb.bucket, op->lease, ttl};
+        size_t lens[] = {kb.key_len, setl, kb.readers_len, kb.tags_len, kb.bucket_len,
+                         op->lease_len, (size_t)tl};
+        round_send(op->rd, SCRIPT_EXTEND, 4, 3, argv, lens, round_all(env->rounds));
         return;
     }
     case LOCKOP_INSPECT: {
         if (!op_round(op, inspect_done))
             break;
         op->rd->wait_all = 1;
-        const char *argv[] = {kb.key, kb.bucket};
-        size_t lens[] = {kb.key_len, kb.bucket_len};
-        round_send(op->rd, SCRIPT_INSPECT, 1, 1, argv, lens, round_all(env->rounds));
+        if (op->mode == LOCKOP_SEMAPHORE) {
+            const char *argv[] = {kb.key, kb.bucket, kb.slots};
+            size_t lens[] = {kb.key_len, kb.bucket_len, kb.slots_len};
+            round_send(op->rd, SCRIPT_SEM_INSPECT, 1, 2, argv, lens, round_all(env->rounds));
+            return;
+        }
+        const char *argv[] = {kb.key, kb.readers, kb.bucket};
+        size_t lens[] = {kb.key_len, kb.readers_len, kb.bucket_len};
+        round_send(op->rd, SCRIPT_INSPECT, 2, 1, argv, lens, round_all(env->rounds));
         return;
     }
     case LOCKOP_FORCE: {
         if (!op_round(op, force_done))
             break;
         op->rd->wait_all = 1;
-        const char *argv[] = {kb.key, kb.chan, env->origin};
-        size_t lens[] = {kb.key_len, kb.chan_len, env->origin_len};
-        round_send(op->rd, SCRIPT_FORCE, 1, 2, argv, lens, round_all(env->rounds));
+        const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.chan, env->origin};
+        size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.chan_len,
+                         env->origin_len};
+        round_send(op->rd, SCRIPT_FORCE, 4, 2, argv, lens, round_all(env->rounds));
         return;
     }
     case LOCKOP_READY:

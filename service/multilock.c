@@ -137,12 +137,12 @@ static void decode(round *rd, size_t i, const struct redisReply *r, redlock_repl
 
 /* The arguments of one call: keys then args, up to every name twice and a few more. */
 typedef struct callargs {
-    char keys[MULTI_MAX_NAMES + 1][KEYS_MAX];
+    char keys[2 * MULTI_MAX_NAMES + 1][KEYS_MAX];
     char buckets[MULTI_MAX_NAMES][KEYS_BUCKET_MAX];
     char nums[MULTI_MAX_NAMES + 2][24];
     char joined[MULTI_MAX_NAMES * (NAME_MAX_LEN + 1) + 1];
-    const char *argv[MULTI_MAX_NAMES * 3 + 8];
-    size_t lens[MULTI_MAX_NAMES * 3 + 8];
+    const char *argv[MULTI_MAX_NAMES * 4 + 8];
+    size_t lens[MULTI_MAX_NAMES * 4 + 8];
     size_t n;
 } callargs;
 
@@ -179,6 +179,11 @@ static void send_acquire(lockop *op, round *rd)
                                      a->keys[j], KEYS_MAX));
     arg(a, a->keys[n], keys_set(op->env->conf->key_prefix, op->lease, op->lease_len, a->keys[n],
                                 KEYS_MAX));
+    /* Each name's readers: an exclusive grant of a name refuses while they hold it. */
+    for (size_t j = 0; j < n; j++)
+        arg(a, a->keys[n + 1 + j],
+            keys_shared(op->env->conf->key_prefix, KEYS_READERS, mu->names[j], mu->lens[j],
+                        a->keys[n + 1 + j], KEYS_MAX));
     for (size_t j = 0; j < n; j++) {
         memcpy(a->joined + jl, mu->names[j], mu->lens[j]);
         jl += mu->lens[j];
@@ -191,7 +196,7 @@ static void send_acquire(lockop *op, round *rd)
     arg_buckets(a, mu);
     arg(a, op->env->conf->key_prefix, strlen(op->env->conf->key_prefix)); /* grants announced */
     arg(a, op->env->origin, op->env->origin_len);
-    round_send(rd, SCRIPT_MACQUIRE, (int)(n + 1), (int)(6 + n), a->argv, a->lens,
+    round_send(rd, SCRIPT_MACQUIRE, (int)(2 * n + 1), (int)(6 + n), a->argv, a->lens,
                round_all(op->env->rounds));
     free(a);
 }
@@ -228,10 +233,12 @@ static size_t fenced(const lockop *op, const round *rd, const round *rr)
     return redlock_fenced(rd->replies, rd->env->n, mu->fences, mu->n, mu->tokens, acked);
 }
 
-static int held(const lockop *op, const round *rd)
+static rl_err refused(lockop *op, const round *rd)
 {
     return redlock_any_held_by_quorum(rd->replies, rd->env->n, rd->env->quorum, op->multi->holders,
-                                      op->multi->n);
+                                      op->multi->n)
+               ? RL_E_LOCK_HELD
+               : RL_E_LOCK_CONTENDED;
 }
 
 static void send_release(lockop *op, round *rd, uint64_t mask)
@@ -251,5 +258,5 @@ static void send_release(lockop *op, round *rd, uint64_t mask)
 }
 
 const lockop_shape multilock_shape = {
-    send_acquire, plan_raise, send_raise, fenced, held, send_release,
+    send_acquire, plan_raise, send_raise, fenced, refused, send_release,
 };

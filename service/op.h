@@ -29,6 +29,15 @@ enum lockop_kind { LOCKOP_ACQUIRE, LOCKOP_RELEASE, LOCKOP_EXTEND, LOCKOP_INSPECT
                    LOCKOP_MACQUIRE, LOCKOP_MRELEASE,
                    LOCKOP_FORCE /* a release whatever the lease (an admin's) */ };
 
+/* What an operation is about (lockop.mode). */
+enum lockop_mode {
+    LOCKOP_EXCLUSIVE = 0, /* a lock, one holder */
+    LOCKOP_SHARED,        /* ACQUIRE: a reader of a lock (others of its kind may hold it
+                           * with it, never an exclusive holder) */
+    LOCKOP_SEMAPHORE,     /* a permit of a semaphore: op->name is "#sem:<name>" (keys.h),
+                           * the permit one of op->permits slots, each a lock */
+};
+
 /* Counters a worker keeps (written by its thread only, read relaxed by /metrics
  * through lockop_counter()). */
 enum lockop_counter {
@@ -78,6 +87,8 @@ struct lockop {
                                  * holder's */
     size_t holder_len;
     long ttl_ms;
+    int mode;                   /* enum lockop_mode */
+    int permits;                /* LOCKOP_SEMAPHORE, ACQUIRE: how many (1..SEM_MAX_PERMITS) */
     const char *scope;          /* MRELEASE: a name prefix every name must have (NULL: any) */
     int64_t start_us;
     int64_t wait_deadline_us;   /* 0: no waiting */
@@ -96,6 +107,11 @@ struct lockop {
     int64_t validity_ms;
     uint64_t token;
     int held;
+    long readers;               /* INSPECT: shared holders a quorum of masters count;
+                                 * LOCKOP_SEMAPHORE: permits taken */
+    long permits_seen;          /* LOCKOP_SEMAPHORE: the masters' number of permits (INSPECT;
+                                 * ACQUIRE with RL_E_PERMITS_MISMATCH), 0 unknown */
+    int slot;                   /* LOCKOP_SEMAPHORE, ACQUIRE: the permit's slot */
     int64_t retry_after_ms;
     size_t nodes_ok;
     round *rd;                  /* READY: its round (the replies per master) until
@@ -143,8 +159,9 @@ struct lockop_shape {
     void (*send_raise)(lockop *op, round *rr, uint64_t mask);
     /* After the raise round rr: the granting masters known to hold the token(s). */
     size_t (*fenced)(const lockop *op, const round *rd, const round *rr);
-    /* A refused round: whether one lease holds (or may hold) a quorum. */
-    int (*held)(const lockop *op, const round *rd);
+    /* A refused round: RL_E_LOCK_HELD (one lease holds or may hold a quorum: wait for
+     * it), RL_E_LOCK_CONTENDED (nobody does: try again soon) or the shape's own error. */
+    rl_err (*refused)(lockop *op, const round *rd);
     /* Delete what the failed attempt wrote (exact value) on the masters in mask; for
      * LOCKOP_MRELEASE, the client's release by lease, on every master. */
     void (*send_release)(lockop *op, round *rd, uint64_t mask);

@@ -33,6 +33,9 @@ typedef struct redlock_reply {
     char value[REDLOCK_VALUE_MAX];
     uint16_t owner_len;  /* inspect: the owner stored with the grant (0: none) */
     char owner[REDLOCK_OWNER_MAX];
+    int64_t count;       /* inspect: readers of a lock, or permits taken of a semaphore */
+    int64_t count_pttl;  /* inspect: the longest reader's remaining ms (locks); the
+                          * semaphore's number of permits (semaphores) */
 } redlock_reply;
 
 /* Counts over a round's replies. */
@@ -100,6 +103,11 @@ int64_t redlock_retry_after_ms(const redlock_reply *r, size_t n, size_t quorum,
  * master holding it (its reply has value/pttl), or -1.  *valid_ms receives the
  * quorum-th largest pttl among the holders (how long a quorum still holds it). */
 int redlock_inspect_holder(const redlock_reply *r, size_t n, size_t quorum, int64_t *valid_ms);
+
+/* Inspection of shared holders or permits: the largest c such that at least quorum
+ * masters that answered count c or more (readers of a lock, permits taken of a
+ * semaphore): what a quorum agrees is held, at least.  0 if fewer answered. */
+int64_t redlock_quorum_count(const redlock_reply *r, size_t n, size_t quorum);
 
 /* A refused acquire round: whether one lease holds a quorum of the masters, or might
  * (it holds some and the masters that did not answer would make a quorum).  No: the

@@ -21,6 +21,7 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     long long a = 0, b = 0, c = 0;
     out->has_value = 0;
     out->released = 0;
+    out->count = out->count_pttl = 0;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         fail(out);
         return;
@@ -28,13 +29,20 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     switch (script) {
     case SCRIPT_ACQUIRE:
     case SCRIPT_HANDOFF:
+    case SCRIPT_SHARED:
+    case SCRIPT_SEM_ACQUIRE:
         if (r->type != REDIS_REPLY_ARRAY || !int_at(r, 0, &a))
             break;
+        if (script == SCRIPT_HANDOFF && a >= 10 && a <= 12) {
+            out->released = 1; /* the old lease was a reader: gone, and the new value
+                                * tried as an acquire */
+            a -= 10;
+        }
         if ((a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) && r->elements == 2 &&
             int_at(r, 1, &b) && b >= 0) {
             out->state = RL_SLOT_OK;
             out->fence = (uint64_t)b;
-            out->released = a == 3;
+            out->released |= a == 3;
             return;
         }
         if (a == 0 && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
@@ -63,12 +71,14 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         }
         break;
     case SCRIPT_RELEASE:
+    case SCRIPT_SEM_RELEASE:
         if (r->type == REDIS_REPLY_INTEGER) {
             out->state = r->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
             return;
         }
         break;
     case SCRIPT_EXTEND:
+    case SCRIPT_SEM_EXTEND:
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && int_at(r, 0, &a) &&
             int_at(r, 1, &b) && b >= 0) {
             out->state = a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
@@ -77,11 +87,22 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         }
         break;
     case SCRIPT_INSPECT:
-        if (r->type != REDIS_REPLY_ARRAY || (r->elements != 3 && r->elements != 4) ||
-            !int_at(r, 1, &b) || !int_at(r, 2, &c) || c < 0 || !r->element[0])
+    case SCRIPT_SEM_INSPECT:
+        if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 6 ||
+            r->elements == 5 || !int_at(r, 1, &b) || !int_at(r, 2, &c) || c < 0 ||
+            !r->element[0])
             break;
         out->owner_len = 0;
-        if (r->elements == 4) {
+        if (r->elements == 6) {
+            /* readers and the longest one's pttl; a semaphore's permits taken and its
+             * number of permits */
+            long long n = 0, l = 0;
+            if (!int_at(r, 4, &n) || !int_at(r, 5, &l) || n < 0)
+                break;
+            out->count = n;
+            out->count_pttl = l;
+        }
+        if (r->elements >= 4) {
             /* the owner the grant was made with ("": none) */
             const redisReply *o = r->element[3];
             if (!o || o->type != REDIS_REPLY_STRING)

@@ -15,6 +15,9 @@ static const route route_table[ROUTE__COUNT] = {
     [ROUTE_LOCKS] = {ROUTE_LOCKS, "/locks", 0, "/locks", 1, 0,
                      {{ROUTE_M_GET, ROUTE_A_LIST}, {ROUTE_M_POST, ROUTE_A_MACQUIRE},
                       {ROUTE_M_DELETE, ROUTE_A_MRELEASE}}},
+    [ROUTE_SEM] = {ROUTE_SEM, "/semaphores/", 1, "/semaphores/{name}", 1, 0,
+                   {{ROUTE_M_GET, ROUTE_A_SEM_INSPECT}, {ROUTE_M_POST, ROUTE_A_SEM_ACQUIRE},
+                    {ROUTE_M_PATCH, ROUTE_A_SEM_EXTEND}, {ROUTE_M_DELETE, ROUTE_A_SEM_RELEASE}}},
 };
 
 static const char *const route_methods[ROUTE_M__COUNT] = {

@@ -18,6 +18,7 @@ enum route_id {
     ROUTE_METRICS,
     ROUTE_OTHER,
     ROUTE_LOCKS,    /* /locks: multi-name locks, and the list of held locks */
+    ROUTE_SEM,      /* /semaphores/{name} */
     ROUTE__COUNT
 };
 
@@ -30,6 +31,7 @@ enum route_action {
     ROUTE_A_ACQUIRE, ROUTE_A_RELEASE, ROUTE_A_EXTEND, ROUTE_A_INSPECT,
     ROUTE_A_HEALTHZ, ROUTE_A_READYZ, ROUTE_A_METRICS,
     ROUTE_A_MACQUIRE, ROUTE_A_MRELEASE, ROUTE_A_LIST,
+    ROUTE_A_SEM_ACQUIRE, ROUTE_A_SEM_RELEASE, ROUTE_A_SEM_EXTEND, ROUTE_A_SEM_INSPECT,
     ROUTE_A__COUNT
 };
 

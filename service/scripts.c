@@ -66,6 +66,42 @@
     "  if d then return string.sub(v, 1, d - 1) end\n"                                 \
     "  return v\n"                                                                     \
     "end\n"                                                                            \
+    "local function now_ms()\n"                                                      \
+    "  local t = redis.call('TIME')\n"                                                \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"            \
+    "end\n"                                                                           \
+    "local function live(z)\n"                                                        \
+    "  if not z or redis.call('EXISTS', z) == 0 then return 0, 0, nil end\n"          \
+    "  local now = now_ms()\n"                                                        \
+    "  redis.call('ZREMRANGEBYSCORE', z, '-inf', now)\n"                              \
+    "  local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')\n"                   \
+    "  if #top == 0 then return 0, 0, now end\n"                                      \
+    "  return redis.call('ZCARD', z), tonumber(top[2]) - now, now\n"                  \
+    "end\n"                                                                           \
+    "local function keep(z, h, ttl)\n"                                                \
+    "  if redis.call('PTTL', z) < tonumber(ttl) then\n"                               \
+    "    redis.call('PEXPIRE', z, ttl)\n"                                              \
+    "    if h then redis.call('PEXPIRE', h, ttl) end\n"                                \
+    "  end\n"                                                                         \
+    "end\n"                                                                           \
+    "local function wants(z, lease, now, ms)\n"                                       \
+    "  if not z then return end\n"                                                    \
+    "  now = now or now_ms()\n"                                                       \
+    "  redis.call('ZADD', z, 'GT', now + tonumber(ms), lease)\n"                      \
+    "  keep(z, nil, ms)\n"                                                            \
+    "end\n"                                                                           \
+    "local function unshare(z, h, who)\n"                                             \
+    "  if not z then return false end\n"                                              \
+    "  live(z)\n"                                                                     \
+    "  local lease = untag(who)\n"                                                    \
+    "  if not redis.call('ZSCORE', z, lease) then return false end\n"                 \
+    "  if lease ~= who and redis.call('HGET', h, lease) ~= string.sub(who, #lease + 2) then\n" \
+    "    return false\n"                                                              \
+    "  end\n"                                                                         \
+    "  redis.call('ZREM', z, lease)\n"                                                \
+    "  redis.call('HDEL', h, lease)\n"                                                \
+    "  return true\n"                                                                 \
+    "end\n"                                                                           \
     "local function adopted(v)\n"                                                      \
     "  local nl = string.find(v, '\\n', 1, true)\n"                                   \
     "  local h, o = v, ''\n"                                                           \
@@ -85,21 +121,27 @@
  * names the holding lease, so that a round can tell "held" from votes split between
  * attempts. */
 #define FN_ACQUIRE                                                                   \
-    "function(key, _, b, value, ttl, chan, origin)\n"                                \
-    "  if redis.call('SET', key, value, 'NX', 'PX', ttl) then\n"                     \
-    "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
-    "    return {1, bump(b)}\n"                                                       \
-    "  end\n"                                                                         \
+    "function(K, b, value, ttl, chan, origin, intent)\n"                            \
+    "  local key, lease = K[1], untag(value)\n"                                      \
     "  local v = redis.call('GET', key)\n"                                            \
-    "  if mine(v, untag(value)) then\n"                                               \
+    "  if mine(v, lease) then\n"                                                      \
     "    redis.call('SET', key, adopted(value), 'PX', ttl)\n"                         \
     "    return {2, cur(b)}\n"                                                        \
     "  end\n"                                                                         \
-    "  return {0, redis.call('PTTL', key), cur(b), v and untag(v) or ''}\n"           \
+    "  local n, longest, now = live(K[2])\n"                                          \
+    "  if v or n > 0 then\n"                                                          \
+    "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
+    "    if v then return {0, redis.call('PTTL', key), cur(b), untag(v)} end\n"       \
+    "    return {0, longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
+    "  end\n"                                                                         \
+    "  redis.call('SET', key, value, 'PX', ttl)\n"                                    \
+    "  if K[3] then redis.call('ZREM', K[3], lease) end\n"                            \
+    "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
+    "  return {1, bump(b)}\n"                                                         \
     "end"
 
 #define FN_RAISE                                                                     \
-    "function(_, _, b, token)\n"                                                     \
+    "function(_, b, token)\n"                                                     \
     "  local f, t = cur(b), tonumber(token)\n"                                        \
     "  if f < t then\n"                                                               \
     "    setc(b, token)\n"                                                            \
@@ -114,10 +156,15 @@
  * next to nothing.  origin: the releasing instance, which woke its own waiters already
  * and ignores its own message. */
 #define FN_RELEASE                                                                   \
-    "function(key, _, who, chan, origin)\n"                                          \
+    "function(K, who, chan, origin)\n"                                               \
+    "  local key = K[1]\n"                                                            \
     "  local v = redis.call('GET', key)\n"                                            \
     "  if v == who or (v and not string.find(who, '.', 1, true) and mine(v, who)) then\n" \
     "    redis.call('DEL', key)\n"                                                    \
+    "    redis.call('PUBLISH', chan, origin)\n"                                       \
+    "    return 1\n"                                                                  \
+    "  end\n"                                                                         \
+    "  if unshare(K[2], K[3], who) then\n"                                            \
     "    redis.call('PUBLISH', chan, origin)\n"                                       \
     "    return 1\n"                                                                  \
     "  end\n"                                                                         \
@@ -127,12 +174,21 @@
 /* set: "<prefix>#set:<lease>": a name of a multi-name set keeps the set alive as long
  * as the name, so that the set's release still finds it. */
 #define FN_EXTEND                                                                    \
-    "function(key, set, b, lease, ttl)\n"                                            \
+    "function(K, b, lease, ttl)\n"                                                   \
+    "  local key, set = K[1], K[2]\n"                                                 \
     "  if mine(redis.call('GET', key), lease) then\n"                                 \
     "    redis.call('PEXPIRE', key, ttl)\n"                                           \
     "    local p = redis.call('PTTL', set)\n"                                         \
     "    if p > 0 and p < tonumber(ttl) then redis.call('PEXPIRE', set, ttl) end\n"   \
     "    return {1, cur(b)}\n"                                                        \
+    "  end\n"                                                                         \
+    "  if K[3] then\n"                                                                \
+    "    local _, _, now = live(K[3])\n"                                              \
+    "    if now and redis.call('ZSCORE', K[3], lease) then\n"                         \
+    "      redis.call('ZADD', K[3], now + tonumber(ttl), lease)\n"                     \
+    "      keep(K[3], K[4], ttl)\n"                                                   \
+    "      return {1, cur(b)}\n"                                                      \
+    "    end\n"                                                                       \
     "  end\n"                                                                         \
     "  return {0, cur(b)}\n"                                                          \
     "end"
@@ -140,14 +196,137 @@
 /* The lease part of the value (never its tag); the name's counter as it stands; the
  * owner the grant was made with ("" if none). */
 #define FN_INSPECT                                                                   \
-    "function(key, _, b)\n"                                                          \
+    "function(K, b)\n"                                                               \
+    "  local key = K[1]\n"                                                            \
     "  local v, o = redis.call('GET', key), ''\n"                                     \
     "  if v then\n"                                                                   \
     "    local nl = string.find(v, '\\n', 1, true)\n"                                \
     "    if nl then o = string.sub(v, nl + 1) end\n"                                  \
     "    v = untag(v)\n"                                                              \
     "  end\n"                                                                         \
-    "  return {v, redis.call('PTTL', key), cur(b), o}\n"                              \
+    "  local n, longest = live(K[2])\n"                                               \
+    "  return {v, redis.call('PTTL', key), cur(b), o, n, longest}\n"                  \
+    "end"
+
+/* A shared grant.  K: lock, readers (a sorted set: lease -> expiry, in the master's
+ * own clock), their tags (a hash: lease -> the tag of the attempt that added it, '!'
+ * once adopted by another attempt), the writers waiting (a sorted set: lease -> until
+ * when).  Refused while an exclusive holder holds the name (that holder's lease) or a
+ * writer waits (SCRIPTS_HOLDER_WRITER): writers do not starve behind readers.  The
+ * token is the name's counter as it stands: no bump. */
+#define FN_SHARED                                                                    \
+    "function(K, b, value, ttl, chan, origin)\n"                                     \
+    "  local lease = untag(value)\n"                                                  \
+    "  local _, _, now = live(K[2])\n"                                                \
+    "  if now and redis.call('ZSCORE', K[2], lease) then\n"                           \
+    "    redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                       \
+    "    redis.call('HSET', K[3], lease, '!')\n"                                       \
+    "    keep(K[2], K[3], ttl)\n"                                                     \
+    "    return {2, cur(b)}\n"                                                        \
+    "  end\n"                                                                         \
+    "  local v = redis.call('GET', K[1])\n"                                           \
+    "  if v then return {0, redis.call('PTTL', K[1]), cur(b), untag(v)} end\n"        \
+    "  local w, longest = live(K[4])\n"                                               \
+    "  if w > 0 then return {0, longest, cur(b), '" SCRIPTS_HOLDER_WRITER "'} end\n" \
+    "  now = now or now_ms()\n"                                                       \
+    "  redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                         \
+    "  redis.call('HSET', K[3], lease, string.sub(value, #lease + 2))\n"               \
+    "  keep(K[2], K[3], ttl)\n"                                                       \
+    "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
+    "  return {1, cur(b)}\n"                                                          \
+    "end"
+
+/* A semaphore's permit: slot `slot` of `permits` (keys "<pfx><i>"), taken like a lock
+ * (K: the slot, the semaphore's record holding its permits).  The record lives at
+ * least as long as any slot granted under it, so every grant of a name made while
+ * another one's permit is valid agrees on the number of permits.  Refusals say why:
+ * SCRIPTS_HOLDER_PERMITS "<n>" (another number of permits), or the holder's lease, or
+ * (slot free for this lease elsewhere) SCRIPTS_HOLDER_MINE "<slot>"; a refusal by a
+ * holder lists up to 8 free slots after this one (SCRIPTS_HOLDER_FREE "<i> <j>..."). */
+#define FN_SEM_ACQUIRE                                                               \
+    "function(K, b, value, ttl, chan, origin, permits, slot, pfx, scan)\n"            \
+    "  local m = redis.call('GET', K[2])\n"                                           \
+    "  if m and m ~= permits then\n"                                                  \
+    "    return {0, redis.call('PTTL', K[2]), cur(b), '" SCRIPTS_HOLDER_PERMITS "' .. m}\n" \
+    "  end\n"                                                                         \
+    "  local lease, n, s = untag(value), tonumber(permits), tonumber(slot)\n"          \
+    "  if scan == '1' then\n"                                                         \
+    "    for i = 0, n - 1 do\n"                                                       \
+    "      if i ~= s and mine(redis.call('GET', pfx .. i), lease) then\n"             \
+    "        return {0, 0, cur(b), '" SCRIPTS_HOLDER_MINE "' .. i}\n"                 \
+    "      end\n"                                                                     \
+    "    end\n"                                                                       \
+    "  end\n"                                                                         \
+    "  local v = redis.call('GET', K[1])\n"                                           \
+    "  local r\n"                                                                     \
+    "  if not v then\n"                                                               \
+    "    redis.call('SET', K[1], value, 'PX', ttl)\n"                                  \
+    "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
+    "    r = {1, bump(b)}\n"                                                          \
+    "  elseif mine(v, lease) then\n"                                                  \
+    "    redis.call('SET', K[1], adopted(value), 'PX', ttl)\n"                         \
+    "    r = {2, cur(b)}\n"                                                           \
+    "  else\n"                                                                        \
+    "    local free = {}\n"                                                           \
+    "    for j = 1, n - 1 do\n"                                                       \
+    "      local i = (s + j) % n\n"                                                   \
+    "      if redis.call('EXISTS', pfx .. i) == 0 then\n"                             \
+    "        free[#free + 1] = i\n"                                                   \
+    "        if #free >= 8 then break end\n"                                          \
+    "      end\n"                                                                     \
+    "    end\n"                                                                       \
+    "    return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
+    "  end\n"                                                                         \
+    "  if redis.call('PTTL', K[2]) < tonumber(ttl) then redis.call('SET', K[2], permits, 'PX', ttl) end\n" \
+    "  return r\n"                                                                    \
+    "end"
+
+/* The slot of a semaphore that lease holds (K: the semaphore's record; pfx the slots'
+ * key prefix), for a release (who: a lease, or an attempt's exact value) or an
+ * extension: its key, or nil. */
+#define SEM_FIND                                                                     \
+    "local function sem_find(rec, pfx, who, exact)\n"                                \
+    "  local n = tonumber(redis.call('GET', rec)) or 0\n"                             \
+    "  local lease = untag(who)\n"                                                    \
+    "  for i = 0, n - 1 do\n"                                                         \
+    "    local v = redis.call('GET', pfx .. i)\n"                                     \
+    "    if (exact and v == who) or (not exact and mine(v, lease)) then return pfx .. i end\n" \
+    "  end\n"                                                                         \
+    "  return nil\n"                                                                  \
+    "end\n"
+
+/* K: the semaphore's record.  As FN_RELEASE, over the semaphore's slots. */
+#define FN_SEM_RELEASE                                                               \
+    "function(K, who, chan, origin, pfx)\n"                                          \
+    "  local k = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"          \
+    "  if not k then return 0 end\n"                                                  \
+    "  redis.call('DEL', k)\n"                                                        \
+    "  redis.call('PUBLISH', chan, origin)\n"                                         \
+    "  return 1\n"                                                                    \
+    "end"
+
+/* K: the semaphore's record.  As FN_EXTEND, over the semaphore's slots; the record
+ * lives as long as the permit. */
+#define FN_SEM_EXTEND                                                                \
+    "function(K, b, lease, ttl, pfx)\n"                                              \
+    "  local k = sem_find(K[1], pfx, lease, false)\n"                                 \
+    "  if not k then return {0, cur(b)} end\n"                                        \
+    "  redis.call('PEXPIRE', k, ttl)\n"                                               \
+    "  if redis.call('PTTL', K[1]) < tonumber(ttl) then redis.call('PEXPIRE', K[1], ttl) end\n" \
+    "  return {1, cur(b)}\n"                                                          \
+    "end"
+
+/* K: the semaphore's record -> {nil, longest pttl, F, "", permits taken, permits}. */
+#define FN_SEM_INSPECT                                                               \
+    "function(K, b, pfx)\n"                                                          \
+    "  local n = tonumber(redis.call('GET', K[1])) or 0\n"                            \
+    "  local held, longest = 0, -2\n"                                                 \
+    "  for i = 0, n - 1 do\n"                                                         \
+    "    local p = redis.call('PTTL', pfx .. i)\n"                                    \
+    "    if p ~= -2 then held = held + 1 end\n"                                       \
+    "    if p > longest then longest = p end\n"                                       \
+    "  end\n"                                                                         \
+    "  return {false, longest, cur(b), '', held, n}\n"                                \
     "end"
 
 /* A release that hands the lock straight to the next waiter: where the old lease
@@ -155,22 +334,27 @@
  * acquire above for the new value.  One operation instead of a release and then an
  * acquire, and the lock is never free in between for another to take. */
 #define FN_HANDOFF                                                                   \
-    "function(key, _, b, old, value, ttl, chan, origin)\n"                           \
+    "function(K, b, old, value, ttl, chan, origin)\n"                                \
+    "  local key = K[1]\n"                                                            \
     "  if mine(redis.call('GET', key), old) then\n"                                   \
     "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
     "    return {3, bump(b)}\n"                                                       \
     "  end\n"                                                                         \
     "  local acquire = " FN_ACQUIRE "\n"                                              \
-    "  return acquire(key, nil, b, value, ttl, chan, origin)\n"                       \
+    "  local gone = unshare(K[2], K[3], old)\n"                                       \
+    "  if gone then redis.call('PUBLISH', chan, origin) end\n"                         \
+    "  local r = acquire({key, K[2], K[4]}, b, value, ttl, chan, origin)\n"           \
+    "  if gone then r[1] = r[1] + 10 end\n"                                           \
+    "  return r\n"                                                                    \
     "end"
 
 /* A release whatever the lease (DELETE ?force=true, for an admin token): the holder
  * is broken, and the fencing token is what protects the resource from it
  * (docs/DESIGN.md, section 5a).  Announced like any release, so waiters wake. */
 #define FN_FORCE                                                                     \
-    "function(key, _, chan, origin)\n"                                               \
-    "  if redis.call('DEL', key) == 1 then\n"                                         \
+    "function(K, chan, origin)\n"                                                    \
+    "  if redis.call('DEL', K[1], K[2], K[3], K[4]) > 0 then\n"                                         \
     "    redis.call('PUBLISH', chan, origin)\n"                                       \
     "    return 1\n"                                                                  \
     "  end\n"                                                                         \
@@ -182,7 +366,7 @@
  * limit names, so the cost on the master is bounded.  {more, name1, name2, ...}: more
  * is 1 when the scan stopped before its end (names may be missing), else 0. */
 #define FN_SCAN                                                                      \
-    "function(_, _, pattern, skip, limit, calls)\n"                                  \
+    "function(_, pattern, skip, limit, calls)\n"                                  \
     "  local out, cursor, n = {0}, '0', tonumber(calls)\n"                            \
     "  local lim, sk = tonumber(limit), tonumber(skip)\n"                             \
     "  repeat\n"                                                                      \
@@ -200,7 +384,7 @@
 /* A script of its own for one operation: KEYS record, its keys; ARGV its arguments. */
 #define ALONE(fn)                                                                    \
     PRELUDE "local f = " fn "\n"                                                     \
-    "return f(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n"
+    "return f({unpack(KEYS, 2)}, unpack(ARGV))\n"
 
 static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_ACQUIRE] = ALONE(FN_ACQUIRE),
@@ -211,6 +395,13 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_HANDOFF] = ALONE(FN_HANDOFF),
     [SCRIPT_FORCE] = ALONE(FN_FORCE),
     [SCRIPT_SCAN] = ALONE(FN_SCAN),
+    [SCRIPT_SHARED] = ALONE(FN_SHARED),
+    [SCRIPT_SEM_ACQUIRE] = ALONE(FN_SEM_ACQUIRE),
+    [SCRIPT_SEM_RELEASE] = PRELUDE SEM_FIND "local f = " FN_SEM_RELEASE "\n"
+                           "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
+    [SCRIPT_SEM_EXTEND] = PRELUDE SEM_FIND "local f = " FN_SEM_EXTEND "\n"
+                          "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
+    [SCRIPT_SEM_INSPECT] = ALONE(FN_SEM_INSPECT),
     /* ARGV: for each operation its code (scripts.h) and its arguments; KEYS: the
      * master's record, then each operation's keys in the same order.  Every operation
      * runs under pcall, so one that fails (a foreign key of the wrong type, say)
@@ -219,22 +410,19 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_BATCH] =
         PRELUDE
         "local ops = {\n"
-        "  a = {1, 5, " FN_ACQUIRE "},\n"
+        "  a = {3, 6, " FN_ACQUIRE "},\n"
         "  f = {0, 2, " FN_RAISE "},\n"
-        "  r = {1, 3, " FN_RELEASE "},\n"
-        "  e = {2, 3, " FN_EXTEND "},\n"
-        "  i = {1, 1, " FN_INSPECT "},\n"
-        "  h = {1, 6, " FN_HANDOFF "},\n"
+        "  r = {3, 3, " FN_RELEASE "},\n"
+        "  e = {4, 3, " FN_EXTEND "},\n"
+        "  i = {2, 1, " FN_INSPECT "},\n"
+        "  h = {4, 6, " FN_HANDOFF "},\n"
+        "  s = {4, 5, " FN_SHARED "},\n"
         "}\n"
         "local r, k, i, n = {}, 2, 1, #ARGV\n"
         "while i <= n do\n"
         "  local op = ops[ARGV[i]]\n"
         "  if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
-        "  local k1, k2 = nil, nil\n"
-        "  if op[1] > 0 then k1 = KEYS[k] end\n"
-        "  if op[1] > 1 then k2 = KEYS[k + 1] end\n"
-        "  local ok, v = pcall(op[3], k1, k2, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],\n"
-        "                      ARGV[i + 5], ARGV[i + 6])\n"
+        "  local ok, v = pcall(op[3], {unpack(KEYS, k, k + op[1] - 1)}, unpack(ARGV, i + 1, i + op[2]))\n"
         "  if not ok and (type(v) ~= 'table' or not v.err) then v = {err = tostring(v)} end\n"
         "  r[#r + 1] = v\n"
         "  k = k + op[1]\n"
@@ -325,6 +513,13 @@ static const char *const sources[SCRIPT__COUNT] = {
         "    holders[i] = untag(v)\n"
         "    local p = redis.call('PTTL', KEYS[1 + i])\n"
         "    if p > longest then longest = p end\n"
+        "  elseif not v then\n"
+        "    local r, p = live(KEYS[n + 2 + i])\n"
+        "    if r > 0 then\n"
+        "      held = true\n"
+        "      holders[i] = '" SCRIPTS_HOLDER_SHARED "'\n"
+        "      if p > longest then longest = p end\n"
+        "    end\n"
         "  end\n"
         "end\n"
         "local r = {}\n"
@@ -410,9 +605,10 @@ char script_batch_code(int id, int nkeys, int nargs)
         char code;
         int nkeys, nargs;
     } shapes[SCRIPT__COUNT] = {
-        [SCRIPT_ACQUIRE] = {'a', 1, 5}, [SCRIPT_RAISE] = {'f', 0, 2},
-        [SCRIPT_RELEASE] = {'r', 1, 3}, [SCRIPT_EXTEND] = {'e', 2, 3},
-        [SCRIPT_INSPECT] = {'i', 1, 1}, [SCRIPT_HANDOFF] = {'h', 1, 6},
+        [SCRIPT_ACQUIRE] = {'a', 3, 6}, [SCRIPT_RAISE] = {'f', 0, 2},
+        [SCRIPT_RELEASE] = {'r', 3, 3}, [SCRIPT_EXTEND] = {'e', 4, 3},
+        [SCRIPT_INSPECT] = {'i', 2, 1}, [SCRIPT_HANDOFF] = {'h', 4, 6},
+        [SCRIPT_SHARED] = {'s', 4, 5},
     };
     if (id < 0 || id >= SCRIPT__COUNT || shapes[id].nkeys != nkeys || shapes[id].nargs != nargs)
         return 0;

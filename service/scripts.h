@@ -10,37 +10,62 @@ enum script_id {
     /* Every lock script: KEYS[1] the master's record (master.c adds it); the shapes
      * below are what follows it.  A bucket is "b<k>", k a name's hash modulo
      * KEYS_BUCKETS (keys.h): the name's fencing counter. */
-    SCRIPT_ACQUIRE = 0, /* KEYS lock; ARGV bucket, value, ttl, channel, origin -> {1,F} new
-                         * (announced as "+<origin>" on the channel) | {2,F} same lease
-                         * (adopted) | {0,pttl,F,holder lease} */
+    SCRIPT_ACQUIRE = 0, /* KEYS lock, readers, intents; ARGV bucket, value, ttl, channel,
+                         * origin, intent (ms; > 0: the attempt will wait, and readers
+                         * queue behind it that long) -> {1,F} new (announced as
+                         * "+<origin>" on the channel) | {2,F} same lease (adopted) |
+                         * {0,pttl,F,holder lease or SCRIPTS_HOLDER_SHARED} */
     SCRIPT_RAISE,       /* ARGV bucket, token -> F after max(F, token) */
-    SCRIPT_RELEASE,     /* KEYS lock; ARGV lease (any tag) or value (exact), channel, origin ->
+    SCRIPT_RELEASE,     /* KEYS lock, readers, tags; ARGV lease (any tag) or value (exact), channel, origin ->
                          * 1 deleted (origin published on channel) | 0 not ours */
-    SCRIPT_EXTEND,      /* KEYS lock, set of the lease; ARGV bucket, lease, ttl -> {1,F} | {0,F} */
-    SCRIPT_INSPECT,     /* KEYS lock; ARGV bucket -> {lease|nil, pttl, F, owner|""} */
+    SCRIPT_EXTEND,      /* KEYS lock, set of the lease, readers, tags; ARGV bucket, lease, ttl
+                         * -> {1,F} | {0,F} (the exclusive holder's, or a reader's) */
+    SCRIPT_INSPECT,     /* KEYS lock, readers; ARGV bucket -> {lease|nil, pttl, F, owner|"",
+                         * readers, longest reader's pttl} */
     SCRIPT_MARKER,      /* sent as is (no record key added): KEYS record, quarantine;
                          * ARGV check|mark|quarantine|rejoin, run id, delay ms, instance,
                          * base -> {0 unmarked | 1 ready | 2 quarantined, pttl, counters} */
-    SCRIPT_MACQUIRE,    /* KEYS lock1..n, set; ARGV value, ttl, n, "name1\nname2...", bucket1..n,
+    SCRIPT_MACQUIRE,    /* KEYS lock1..n, set, readers1..n; ARGV value, ttl, n, "name1\nname2...", bucket1..n,
                          * key prefix, origin -> {1, f1..fn} (each name announced as a
                          * grant) | {0, pttl (longest held), f1..fn, holder1..n} */
     SCRIPT_MRAISE,      /* ARGV t1..tn, bucket1..n -> {F1..Fn} after max(F, t) */
     SCRIPT_MRELEASE,    /* KEYS set; ARGV lease or value, key prefix, origin, scope ->
                          * {1|0, "name1\nname2..."} | {-1, names}: a name outside scope */
-    SCRIPT_HANDOFF,     /* KEYS lock; ARGV bucket, old lease, new value, ttl, channel, origin
-                         * -> {3,F} old replaced by new (announced as a grant) | else as
-                         * SCRIPT_ACQUIRE for the new value */
+    SCRIPT_HANDOFF,     /* KEYS lock, readers, tags, intents; ARGV bucket, old lease, new
+                         * value, ttl, channel, origin -> {3,F} old replaced by new
+                         * (announced as a grant) | else as SCRIPT_ACQUIRE for the new
+                         * value, its first element + 10 if the old lease was a reader
+                         * (released) */
     SCRIPT_BATCH,       /* many single-name operations in one call (master.c batches each
                          * loop pass's): ARGV code1, args1..., code2, args2...; KEYS keys1...,
                          * keys2... -> {reply1, reply2, ...}, each as its own script answers */
     SCRIPT_TOP,         /* sent as is: KEYS record -> the largest counter (or base), -1 if
                          * no record (a repair reads it from each peer) */
-    SCRIPT_FORCE,       /* KEYS lock; ARGV channel, origin -> 1 deleted whatever its value
+    SCRIPT_FORCE,       /* KEYS lock, readers, tags, intents; ARGV channel, origin -> 1 deleted whatever its value
                          * (origin published on channel) | 0 no key */
     SCRIPT_SCAN,        /* ARGV pattern, prefix length, limit, SCAN calls -> {more, name1,
                          * name2, ...} (names of the lock keys matching, prefix cut) */
+    SCRIPT_SHARED,      /* KEYS lock, readers, tags, intents; ARGV bucket, value, ttl, channel,
+                         * origin -> {1,F} a reader now (announced as a grant) | {2,F} a
+                         * reader already (adopted) | {0,pttl,F,holder}: the exclusive
+                         * holder's lease, or SCRIPTS_HOLDER_WRITER */
+    SCRIPT_SEM_ACQUIRE, /* KEYS slot, semaphore record; ARGV bucket, value, ttl, channel,
+                         * origin, permits, slot, slot key prefix, scan (1: look for the
+                         * lease in the other slots) -> as SCRIPT_ACQUIRE; refusals name
+                         * SCRIPTS_HOLDER_PERMITS/MINE/FREE (scripts.c) or the holder */
+    SCRIPT_SEM_RELEASE, /* KEYS record; ARGV who, channel, origin, slot key prefix -> 1 | 0 */
+    SCRIPT_SEM_EXTEND,  /* KEYS record; ARGV bucket, lease, ttl, slot key prefix -> {1,F} | {0,F} */
+    SCRIPT_SEM_INSPECT, /* KEYS record; ARGV bucket, slot key prefix -> {nil, longest pttl,
+                         * F, "", permits taken, permits} */
     SCRIPT__COUNT
 };
+
+/* What a refusal names instead of a holding lease ('#' is never in a lease). */
+#define SCRIPTS_HOLDER_SHARED "#shared"   /* readers hold the name */
+#define SCRIPTS_HOLDER_WRITER "#writer"   /* a writer waits: readers queue behind it */
+#define SCRIPTS_HOLDER_PERMITS "#permits:" /* then the semaphore's number of permits */
+#define SCRIPTS_HOLDER_MINE "#mine:"     /* then the slot the lease holds already */
+#define SCRIPTS_HOLDER_FREE "#free:"     /* then free slots, space-separated */
 
 #define SCRIPT_ERR_UNMARKED "REDLOCKD_UNMARKED"
 #define SCRIPT_ERR_QUARANTINED "REDLOCKD_QUARANTINED"

@@ -102,6 +102,21 @@ rl_err params_from_query(lock_params *p, const char *key, const char *value)
             return RL_E_INVALID_INDEX;
         p->index = i;
         p->has_index = 1;
+    } else if (strcmp(key, "mode") == 0) {
+        if (strcmp(value, "shared") != 0 && strcmp(value, "exclusive") != 0)
+            return RL_E_INVALID_MODE;
+        p->shared = value[0] == 's';
+        p->has_mode = 1;
+    } else if (strcmp(key, "permits") == 0) {
+        if (validate_uint(value, SEM_MAX_PERMITS, &v) != 0 || v < 1)
+            return RL_E_INVALID_PERMITS;
+        p->permits = v;
+        p->has_permits = 1;
+    } else if (strcmp(key, "reentrant") == 0) {
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+            return RL_E_INVALID_REENTRANT;
+        p->reentrant = value[0] == 't';
+        p->has_reentrant = 1;
     } else if (strcmp(key, "owner") == 0) {
         size_t n = strlen(value);
         if (!validate_owner(value, n))
@@ -168,8 +183,31 @@ rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg,
                 memcpy(p->owner, json_string_value(v), json_string_length(v) + 1);
                 p->has_owner = 1;
             }
+        } else if (strcmp(key, "mode") == 0) {
+            const char *m = json_string_value(v);
+            if (!m || (strcmp(m, "shared") != 0 && strcmp(m, "exclusive") != 0)) {
+                rc = RL_E_INVALID_MODE;
+            } else {
+                p->shared = m[0] == 's';
+                p->has_mode = 1;
+            }
+        } else if (strcmp(key, "permits") == 0) {
+            json_int_t i = json_is_integer(v) ? json_integer_value(v) : 0;
+            if (i < 1 || i > SEM_MAX_PERMITS) {
+                rc = RL_E_INVALID_PERMITS;
+            } else {
+                p->permits = (long)i;
+                p->has_permits = 1;
+            }
+        } else if (strcmp(key, "reentrant") == 0) {
+            if (!json_is_boolean(v)) {
+                rc = RL_E_INVALID_REENTRANT;
+            } else {
+                p->reentrant = json_is_true(v);
+                p->has_reentrant = 1;
+            }
         } else {
-            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease, owner, hold%s)", key,
+            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease, owner, hold, mode, permits, reentrant%s)", key,
                      strcmp(key, "names") == 0 ? "; names goes to POST /locks" : "");
             rc = RL_E_INVALID_JSON;
         }

@@ -12,6 +12,9 @@
 #define LEASE_MAX_LEN 128
 #define OWNER_MAX_LEN 256
 #define BODY_MAX_BYTES (64 * 1024)
+#define SEM_MAX_PERMITS 1024
+/* A semaphore's name: a lock name short enough for the operation's "#sem:<name>". */
+#define SEM_NAME_MAX_LEN 247
 
 /* A name is 1..255 bytes of [A-Za-z0-9._:/-]. */
 int validate_name(const char *s, size_t len);
@@ -30,13 +33,20 @@ typedef struct lock_params {
     long wait_ms;
     int has_ttl, has_wait, has_lease, has_owner;
     int hold_stream;     /* "hold": "stream": kept while the connection is open (hold.h) */
+    int shared;          /* "mode": "shared" (1) or "exclusive" (0, the default) */
+    int has_mode;
+    long permits;        /* semaphores: "permits" 1..SEM_MAX_PERMITS */
+    int has_permits;
+    int reentrant;       /* "reentrant": true: a repeated lease counts one more hold */
+    int has_reentrant;
     int has_index;       /* GET ?index=I: answer when the lock's index is no longer I */
     unsigned long long index;
     char lease[LEASE_MAX_LEN + 1];
     char owner[OWNER_MAX_LEN + 1];
 } lock_params;
 
-/* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "owner", "hold", "index");
+/* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "owner", "hold", "index",
+ * "mode", "permits", "reentrant");
  * unknown keys are ignored.
  * Returns RL_OK or the error for that value. */
 rl_err params_from_query(lock_params *p, const char *key, const char *value);

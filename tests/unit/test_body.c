@@ -54,7 +54,7 @@ static long long num(json_t *o, const char *k)
 }
 
 static const body_lock lock = {"jobs/nightly", 12, "leaseAAAAAAAAAAAAAAAA", 21, 42, 9897, 10000, 1,
-                               NULL, 0, 0};
+                               NULL, 0, 0, 0, 0, 0, 0, 0};
 
 /* The body fn writes for l: exactly want, and an object of n members once parsed. */
 static json_t *lock_body(void (*fn)(jw *, const body_lock *), const body_lock *l, const char *want,
@@ -162,7 +162,7 @@ Test(body, the_largest_single_name_bodies_fit_their_writer)
     static char owner[OWNER_MAX_LEN + 1];
     memset(owner, '"', OWNER_MAX_LEN);
     body_lock l = {name, NAME_MAX_LEN, lease, LEASE_MAX_LEN, INT64_MAX, INT64_MIN, -2147483647L, 1,
-                   owner, OWNER_MAX_LEN, 1};
+                   owner, OWNER_MAX_LEN, 1, 0, 0, 0, 0, 0};
     void (*const bodies[])(jw *, const body_lock *) = {body_granted, body_released, body_extended,
                                                        body_inspected};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
@@ -236,7 +236,7 @@ Test(body, the_largest_multi_grant_fits_body_max_multi)
 
 Test(body, an_error_is_its_code_and_its_own_message_unless_another_is_given)
 {
-    body_err e = {RL_E_INVALID_NAME, NULL, 0, 0, 0};
+    body_err e = {RL_E_INVALID_NAME, NULL, 0, 0, 0, 0};
     jw *j = writer(BODY_MAX_LOCK);
     body_error(j, &e);
     cr_assert_str_eq(buf, "{\"error\":\"invalid_name\",\"message\":\"a lock name is 1..255 bytes of "
@@ -259,7 +259,7 @@ Test(body, an_error_is_its_code_and_its_own_message_unless_another_is_given)
 /* The error body of e, parsed: it must have n members. */
 static json_t *error_body(rl_err err, int64_t retry_after_ms, size_t nodes_ok, size_t quorum, size_t n)
 {
-    body_err e = {err, NULL, retry_after_ms, nodes_ok, quorum};
+    body_err e = {err, NULL, retry_after_ms, nodes_ok, quorum, 0};
     jw *j = writer(BODY_MAX_LOCK);
     body_error(j, &e);
     return parsed(j, n);
@@ -307,7 +307,7 @@ Test(body, other_errors_carry_no_extras_and_every_one_fits_its_writer)
         json_t *o = error_body((rl_err)c, 5, 1, 2, 2 + (size_t)extras);
         cr_assert_str_eq(str(o, "error"), rl_err_code((rl_err)c));
         json_decref(o);
-        body_err e = {(rl_err)c, msg, 5, 1, 2};
+        body_err e = {(rl_err)c, msg, 5, 1, 2, 0};
         jw big;
         static char bigbuf[4 * BODY_MAX_LOCK];
         jw_init(&big, bigbuf, sizeof bigbuf);

@@ -47,6 +47,10 @@ ParameterizedTestParameters(errors, status_and_code_per_error)
         {RL_E_TOO_MANY_WAITERS, 503, "too_many_waiters"},
         {RL_E_TOO_MANY_STREAMS, 503, "too_many_streams"},
         {RL_E_SHUTTING_DOWN, 503, "shutting_down"},
+        {RL_E_INVALID_MODE, 400, "invalid_mode"},
+        {RL_E_INVALID_PERMITS, 400, "invalid_permits"},
+        {RL_E_INVALID_REENTRANT, 400, "invalid_reentrant"},
+        {RL_E_PERMITS_MISMATCH, 409, "permits_mismatch"},
     };
     return cr_make_param_array(struct err_case, cases, sizeof cases / sizeof cases[0]);
 }
@@ -63,7 +67,7 @@ ParameterizedTest(struct err_case *c, errors, status_and_code_per_error)
 Test(errors, the_table_above_covers_every_code)
 {
     /* If a code is added, the table test above must learn its status. */
-    cr_assert_eq(RL_ERR__COUNT, 26);
+    cr_assert_eq(RL_ERR__COUNT, 30);
 }
 
 Test(errors, codes_are_distinct_snake_case)

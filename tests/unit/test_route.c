@@ -71,6 +71,10 @@ Test(route, each_method_runs_its_action_and_no_other_is_allowed)
         {ROUTE_LOCKS, ROUTE_M_GET, ROUTE_A_LIST},
         {ROUTE_LOCKS, ROUTE_M_PATCH, ROUTE_A_NONE},
         {ROUTE_OTHER, ROUTE_M_GET, ROUTE_A_NONE},
+        {ROUTE_SEM, ROUTE_M_POST, ROUTE_A_SEM_ACQUIRE},
+        {ROUTE_SEM, ROUTE_M_DELETE, ROUTE_A_SEM_RELEASE},
+        {ROUTE_SEM, ROUTE_M_PATCH, ROUTE_A_SEM_EXTEND},
+        {ROUTE_SEM, ROUTE_M_GET, ROUTE_A_SEM_INSPECT},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         cr_assert_eq(route_action(route_get(cases[i].id), cases[i].method), cases[i].action,
@@ -128,6 +132,7 @@ Test(route, labels_are_the_ones_metrics_and_logs_have_always_shown)
     static const char *const labels[ROUTE__COUNT] = {
         [ROUTE_LOCK] = "/locks/{name}", [ROUTE_HEALTHZ] = "/healthz", [ROUTE_READYZ] = "/readyz",
         [ROUTE_METRICS] = "/metrics", [ROUTE_OTHER] = "other", [ROUTE_LOCKS] = "/locks",
+        [ROUTE_SEM] = "/semaphores/{name}",
     };
     for (int r = 0; r < ROUTE__COUNT; r++) {
         cr_assert_eq(route_get(r)->id, r);

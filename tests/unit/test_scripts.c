@@ -24,7 +24,7 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
     int batched = 0;
     for (int id = 0; id < SCRIPT__COUNT; id++) {
         int found = 0;
-        for (int nk = 0; nk <= 3; nk++)
+        for (int nk = 0; nk <= 4; nk++)
             for (int na = 0; na <= 6; na++) {
                 char code = script_batch_code(id, nk, na);
                 if (!code)
@@ -37,9 +37,11 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
         cr_assert_leq(found, 1, "script %d batches in one shape only", id);
         batched += found;
     }
-    cr_assert_eq(batched, 6, "acquire, raise, release, extend, inspect, handoff");
-    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 1, 5), 'a');
-    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 1, 3), 0, "a wrong shape is never batched");
+    cr_assert_eq(batched, 7, "acquire, raise, release, extend, inspect, handoff, shared");
+    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 3, 6), 'a');
+    cr_assert_eq(script_batch_code(SCRIPT_SHARED, 4, 5), 's');
+    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 1, 5), 0, "a wrong shape is never batched");
+    cr_assert_eq(script_batch_code(SCRIPT_SEM_ACQUIRE, 2, 9), 0, "permits go alone");
     cr_assert_eq(script_batch_code(SCRIPT_MACQUIRE, 3, 4), 0);
     cr_assert_eq(script_batch_code(-1, 0, 0), 0);
     cr_assert_eq(script_batch_code(SCRIPT__COUNT, 0, 0), 0);
@@ -50,14 +52,14 @@ Test(scripts, each_single_operation_is_the_batched_function)
     /* The standalone script is "<prelude> local f = <function>" over the same text the
      * batch table holds, so the two can never drift apart. */
     const char *batch = script_source(SCRIPT_BATCH);
-    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE,
-                       SCRIPT_EXTEND,  SCRIPT_INSPECT, SCRIPT_HANDOFF};
+    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE, SCRIPT_EXTEND,
+                       SCRIPT_INSPECT, SCRIPT_HANDOFF, SCRIPT_SHARED};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
         const char *start = strstr(s, "local f = function(");
         cr_assert_not_null(start, "script %d", ids[i]);
         const char *end =
-            strstr(s, "\nreturn f(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])\n");
+            strstr(s, "\nreturn f({unpack(KEYS, 2)}, unpack(ARGV))\n");
         cr_assert_not_null(end);
         char fn[2048];
         size_t n = (size_t)(end - (start + 10));
@@ -73,7 +75,9 @@ Test(scripts, every_lock_script_checks_the_masters_record_first)
     /* A wiped or quarantined master must refuse before any write (docs/DESIGN.md). */
     const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,    SCRIPT_RELEASE, SCRIPT_EXTEND,
                        SCRIPT_INSPECT, SCRIPT_HANDOFF,  SCRIPT_BATCH,   SCRIPT_MACQUIRE,
-                       SCRIPT_MRAISE,  SCRIPT_MRELEASE, SCRIPT_FORCE,   SCRIPT_SCAN};
+                       SCRIPT_MRAISE,  SCRIPT_MRELEASE, SCRIPT_FORCE,   SCRIPT_SCAN,
+                       SCRIPT_SHARED,  SCRIPT_SEM_ACQUIRE, SCRIPT_SEM_RELEASE, SCRIPT_SEM_EXTEND,
+                       SCRIPT_SEM_INSPECT};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
         const char *check = strstr(s, "redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')");
@@ -90,8 +94,8 @@ Test(scripts, an_owner_never_moves_the_adoption_mark_or_the_lease)
      * scripts_live runs them). */
     const char *s = script_source(SCRIPT_BATCH);
     cr_assert_not_null(strstr(s, "return h .. '!' .. o"));
-    cr_assert_not_null(strstr(s, "return {v, redis.call('PTTL', key), cur(b), o}"));
-    cr_assert_eq(script_batch_code(SCRIPT_INSPECT, 1, 1), 'i', "inspect keeps its batch shape");
-    cr_assert_eq(script_batch_code(SCRIPT_FORCE, 1, 2), 0, "force goes alone");
+    cr_assert_not_null(strstr(s, "return {v, redis.call('PTTL', key), cur(b), o, n, longest}"));
+    cr_assert_eq(script_batch_code(SCRIPT_INSPECT, 2, 1), 'i', "inspect keeps its batch shape");
+    cr_assert_eq(script_batch_code(SCRIPT_FORCE, 4, 2), 0, "force goes alone");
     cr_assert_eq(script_batch_code(SCRIPT_SCAN, 0, 4), 0, "scan goes alone");
 }
