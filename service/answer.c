@@ -79,7 +79,8 @@ body_lock answer_lock_of(const lockop *op)
     return (body_lock){op->name + skip, op->name_len - skip, op->lease, op->lease_len, op->token,
                        op->validity_ms, op->ttl_ms, op->held, op->holder, op->holder_len,
                        op->kind == LOCKOP_FORCE, op->mode, op->readers,
-                       op->kind == LOCKOP_ACQUIRE ? op->permits : op->permits_seen, op->slot, 0};
+                       op->kind == LOCKOP_ACQUIRE ? op->permits : op->permits_seen, op->slot,
+                       op->kind != LOCKOP_ACQUIRE || op->reentrant ? op->holds : 0};
 }
 
 /* The answer of an op that succeeded. */

@@ -192,6 +192,7 @@ static rl_err h_acquire(http_req *r)
         return answer_fail(r, RL_E_INTERNAL, "the system random generator failed");
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
+    op->reentrant = r->params.reentrant;
     if (r->params.hold_stream) {
         rl_err se = stream_reserve(r);
         if (se != RL_OK)
@@ -279,7 +280,13 @@ static rl_err h_inspect(http_req *r)
     rl_err e = watchreq_params(r, op_done);
     if (e != RL_OK)
         return e;
+    /* ?lease=: the holder's own request sees its reentrant holds */
+    const char *lease = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "lease");
+    if (lease && !validate_lease(lease, strlen(lease)))
+        return RL_E_INVALID_LEASE;
     lockop_init(&r->op, r->srv->env.ops, LOCKOP_INSPECT, r->name, r->name_len, op_done, r);
+    if (lease)
+        set_lease(&r->op, lease);
     return start_here(r);
 }
 

@@ -214,11 +214,11 @@ static void one_send_acquire(lockop *op, round *rd)
     int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
     int il = snprintf(intent, sizeof intent, "%ld", intent_ms(op));
     const char *argv[] = {kb.key, kb.readers, kb.intents, kb.bucket, op->value, ttl, kb.chan,
-                          op->env->origin, intent};
+                          op->env->origin, intent, op->reentrant ? "1" : "0"};
     size_t lens[] = {kb.key_len, kb.readers_len, kb.intents_len, kb.bucket_len, op->value_len,
-                     (size_t)tl, kb.chan_len, op->env->origin_len, (size_t)il};
+                     (size_t)tl, kb.chan_len, op->env->origin_len, (size_t)il, 1};
     rd->split_aware = 1;
-    round_send(rd, SCRIPT_ACQUIRE, 3, 6, argv, lens, round_all(op->env->rounds));
+    round_send(rd, SCRIPT_ACQUIRE, 3, 7, argv, lens, round_all(op->env->rounds));
 }
 
 static uint64_t one_plan_raise(lockop *op, const round *rd)
@@ -628,6 +628,22 @@ static void acquire_fenced(lockop *op, int64_t start_us, size_t fenced)
     }
 }
 
+/* Reentrant holds a quorum of rd's masters count: the granted lease's (acquire), or
+ * what a release left (left: release, handoff). */
+static long quorum_holds(const round *rd, int left)
+{
+    int64_t v[64];
+    size_t k = 0;
+    for (size_t i = 0; i < rd->env->n && k < 64; i++) {
+        const redlock_reply *r = &rd->replies[i];
+        if (left && (r->state == RL_SLOT_OK || r->released))
+            v[k++] = r->left;
+        else if (!left && r->state == RL_SLOT_OK)
+            v[k++] = r->holds;
+    }
+    return (long)redlock_quorum_at_least(v, k, rd->env->quorum);
+}
+
 /* The op a decided round was for, with the masters that answered (into *t too). */
 static lockop *heard(const round *rd, redlock_tally *t)
 {
@@ -673,6 +689,7 @@ static void acquire_done(round *rd)
         acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
         return;
     }
+    op->holds = quorum_holds(rd, 0);
     /* Granted by a quorum.  Counters may differ: the masters that answered below the
      * token are raised, and the token is issued once a quorum of granting masters hold
      * it (docs/DESIGN.md, section 3); none when a quorum already does. */
@@ -803,6 +820,7 @@ static void handoff_done(round *rd)
     redlock_handoff_tally(rd->replies, rd->env->n, &t);
     r->nodes_ok = t.ok + t.refused;
     release_outcome(r, redlock_decide(&t, rd->env->quorum, 1));
+    r->holds = r->err == RL_OK ? quorum_holds(rd, 1) : 0;
     r->done(r);
     /* The waiter's side; if it fails, its keys are released and the name woken. */
     acquire_done(rd);
@@ -837,7 +855,8 @@ static void release_done(round *rd)
         op->err = RL_E_FORBIDDEN;
     } else {
         release_outcome(op, rd->decision);
-        if (op->err == RL_OK)
+        op->holds = op->err == RL_OK ? quorum_holds(rd, 1) : 0;
+        if (op->err == RL_OK && op->holds == 0) /* else a reentrant holder keeps it */
             announce_release(op);
     }
     drop_round(op);
@@ -896,6 +915,10 @@ static void inspect_done(round *rd)
             op->validity_ms = 0;
         op->token = redlock_max_fence(rd->replies, re->n);
         op->readers = (long)redlock_quorum_count(rd->replies, re->n, re->quorum);
+        op->holds = 0;
+        if (h >= 0 && op->lease_len && rd->replies[h].value_len == op->lease_len &&
+            memcmp(rd->replies[h].value, op->lease, op->lease_len) == 0)
+            op->holds = (long)rd->replies[h].holds; /* shown to the holder's own request */
         op->permits_seen = 0;
         for (size_t i = 0; i < re->n && op->mode == LOCKOP_SEMAPHORE; i++)
             if (rd->replies[i].state == RL_SLOT_OK && rd->replies[i].count_pttl > op->permits_seen)

@@ -89,6 +89,7 @@ struct lockop {
     long ttl_ms;
     int mode;                   /* enum lockop_mode */
     int permits;                /* LOCKOP_SEMAPHORE, ACQUIRE: how many (1..SEM_MAX_PERMITS) */
+    int reentrant;              /* ACQUIRE: a repeated lease counts one more hold */
     const char *scope;          /* MRELEASE: a name prefix every name must have (NULL: any) */
     int64_t start_us;
     int64_t wait_deadline_us;   /* 0: no waiting */
@@ -112,6 +113,9 @@ struct lockop {
     long permits_seen;          /* LOCKOP_SEMAPHORE: the masters' number of permits (INSPECT;
                                  * ACQUIRE with RL_E_PERMITS_MISMATCH), 0 unknown */
     int slot;                   /* LOCKOP_SEMAPHORE, ACQUIRE: the permit's slot */
+    long holds;                 /* reentrant holds a quorum counts: ACQUIRE, the lease's now;
+                                 * RELEASE, what is left (0: released); INSPECT, the
+                                 * holder's if op->lease is the holder's */
     int64_t retry_after_ms;
     size_t nodes_ok;
     round *rd;                  /* READY: its round (the replies per master) until

@@ -230,6 +230,14 @@ int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n)
     return all ? RL_VERDICT_MARK : RL_VERDICT_WAIT;
 }
 
+int64_t redlock_quorum_at_least(int64_t *v, size_t k, size_t quorum)
+{
+    if (quorum == 0 || k < quorum)
+        return 0;
+    qsort(v, k, sizeof v[0], cmp_i64); /* ascending: the quorum-th largest is at k - quorum */
+    return v[k - quorum];
+}
+
 int64_t redlock_quorum_count(const redlock_reply *r, size_t n, size_t quorum)
 {
     int64_t c[64];
@@ -237,10 +245,7 @@ int64_t redlock_quorum_count(const redlock_reply *r, size_t n, size_t quorum)
     for (size_t i = 0; i < n && k < 64; i++)
         if (r[i].state == RL_SLOT_OK)
             c[k++] = r[i].count;
-    if (quorum == 0 || k < quorum)
-        return 0;
-    qsort(c, k, sizeof c[0], cmp_i64); /* ascending: the quorum-th largest is at k - quorum */
-    return c[k - quorum];
+    return redlock_quorum_at_least(c, k, quorum);
 }
 
 static int held_by(const redlock_reply *r, size_t n, size_t quorum, int count_unknown)

@@ -36,6 +36,9 @@ typedef struct redlock_reply {
     int64_t count;       /* inspect: readers of a lock, or permits taken of a semaphore */
     int64_t count_pttl;  /* inspect: the longest reader's remaining ms (locks); the
                           * semaphore's number of permits (semaphores) */
+    int64_t holds;       /* acquire (granted): the holds the lease counts now (reentrant);
+                          * inspect: the holder's */
+    int64_t left;        /* release, handoff: holds the lease still counts (0: released) */
 } redlock_reply;
 
 /* Counts over a round's replies. */
@@ -108,6 +111,10 @@ int redlock_inspect_holder(const redlock_reply *r, size_t n, size_t quorum, int6
  * masters that answered count c or more (readers of a lock, permits taken of a
  * semaphore): what a quorum agrees is held, at least.  0 if fewer answered. */
 int64_t redlock_quorum_count(const redlock_reply *r, size_t n, size_t quorum);
+
+/* The largest c such that at least quorum of the k values are c or more (0 if k <
+ * quorum).  v is sorted in place. */
+int64_t redlock_quorum_at_least(int64_t *v, size_t k, size_t quorum);
 
 /* A refused acquire round: whether one lease holds a quorum of the masters, or might
  * (it holds some and the masters that did not answer would make a quorum).  No: the

@@ -21,7 +21,7 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     long long a = 0, b = 0, c = 0;
     out->has_value = 0;
     out->released = 0;
-    out->count = out->count_pttl = 0;
+    out->count = out->count_pttl = out->holds = out->left = 0;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         fail(out);
         return;
@@ -33,15 +33,22 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     case SCRIPT_SEM_ACQUIRE:
         if (r->type != REDIS_REPLY_ARRAY || !int_at(r, 0, &a))
             break;
-        if (script == SCRIPT_HANDOFF && a >= 10 && a <= 12) {
+        if (script == SCRIPT_HANDOFF && a >= 21) {
+            out->released = 1; /* a reentrant holder counts one hold less: it keeps the
+                                * lock, and the new value is refused by it */
+            out->left = a - 20;
+            a = 0;
+        } else if (script == SCRIPT_HANDOFF && a >= 10 && a <= 12) {
             out->released = 1; /* the old lease was a reader: gone, and the new value
                                 * tried as an acquire */
             a -= 10;
         }
-        if ((a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) && r->elements == 2 &&
+        if ((a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) &&
+            (r->elements == 2 || (r->elements == 3 && int_at(r, 2, &c) && c >= 1)) &&
             int_at(r, 1, &b) && b >= 0) {
             out->state = RL_SLOT_OK;
             out->fence = (uint64_t)b;
+            out->holds = r->elements == 3 ? c : 1;
             out->released |= a == 3;
             return;
         }
@@ -73,7 +80,8 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     case SCRIPT_RELEASE:
     case SCRIPT_SEM_RELEASE:
         if (r->type == REDIS_REPLY_INTEGER) {
-            out->state = r->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+            out->state = r->integer == 1 || r->integer > 10 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+            out->left = r->integer > 10 ? r->integer - 10 : 0; /* a reentrant hold less */
             return;
         }
         break;
@@ -88,12 +96,12 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         break;
     case SCRIPT_INSPECT:
     case SCRIPT_SEM_INSPECT:
-        if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 6 ||
+        if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 7 ||
             r->elements == 5 || !int_at(r, 1, &b) || !int_at(r, 2, &c) || c < 0 ||
             !r->element[0])
             break;
         out->owner_len = 0;
-        if (r->elements == 6) {
+        if (r->elements >= 6) {
             /* readers and the longest one's pttl; a semaphore's permits taken and its
              * number of permits */
             long long n = 0, l = 0;
@@ -101,6 +109,12 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
                 break;
             out->count = n;
             out->count_pttl = l;
+        }
+        if (r->elements == 7) {
+            long long h = 0;
+            if (!int_at(r, 6, &h) || h < 0)
+                break;
+            out->holds = h;
         }
         if (r->elements >= 4) {
             /* the owner the grant was made with ("": none) */

@@ -102,6 +102,17 @@
     "  redis.call('HDEL', h, lease)\n"                                                \
     "  return true\n"                                                                 \
     "end\n"                                                                           \
+    "local function holds(v)\n"                                                       \
+    "  return tonumber(string.match(string.match(v, '^[^\\n]*'), '%*(%d+)')) or 1\n"  \
+    "end\n"                                                                           \
+    "local function counted(v, c)\n"                                                  \
+    "  local nl = string.find(v, '\\n', 1, true)\n"                                  \
+    "  local h, o = v, ''\n"                                                          \
+    "  if nl then h, o = string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"           \
+    "  h = string.gsub(h, '%*%d+', '')\n"                                             \
+    "  if c > 1 then h = h .. '*' .. c end\n"                                         \
+    "  return h .. o\n"                                                               \
+    "end\n"                                                                           \
     "local function adopted(v)\n"                                                      \
     "  local nl = string.find(v, '\\n', 1, true)\n"                                   \
     "  local h, o = v, ''\n"                                                           \
@@ -121,12 +132,14 @@
  * names the holding lease, so that a round can tell "held" from votes split between
  * attempts. */
 #define FN_ACQUIRE                                                                   \
-    "function(K, b, value, ttl, chan, origin, intent)\n"                            \
+    "function(K, b, value, ttl, chan, origin, intent, reentrant)\n"                 \
     "  local key, lease = K[1], untag(value)\n"                                      \
     "  local v = redis.call('GET', key)\n"                                            \
     "  if mine(v, lease) then\n"                                                      \
-    "    redis.call('SET', key, adopted(value), 'PX', ttl)\n"                         \
-    "    return {2, cur(b)}\n"                                                        \
+    "    local c = holds(v)\n"                                                        \
+    "    if reentrant == '1' then c = c + 1 end\n"                                    \
+    "    redis.call('SET', key, counted(adopted(value), c), 'PX', ttl)\n"             \
+    "    return {2, cur(b), c}\n"                                                     \
     "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
     "  if v or n > 0 then\n"                                                          \
@@ -159,7 +172,13 @@
     "function(K, who, chan, origin)\n"                                               \
     "  local key = K[1]\n"                                                            \
     "  local v = redis.call('GET', key)\n"                                            \
-    "  if v == who or (v and not string.find(who, '.', 1, true) and mine(v, who)) then\n" \
+    "  local client = v and not string.find(who, '.', 1, true) and mine(v, who)\n"    \
+    "  if client and holds(v) > 1 then\n"                                             \
+    "    local c = holds(v) - 1\n"                                                    \
+    "    redis.call('SET', key, counted(v, c), 'KEEPTTL')\n"                          \
+    "    return 10 + c\n"                                                             \
+    "  end\n"                                                                         \
+    "  if v == who or client then\n"                                                  \
     "    redis.call('DEL', key)\n"                                                    \
     "    redis.call('PUBLISH', chan, origin)\n"                                       \
     "    return 1\n"                                                                  \
@@ -199,13 +218,14 @@
     "function(K, b)\n"                                                               \
     "  local key = K[1]\n"                                                            \
     "  local v, o = redis.call('GET', key), ''\n"                                     \
+    "  local h = v and holds(v) or 0\n"                                               \
     "  if v then\n"                                                                   \
     "    local nl = string.find(v, '\\n', 1, true)\n"                                \
     "    if nl then o = string.sub(v, nl + 1) end\n"                                  \
     "    v = untag(v)\n"                                                              \
     "  end\n"                                                                         \
     "  local n, longest = live(K[2])\n"                                               \
-    "  return {v, redis.call('PTTL', key), cur(b), o, n, longest}\n"                  \
+    "  return {v, redis.call('PTTL', key), cur(b), o, n, longest, h}\n"               \
     "end"
 
 /* A shared grant.  K: lock, readers (a sorted set: lease -> expiry, in the master's
@@ -336,7 +356,13 @@
 #define FN_HANDOFF                                                                   \
     "function(K, b, old, value, ttl, chan, origin)\n"                                \
     "  local key = K[1]\n"                                                            \
-    "  if mine(redis.call('GET', key), old) then\n"                                   \
+    "  local v = redis.call('GET', key)\n"                                            \
+    "  if mine(v, old) and holds(v) > 1 then\n"                                       \
+    "    local c = holds(v) - 1\n"                                                    \
+    "    redis.call('SET', key, counted(v, c), 'KEEPTTL')\n"                          \
+    "    return {20 + c, redis.call('PTTL', key), cur(b), old}\n"                     \
+    "  end\n"                                                                         \
+    "  if mine(v, old) then\n"                                   \
     "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
     "    return {3, bump(b)}\n"                                                       \
@@ -354,7 +380,7 @@
  * (docs/DESIGN.md, section 5a).  Announced like any release, so waiters wake. */
 #define FN_FORCE                                                                     \
     "function(K, chan, origin)\n"                                                    \
-    "  if redis.call('DEL', K[1], K[2], K[3], K[4]) > 0 then\n"                                         \
+    "  if redis.call('DEL', unpack(K)) > 0 then\n"                                                   \
     "    redis.call('PUBLISH', chan, origin)\n"                                       \
     "    return 1\n"                                                                  \
     "  end\n"                                                                         \
@@ -410,7 +436,7 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_BATCH] =
         PRELUDE
         "local ops = {\n"
-        "  a = {3, 6, " FN_ACQUIRE "},\n"
+        "  a = {3, 7, " FN_ACQUIRE "},\n"
         "  f = {0, 2, " FN_RAISE "},\n"
         "  r = {3, 3, " FN_RELEASE "},\n"
         "  e = {4, 3, " FN_EXTEND "},\n"
@@ -605,7 +631,7 @@ char script_batch_code(int id, int nkeys, int nargs)
         char code;
         int nkeys, nargs;
     } shapes[SCRIPT__COUNT] = {
-        [SCRIPT_ACQUIRE] = {'a', 3, 6}, [SCRIPT_RAISE] = {'f', 0, 2},
+        [SCRIPT_ACQUIRE] = {'a', 3, 7}, [SCRIPT_RAISE] = {'f', 0, 2},
         [SCRIPT_RELEASE] = {'r', 3, 3}, [SCRIPT_EXTEND] = {'e', 4, 3},
         [SCRIPT_INSPECT] = {'i', 2, 1}, [SCRIPT_HANDOFF] = {'h', 4, 6},
         [SCRIPT_SHARED] = {'s', 4, 5},

@@ -291,17 +291,18 @@ Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_
 Test(scripts_live, a_batch_checks_the_record_once_and_a_wipe_refuses_it_whole)
 {
     mark();
-    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "3", MK, "redlock:p", "redlock:q",
-                          "a", "b3", "P.0000000000000001", "10000", "redlock:#released:p", "o",
-                          "a", "b3", "Q.0000000000000002", "10000", "redlock:#released:q", "o"};
-    redisReply *r = redisCommandArgv(R, 18, argv, NULL);
+    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "7", MK, "redlock:p",
+                          "redlock:#r:p", "redlock:#w:p", "redlock:q", "redlock:#r:q", "redlock:#w:q",
+                          "a", "b3", "P.0000000000000001", "10000", "redlock:#released:p", "o", "0", "0",
+                          "a", "b3", "Q.0000000000000002", "10000", "redlock:#released:q", "o", "0", "0"};
+    redisReply *r = redisCommandArgv(R, 26, argv, NULL);
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
     cr_assert_eq(r->element[0]->element[1]->integer, 1);
     cr_assert_eq(r->element[1]->element[1]->integer, 2);
     freeReplyObject(r);
     cmd("FLUSHALL");
-    r = redisCommandArgv(R, 14, argv, NULL);
+    r = redisCommandArgv(R, 26, argv, NULL);
     cr_assert(r && refused_as(r, SCRIPT_ERR_UNMARKED));
     freeReplyObject(r);
     cr_assert_eq(int_cmd("DBSIZE"), 0, "a wiped master refuses the whole batch, before any write");
@@ -370,10 +371,12 @@ static void inspect(const char *name, char *lease, size_t lcap, char *owner, siz
 {
     char key[128];
     snprintf(key, sizeof key, "redlock:%s", name);
-    const char *keys[] = {key};
+    char readers[128];
+    snprintf(readers, sizeof readers, "redlock:#r:%s", name);
+    const char *keys[] = {key, readers};
     const char *args[] = {"b7"};
-    redisReply *r = lock_script(SCRIPT_INSPECT, 1, keys, 1, args);
-    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 4, "%s",
+    redisReply *r = lock_script(SCRIPT_INSPECT, 2, keys, 1, args);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 6, "%s",
               r->type == REDIS_REPLY_ERROR ? r->str : "");
     snprintf(lease, lcap, "%s", r->element[0]->type == REDIS_REPLY_STRING ? r->element[0]->str : "");
     cr_assert_eq(r->element[3]->type, REDIS_REPLY_STRING);
@@ -449,14 +452,15 @@ Test(scripts_live, a_handoff_writes_the_waiters_own_owner)
     str_cmd(v, sizeof v, "GET redlock:h");
     cr_assert_str_eq(v, "NEW.bbbbbbbbbbbbbbbb\nnew-owner");
     /* The same through the batch: code h, one key, six arguments. */
-    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "3", MK, "redlock:h", "redlock:h",
+    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "7", MK, "redlock:h",
+                          "redlock:#r:h", "redlock:#t:h", "redlock:#w:h", "redlock:h", "redlock:#r:h",
                           "h", "b7", "NEW", "THIRD.cccccccccccccccc\nthird", "10000",
                           "redlock:#released:h", "o", "i", "b7"};
-    redisReply *b = redisCommandArgv(R, 15, argv, NULL);
+    redisReply *b = redisCommandArgv(R, 19, argv, NULL);
     cr_assert(b && b->type == REDIS_REPLY_ARRAY && b->elements == 2, "%s",
               b && b->type == REDIS_REPLY_ERROR ? b->str : "");
     cr_assert_eq(b->element[0]->element[0]->integer, 3);
-    cr_assert_eq(b->element[1]->elements, 4, "inspect in a batch answers the owner too");
+    cr_assert_eq(b->element[1]->elements, 6, "inspect in a batch answers the owner and readers too");
     cr_assert_str_eq(b->element[1]->element[0]->str, "THIRD");
     cr_assert_str_eq(b->element[1]->element[3]->str, "third");
     freeReplyObject(b);
