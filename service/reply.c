@@ -44,7 +44,7 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
             a -= 10;
         }
         if ((a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) &&
-            (r->elements == 2 || (r->elements == 3 && int_at(r, 2, &c) && c >= 1)) &&
+            (r->elements == 2 || (a == 2 && r->elements == 3 && int_at(r, 2, &c) && c >= 1)) &&
             int_at(r, 1, &b) && b >= 0) {
             out->state = RL_SLOT_OK;
             out->fence = (uint64_t)b;

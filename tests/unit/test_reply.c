@@ -82,6 +82,11 @@ ParameterizedTestParameters(reply, script_reply_table)
         R(SCRIPT_ACQUIRE, "*2\r\n:1\r\n:-1\r\n", FAIL),        /* negative fence */
         R(SCRIPT_ACQUIRE, "*3\r\n:0\r\n:100\r\n:-5\r\n", FAIL), /* negative fence */
         R(SCRIPT_ACQUIRE, "*3\r\n:1\r\n:5\r\n:5\r\n", FAIL),    /* granted with 3 elements */
+        RF(SCRIPT_ACQUIRE, "*3\r\n:2\r\n:5\r\n:3\r\n", OK, 5), /* adopted, with its holds */
+        R(SCRIPT_ACQUIRE, "*3\r\n:2\r\n:5\r\n:0\r\n", FAIL),    /* no holds is no holder */
+        RF(SCRIPT_SHARED, "*2\r\n:1\r\n:4\r\n", OK, 4),
+        RP(SCRIPT_SEM_ACQUIRE, "*4\r\n:0\r\n:700\r\n:9\r\n$7\r\n#free:3\r\n", NO, 9, 700),
+        RF(SCRIPT_SEM_RELEASE, ":12\r\n", OK, 0),                 /* a reentrant hold less */
         R(SCRIPT_ACQUIRE, "*2\r\n:0\r\n:5\r\n", FAIL),          /* taken with 2 elements */
         R(SCRIPT_ACQUIRE, "*4\r\n:0\r\n:5\r\n:5\r\n:5\r\n", FAIL),
         R(SCRIPT_ACQUIRE, "*1\r\n:1\r\n", FAIL),
@@ -170,7 +175,11 @@ ParameterizedTest(struct reply_case *c, reply, script_reply_table)
                      (unsigned long long)out.fence);
     if (c->check_pttl)
         cr_assert_eq(out.pttl, c->pttl, "script %d: pttl %lld", c->script, (long long)out.pttl);
-    if (c->script == SCRIPT_ACQUIRE && c->len > 3 && memcmp(c->resp, "*4\r\n", 4) == 0 &&
+    if (c->script == SCRIPT_SEM_ACQUIRE && c->state == RL_SLOT_REFUSED) {
+        cr_assert_eq(out.has_value, 1, "a refusal of a permit says why");
+        cr_assert_eq(out.value_len, 7);
+        cr_assert_eq(memcmp(out.value, "#free:3", 7), 0);
+    } else if (c->script == SCRIPT_ACQUIRE && c->len > 3 && memcmp(c->resp, "*4\r\n", 4) == 0 &&
         c->state == RL_SLOT_REFUSED) {
         cr_assert_eq(out.has_value, 1, "a refusal names its holder");
         cr_assert_eq(out.value_len, 5);

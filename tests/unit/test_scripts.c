@@ -25,7 +25,7 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
     for (int id = 0; id < SCRIPT__COUNT; id++) {
         int found = 0;
         for (int nk = 0; nk <= 4; nk++)
-            for (int na = 0; na <= 6; na++) {
+            for (int na = 0; na <= 7; na++) {
                 char code = script_batch_code(id, nk, na);
                 if (!code)
                     continue;
@@ -38,7 +38,7 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
         batched += found;
     }
     cr_assert_eq(batched, 7, "acquire, raise, release, extend, inspect, handoff, shared");
-    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 3, 6), 'a');
+    cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 3, 7), 'a');
     cr_assert_eq(script_batch_code(SCRIPT_SHARED, 4, 5), 's');
     cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 1, 5), 0, "a wrong shape is never batched");
     cr_assert_eq(script_batch_code(SCRIPT_SEM_ACQUIRE, 2, 9), 0, "permits go alone");
@@ -94,7 +94,7 @@ Test(scripts, an_owner_never_moves_the_adoption_mark_or_the_lease)
      * scripts_live runs them). */
     const char *s = script_source(SCRIPT_BATCH);
     cr_assert_not_null(strstr(s, "return h .. '!' .. o"));
-    cr_assert_not_null(strstr(s, "return {v, redis.call('PTTL', key), cur(b), o, n, longest}"));
+    cr_assert_not_null(strstr(s, "return {v, redis.call('PTTL', key), cur(b), o, n, longest, h}"));
     cr_assert_eq(script_batch_code(SCRIPT_INSPECT, 2, 1), 'i', "inspect keeps its batch shape");
     cr_assert_eq(script_batch_code(SCRIPT_FORCE, 4, 2), 0, "force goes alone");
     cr_assert_eq(script_batch_code(SCRIPT_SCAN, 0, 4), 0, "scan goes alone");
