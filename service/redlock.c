@@ -132,8 +132,9 @@ void redlock_handoff_tally(const redlock_reply *r, size_t n, redlock_tally *t)
     t->n = n;
     t->ok = t->refused = t->failed = 0;
     for (size_t i = 0; i < n; i++) {
-        if (r[i].state == RL_SLOT_OK && r[i].released)
-            t->ok++;
+        if ((r[i].state == RL_SLOT_OK || r[i].state == RL_SLOT_REFUSED) && r[i].released)
+            t->ok++; /* the old lease went (or counts a reentrant hold less), whether the
+                      * waiter's acquire was granted there or refused (other readers) */
         else if (r[i].state == RL_SLOT_OK || r[i].state == RL_SLOT_REFUSED)
             t->refused++; /* answered: the old lease was not there */
         else
