@@ -393,3 +393,40 @@ Test(body, the_largest_list_fits_body_list_size)
     body_list(j, name, NAME_MAX_LEN, ls, 4, 1);
     json_decref(parsed(j, 3));
 }
+
+Test(body, shared_semaphore_and_reentrant_members)
+{
+    char out[1024];
+    jw j;
+    body_lock l = {"s", 1, "leaseAAAAAAAAAAAAAAAA", 21, 4, 900, 1000, 0, NULL, 0, 0, 1, 0, 0, 0, 0};
+    jw_init(&j, out, sizeof out);
+    body_granted(&j, &l);
+    cr_assert_str_eq(out, "{\"name\":\"s\",\"lease\":\"leaseAAAAAAAAAAAAAAAA\",\"fencing_token\":4,"
+                          "\"validity_ms\":900,\"ttl_ms\":1000,\"mode\":\"shared\"}");
+    l.mode = 2;
+    l.permits = 3;
+    l.slot = 2;
+    jw_init(&j, out, sizeof out);
+    body_granted(&j, &l);
+    cr_assert(strstr(out, "\"permits\":3,\"slot\":2}"), "%s", out);
+    l.readers = 2;
+    jw_init(&j, out, sizeof out);
+    body_inspected(&j, &l);
+    cr_assert_str_eq(out, "{\"name\":\"s\",\"permits\":3,\"held\":2,\"free\":1,\"fencing_token\":4}");
+    l.permits = 0;
+    jw_init(&j, out, sizeof out);
+    body_inspected(&j, &l);
+    cr_assert_str_eq(out, "{\"name\":\"s\",\"permits\":null,\"held\":2,\"free\":null,\"fencing_token\":4}");
+    l.mode = 0;
+    l.holds = 2;
+    jw_init(&j, out, sizeof out);
+    body_released(&j, &l);
+    cr_assert_str_eq(out, "{\"name\":\"s\",\"released\":false,\"holds\":2}");
+    jw_init(&j, out, sizeof out);
+    body_inspected(&j, &l);
+    cr_assert(strstr(out, "\"mode\":\"shared\",\"readers\":2,\"holds\":2}"), "%s", out);
+    body_err e = {RL_E_PERMITS_MISMATCH, NULL, 0, 0, 0, 5};
+    jw_init(&j, out, sizeof out);
+    body_error(&j, &e);
+    cr_assert(strstr(out, "\"permits\":5}"), "%s", out);
+}

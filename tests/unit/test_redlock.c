@@ -773,3 +773,42 @@ Test(redlock, a_repair_waits_one_quarantine_for_a_quorum_of_peers_within_bounds)
     cr_assert_eq(resync_wait_ms(2500), 2500);
     cr_assert_eq(resync_wait_ms(3600000), 10000);
 }
+
+Test(redlock, handoff_tally_counts_a_reader_gone_where_the_waiter_was_refused)
+{
+    /* A reader's release handed to a writer that other readers still keep out: the
+     * reader went on those masters (released), the writer was refused there. */
+    redlock_reply r[5] = {refused(10, 3), refused(10, 3), refused(10, 3), ok_f(3), failed_f(0)};
+    r[0].released = r[1].released = r[2].released = 1;
+    redlock_tally t;
+    redlock_handoff_tally(r, 5, &t);
+    cr_assert_eq(t.ok, 3, "the release counts wherever the old lease went");
+    cr_assert_eq(t.refused, 1);
+    cr_assert_eq(t.failed, 1);
+}
+
+Test(redlock, quorum_at_least_is_what_a_quorum_agrees_on)
+{
+    int64_t a[5] = {2, 2, 1, 1, 1};
+    cr_assert_eq(redlock_quorum_at_least(a, 5, 3), 1, "three count 1 or more, two count 2");
+    int64_t b[5] = {2, 2, 2, 0, 0};
+    cr_assert_eq(redlock_quorum_at_least(b, 5, 3), 2);
+    int64_t c[3] = {0, 5, 7};
+    cr_assert_eq(redlock_quorum_at_least(c, 3, 3), 0, "one master at zero among three");
+    int64_t d[2] = {4, 4};
+    cr_assert_eq(redlock_quorum_at_least(d, 2, 3), 0, "fewer values than a quorum: nothing agreed");
+    cr_assert_eq(redlock_quorum_at_least(d, 2, 0), 0);
+}
+
+Test(redlock, quorum_count_reads_answered_masters_only)
+{
+    redlock_reply r[5] = {ok_f(1), ok_f(1), ok_f(1), refused(1, 1), failed_f(0)};
+    r[0].count = 4;
+    r[1].count = 3;
+    r[2].count = 3;
+    r[3].count = 9; /* a refusal says nothing of readers */
+    r[4].count = 9;
+    cr_assert_eq(redlock_quorum_count(r, 5, 3), 3);
+    r[2].state = RL_SLOT_FAILED;
+    cr_assert_eq(redlock_quorum_count(r, 5, 3), 0, "two answers cannot speak for a quorum");
+}

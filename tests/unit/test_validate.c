@@ -816,3 +816,46 @@ Test(validate, owner_from_the_body_and_the_query)
     cr_assert_eq(params_from_query(&p, "owner", "a\x7f"), RL_E_INVALID_OWNER);
     cr_assert_eq(params_from_query(&p, "owner", ""), RL_E_INVALID_OWNER);
 }
+
+Test(validate, mode_permits_and_reentrant_from_the_query_and_the_body)
+{
+    lock_params p;
+    memset(&p, 0, sizeof p);
+    cr_assert_eq(params_from_query(&p, "mode", "shared"), RL_OK);
+    cr_assert(p.shared && p.has_mode);
+    cr_assert_eq(params_from_query(&p, "mode", "exclusive"), RL_OK);
+    cr_assert_not(p.shared);
+    cr_assert_eq(params_from_query(&p, "mode", "Shared"), RL_E_INVALID_MODE, "case matters");
+    cr_assert_eq(params_from_query(&p, "mode", ""), RL_E_INVALID_MODE);
+    cr_assert_eq(params_from_query(&p, "permits", "1"), RL_OK);
+    cr_assert_eq(p.permits, 1);
+    cr_assert_eq(params_from_query(&p, "permits", "1024"), RL_OK);
+    cr_assert_eq(params_from_query(&p, "permits", "1025"), RL_E_INVALID_PERMITS);
+    cr_assert_eq(params_from_query(&p, "permits", "0"), RL_E_INVALID_PERMITS);
+    cr_assert_eq(params_from_query(&p, "permits", "-1"), RL_E_INVALID_PERMITS);
+    cr_assert_eq(params_from_query(&p, "permits", "2x"), RL_E_INVALID_PERMITS);
+    cr_assert_eq(params_from_query(&p, "reentrant", "true"), RL_OK);
+    cr_assert(p.reentrant && p.has_reentrant);
+    cr_assert_eq(params_from_query(&p, "reentrant", "false"), RL_OK);
+    cr_assert_not(p.reentrant);
+    cr_assert_eq(params_from_query(&p, "reentrant", "1"), RL_E_INVALID_REENTRANT);
+    char msg[256];
+    memset(&p, 0, sizeof p);
+    const char *b = "{\"mode\":\"shared\",\"permits\":7,\"reentrant\":true}";
+    cr_assert_eq(params_from_body(&p, b, strlen(b), msg, sizeof msg), RL_OK, "%s", msg);
+    cr_assert(p.shared && p.permits == 7 && p.reentrant);
+    static const struct {
+        const char *body;
+        rl_err e;
+    } bad[] = {
+        {"{\"mode\":\"read\"}", RL_E_INVALID_MODE},   {"{\"mode\":null}", RL_E_INVALID_MODE},
+        {"{\"permits\":0}", RL_E_INVALID_PERMITS},    {"{\"permits\":1025}", RL_E_INVALID_PERMITS},
+        {"{\"permits\":2.5}", RL_E_INVALID_PERMITS},  {"{\"permits\":\"2\"}", RL_E_INVALID_PERMITS},
+        {"{\"reentrant\":1}", RL_E_INVALID_REENTRANT}, {"{\"reentrant\":\"true\"}", RL_E_INVALID_REENTRANT},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&p, 0, sizeof p);
+        cr_assert_eq(params_from_body(&p, bad[i].body, strlen(bad[i].body), msg, sizeof msg), bad[i].e,
+                     "%s", bad[i].body);
+    }
+}
