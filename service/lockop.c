@@ -71,8 +71,21 @@ static void stop_waiting(lockop *op)
     }
 }
 
+/* An acquire's answer, counted by kind. */
+static void count_kind(lockop *op)
+{
+    int k = op->multi ? 3 : op->mode == LOCKOP_SHARED ? 1 : op->mode == LOCKOP_SEMAPHORE ? 2 : 0;
+    if (op->err == RL_OK)
+        count(op->env, CNT_KIND_GRANTED + k);
+    else if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED ||
+             op->err == RL_E_PERMITS_MISMATCH)
+        count(op->env, CNT_KIND_REFUSED + k);
+}
+
 static void complete(lockop *op)
 {
+    if (op->kind == LOCKOP_ACQUIRE || op->kind == LOCKOP_MACQUIRE)
+        count_kind(op);
     waitq_detach(&op->w);
     stop_waiting(op);
     op->done(op);
@@ -1082,5 +1095,6 @@ int lockop_held_known(lockop *op, const waitq_known *known)
     op->retry_after_ms = ra;
     count(op->env, CNT_HELD_LOCAL);
     count(op->env, CNT_ACQ_HELD);
+    count_kind(op);
     return 1;
 }

@@ -14,7 +14,11 @@ static int int_at(const redisReply *r, size_t i, long long *v)
     return 1;
 }
 
-static void fail(redlock_reply *out) { out->state = RL_SLOT_FAILED; }
+static void fail(redlock_reply *out)
+{
+    out->state = RL_SLOT_FAILED;
+    out->released = 0; /* a malformed handoff reply releases nothing */
+}
 
 void reply_decode(int script, const redisReply *r, redlock_reply *out)
 {
