@@ -7,7 +7,9 @@ validity the service announces is counted from a moment known to precede it (the
 request sent, or the read that brought the line begun), so a slow reader never stretches
 it.  The lock is lost -- `lost` set, `lost_reason` saying why -- when the service says
 so (a `lost` line, lease_not_found), when the stream ends or its connection fails, when
-someone else releases the lease, or when the deadline passes with no new validity."""
+someone else releases the lease, or a margin before the deadline with no new validity
+(a tenth of the ttl, 10 ms..1 s, as the service's own streamed hold does), so that code
+watching `lost` has that long to stop before the validity ends."""
 from __future__ import annotations
 
 import http.client
@@ -22,6 +24,11 @@ from .errors import (LeaseLost, ProtocolError, RedlockError, ServiceUnavailable,
                      Unreachable)
 
 KEEPALIVES = ("stream", "extend")
+
+
+def loss_margin(ttl_ms: int) -> float:
+    """Seconds before the deadline at which a lock not extended since is called lost."""
+    return min(max(ttl_ms / 10.0, 10.0), 1000.0) / 1000.0
 
 
 class Lock:
@@ -44,6 +51,7 @@ class Lock:
         self._lease = lease
         self.grant: Optional[Grant] = None
         self.deadline = 0.0
+        self._margin = loss_margin(ttl_ms)
         self.lost = threading.Event()
         self.lost_reason: Optional[str] = None
         self._lease_gone = False       # the service said so: nothing to release
@@ -194,7 +202,7 @@ class Lock:
         assert conn is not None and resp is not None
         while not self._stop.is_set():
             t0 = time.monotonic()
-            left = self.deadline - t0
+            left = self.deadline - self._margin - t0
             if left <= 0:
                 self._lose("the validity ran out with no word from the service")
                 break
@@ -240,16 +248,17 @@ class Lock:
         retry = min(0.1, period / 4)
         next_at = time.monotonic() + period
         while True:
-            if self._stop.wait(max(0.0, min(next_at, self.deadline) - time.monotonic())):
+            lose_at = self.deadline - self._margin
+            if self._stop.wait(max(0.0, min(next_at, lose_at) - time.monotonic())):
                 return
             now = time.monotonic()
-            if now >= self.deadline:
+            if now >= lose_at:
                 self._lose("the validity ran out with no successful extension")
                 return
             try:
                 ext = self.client.extend(self.name, self.lease, self.ttl_ms,
                                          timeout=max(0.001, min(self.client.timeout,
-                                                                self.deadline - now)))
+                                                                lose_at - now)))
             except LeaseLost as e:
                 self._lose("the lease is gone (%s)" % e.message, lease_gone=True)
                 return
