@@ -110,8 +110,9 @@ class Lock:
     def acquire(self) -> "Lock":
         """Acquire the lock (waiting up to wait_ms) and start keeping it alive; returns
         self.  Raises what Client.acquire raises."""
-        if self.grant is not None:
-            raise RuntimeError("the lock %r is already acquired" % self.name)
+        if self.grant is not None or self._stop.is_set():
+            raise RuntimeError("a Lock is acquired once (the lock %r: make another with "
+                               "client.lock())" % self.name)
         lease = self._lease or new_lease()
         if self.keepalive == "stream":
             grant = self._open_stream(lease)
