@@ -1,16 +1,6 @@
-// Package redlock is a client of redlockd, the distributed-lock service: named locks
-// granted by a quorum of independent Redis masters, each grant with a fencing token.
-//
-//	c, _ := redlock.New("http://127.0.0.1:8080", redlock.WithToken(token))
-//	lock, err := c.Lock(ctx, "reports", &redlock.LockOptions{TTL: 10 * time.Second})
-//	if err != nil { ... }            // errors.Is(err, redlock.ErrLockHeld), ...
-//	defer lock.Unlock(context.Background())
-//	work(lock.Context(), lock.FencingToken()) // Context() ends if the lock is lost
-//
-// Lock keeps the lock until Unlock, and cancels Context() as soon as it is lost.  The
-// plain calls (Acquire, Extend, Release, Status) map one to one onto the HTTP API.
-//
-// client.go -- the Client: configuration, requests, answers, and the plain calls.
+// client.go -- the Client: configuration, requests, answers, and the plain calls
+// (Acquire, Extend, Release, Status).
+
 package redlock
 
 import (

@@ -56,21 +56,21 @@ func TestLockUnlock(t *testing.T) {
 func TestLockIsKeptPastItsTTL(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode KeepAlive) {
 		c, name := newClient(t), lockName(t)
-		ttl := 900 * time.Millisecond
+		ttl := 1500 * time.Millisecond
 		l, err := c.Lock(ctxFor(t, 10*time.Second), name, &LockOptions{TTL: ttl, KeepAlive: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Unlock(context.Background())
 		first := l.Deadline()
-		waitFor(t, 10*time.Second, "the deadline to move on by 3 ttls", func() bool {
-			return l.Deadline().After(first.Add(3 * ttl))
+		waitFor(t, 10*time.Second, "the deadline to move on by 2 ttls", func() bool {
+			return l.Deadline().After(first.Add(2 * ttl))
 		})
 		if l.Err() != nil {
 			t.Fatal("lost:", l.Err())
 		}
 		if s := mustStatus(t, c, name); !s.Held || s.FencingToken != l.FencingToken() {
-			t.Fatalf("status after 3 ttls: %+v", s)
+			t.Fatalf("status after 2 ttls: %+v", s)
 		}
 		if _, err := c.Acquire(ctxFor(t, 10*time.Second), name, nil); !errors.Is(err, ErrLockHeld) {
 			t.Fatalf("another acquire: %v", err)
@@ -83,7 +83,7 @@ func TestLockIsKeptPastItsTTL(t *testing.T) {
 func TestLockLossIsSignalledWhenThreeMastersFreeze(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode KeepAlive) {
 		c, name := newClient(t), lockName(t)
-		ttl := 2 * time.Second
+		ttl := 3 * time.Second
 		l, err := c.Lock(ctxFor(t, 10*time.Second), name, &LockOptions{TTL: ttl, KeepAlive: mode})
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func TestLockLossIsSignalledWhenThreeMastersFreeze(t *testing.T) {
 func TestLockLossIsSignalledWhenTheLeaseIsReleasedElsewhere(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode KeepAlive) {
 		c, name := newClient(t), lockName(t)
-		l, err := c.Lock(ctxFor(t, 10*time.Second), name, &LockOptions{TTL: 900 * time.Millisecond, KeepAlive: mode})
+		l, err := c.Lock(ctxFor(t, 10*time.Second), name, &LockOptions{TTL: 1500 * time.Millisecond, KeepAlive: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
