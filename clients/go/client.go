@@ -68,7 +68,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
+		// The service closes a connection idle for --header-timeout-ms (15 s by
+		// default): drop ours first rather than race it with a request.
+		t.IdleConnTimeout = 10 * time.Second
 		c.hc = &http.Client{Transport: t}
+	}
+	if c.hc.Timeout != 0 {
+		return nil, errors.New("redlock: WithHTTPClient: the client's Timeout must be 0 (a streamed hold is one request as long as the lock; contexts bound the others)")
 	}
 	if c.attemptTimeout <= 0 {
 		return nil, errors.New("redlock: the attempt timeout must be positive")

@@ -212,3 +212,20 @@ func TestQuorumUnavailableWhenThreeMastersFreeze(t *testing.T) {
 	}
 	c.Release(ctxFor(t, 10*time.Second), name, g.Lease)
 }
+
+func TestNewRefusesWhatCannotWork(t *testing.T) {
+	for _, u := range []string{"", "127.0.0.1:8080", "ftp://host/", "http://"} {
+		if _, err := New(u); err == nil {
+			t.Errorf("New(%q) accepted", u)
+		}
+	}
+	if _, err := New(testURL, WithHTTPClient(&http.Client{Timeout: time.Second})); err == nil {
+		t.Error("an http.Client with a Timeout was accepted")
+	}
+	if _, err := New(testURL, WithAttemptTimeout(0)); err == nil {
+		t.Error("a zero attempt timeout was accepted")
+	}
+	if _, err := New(testURL+"/", WithHTTPClient(&http.Client{})); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,5 +1,5 @@
 #!/bin/sh
-# clients/go/test.sh -- the Go client's whole suite (vet, then go test with the race
+# clients/go/test.sh -- the Go client's whole suite (gofmt, vet, then go test with the race
 # detector) against the stack clients/stack.py started (REDLOCK_URL, REDLOCK_TEST_*).
 # Standard library only: no module is downloaded (GOPROXY=off); the build cache lives
 # under the repository's build/ directory, so it works as root on a fresh machine.
@@ -11,6 +11,8 @@ export GOCACHE="$root/build/go/cache" GOPATH="$root/build/go/path"
 export GOFLAGS=-mod=mod GOPROXY=off GO111MODULE=on GOTOOLCHAIN=local GOWORK=off
 cd "$here"
 go version
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then echo "gofmt -l: $unformatted" >&2; exit 1; fi
 go vet ./...
 # -race needs cgo (gcc, from build-essential); without it the suite still runs.
 race=-race
