@@ -1,6 +1,7 @@
-// retry_test.go -- an acquire whose answer is lost: retried with the same lease (and
+// faults_test.go -- an acquire whose answer is lost: retried with the same lease (and
 // the grant taken up), or, for a streamed hold, released by the service when the
-// connection closes.  A TCP proxy in front of the real service swallows the answer.
+// connection closes; and a stream that goes silent.  A TCP proxy in front of the real
+// service swallows the answers.
 
 package redlock
 
@@ -14,22 +15,26 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// swallowProxy forwards connections to the service, except that the answer on the
-// first connection is read (and decoded: the grant) but never passed on.
-type swallowProxy struct {
-	ln      net.Listener
-	target  string
-	granted chan wireGrant // the grant the service answered on the first connection
-	mu      sync.Mutex
-	n       int
-	conns   []net.Conn
+// faultProxy forwards connections to the service.  With swallowFirst, the answer on
+// the first connection is read (and decoded: the grant) but never passed on; mute
+// drops everything the service sends on the connections open so far.
+type faultProxy struct {
+	ln           net.Listener
+	target       string
+	swallowFirst bool
+	granted      chan wireGrant // the grant the service answered on the first connection
+	mu           sync.Mutex
+	n            int
+	conns        []net.Conn
+	muted        []*int32 // one flag per connection: drop what the service sends
 }
 
-func newSwallowProxy(t *testing.T) *swallowProxy {
+func newFaultProxy(t *testing.T, swallowFirst bool) *faultProxy {
 	t.Helper()
 	u, err := url.Parse(testURL)
 	if err != nil {
@@ -39,15 +44,15 @@ func newSwallowProxy(t *testing.T) *swallowProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &swallowProxy{ln: ln, target: u.Host, granted: make(chan wireGrant, 1)}
+	p := &faultProxy{ln: ln, target: u.Host, swallowFirst: swallowFirst, granted: make(chan wireGrant, 1)}
 	go p.serve()
 	t.Cleanup(p.close)
 	return p
 }
 
-func (p *swallowProxy) url() string { return "http://" + p.ln.Addr().String() }
+func (p *faultProxy) url() string { return "http://" + p.ln.Addr().String() }
 
-func (p *swallowProxy) close() {
+func (p *faultProxy) close() {
 	p.ln.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -56,7 +61,16 @@ func (p *swallowProxy) close() {
 	}
 }
 
-func (p *swallowProxy) serve() {
+// mute makes the connections open now drop what the service sends them.
+func (p *faultProxy) mute() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.muted {
+		atomic.StoreInt32(m, 1)
+	}
+}
+
+func (p *faultProxy) serve() {
 	for {
 		down, err := p.ln.Accept()
 		if err != nil {
@@ -67,19 +81,32 @@ func (p *swallowProxy) serve() {
 			down.Close()
 			continue
 		}
+		muted := new(int32)
 		p.mu.Lock()
 		p.n++
 		first := p.n == 1
 		p.conns = append(p.conns, down, up)
+		p.muted = append(p.muted, muted)
 		p.mu.Unlock()
 		go func() { // client to service; the client hanging up hangs up on the service
 			io.Copy(up, down)
 			up.Close()
 			down.Close()
 		}()
-		if !first {
-			go func() {
-				io.Copy(down, up)
+		if !first || !p.swallowFirst {
+			go func() { // service to client, unless muted
+				buf := make([]byte, 4096)
+				for {
+					n, err := up.Read(buf)
+					if n > 0 && atomic.LoadInt32(muted) == 0 {
+						if _, werr := down.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
 				down.Close()
 				up.Close()
 			}()
@@ -100,7 +127,7 @@ func (p *swallowProxy) serve() {
 }
 
 // swallowed is the grant whose answer the proxy kept from the client.
-func (p *swallowProxy) swallowed(t *testing.T) wireGrant {
+func (p *faultProxy) swallowed(t *testing.T) wireGrant {
 	t.Helper()
 	select {
 	case w := <-p.granted:
@@ -114,7 +141,7 @@ func (p *swallowProxy) swallowed(t *testing.T) wireGrant {
 // Acquire: the first attempt's answer is lost, the retry with the same lease gets the
 // same grant (same lease, same fencing token), and the lock is held by that lease.
 func TestAcquireWhoseAnswerIsLostIsRetriedWithTheSameLease(t *testing.T) {
-	p := newSwallowProxy(t)
+	p := newFaultProxy(t, true)
 	c, name := newClient(t), lockName(t)
 	pc, err := New(p.url(), WithToken(testToken), WithAttemptTimeout(500*time.Millisecond))
 	if err != nil {
@@ -145,7 +172,7 @@ func TestAcquireWhoseAnswerIsLostIsRetriedWithTheSameLease(t *testing.T) {
 
 // Without retries the lost answer is an error (so the test above can fail).
 func TestAcquireWithoutRetriesReportsTheLostAnswer(t *testing.T) {
-	p := newSwallowProxy(t)
+	p := newFaultProxy(t, true)
 	name := lockName(t)
 	pc, err := New(p.url(), WithToken(testToken), WithAttemptTimeout(300*time.Millisecond), WithRetries(0))
 	if err != nil {
@@ -161,7 +188,7 @@ func TestAcquireWithoutRetriesReportsTheLostAnswer(t *testing.T) {
 
 // Lock with Extend: the same retry, and the lock is then kept.
 func TestLockExtendWhoseAnswerIsLostIsRetriedWithTheSameLease(t *testing.T) {
-	p := newSwallowProxy(t)
+	p := newFaultProxy(t, true)
 	c, name := newClient(t), lockName(t)
 	pc, err := New(p.url(), WithToken(testToken), WithAttemptTimeout(500*time.Millisecond))
 	if err != nil {
@@ -191,7 +218,7 @@ func TestLockExtendWhoseAnswerIsLostIsRetriedWithTheSameLease(t *testing.T) {
 // connection makes the service release the grant at once (the ttl is a minute: only
 // the release can free it within the test's deadline).
 func TestLockStreamWhoseAnswerIsLostLeavesNothingHeld(t *testing.T) {
-	p := newSwallowProxy(t)
+	p := newFaultProxy(t, true)
 	c, name := newClient(t), lockName(t)
 	pc, err := New(p.url(), WithToken(testToken), WithAttemptTimeout(500*time.Millisecond))
 	if err != nil {
@@ -206,6 +233,41 @@ func TestLockStreamWhoseAnswerIsLostLeavesNothingHeld(t *testing.T) {
 		t.Fatal("the service granted nothing")
 	}
 	waitFor(t, 10*time.Second, "the lost grant to be released", func() bool {
+		return !mustStatus(t, c, name).Held
+	})
+}
+
+// A stream that goes silent (the network, not the service, fails): the client's own
+// deadline declares the lock lost before the validity last announced ends, and closes
+// the stream, which makes the service release it.
+func TestLockStreamThatGoesSilentIsLostBeforeItsValidityEnds(t *testing.T) {
+	p := newFaultProxy(t, false)
+	c, name := newClient(t), lockName(t)
+	pc, err := New(p.url(), WithToken(testToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := 3 * time.Second
+	l, err := pc.Lock(ctxFor(t, 10*time.Second), name, &LockOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	p.mute()
+	select {
+	case <-l.Context().Done():
+	case <-time.After(ttl + 2*time.Second):
+		t.Fatalf("no loss signal %v after the stream went silent", ttl+2*time.Second)
+	}
+	lostAt, deadline := time.Now(), l.Deadline()
+	var le *LostError
+	if !errors.As(l.Err(), &le) || le.Reason != "expired" {
+		t.Fatalf("Err after the silence: %v", l.Err())
+	}
+	if !lostAt.Before(deadline) {
+		t.Fatalf("the loss was signalled %v after the validity ended", lostAt.Sub(deadline))
+	}
+	waitFor(t, 10*time.Second, "the service to release the silent stream's lock", func() bool {
 		return !mustStatus(t, c, name).Held
 	})
 }
