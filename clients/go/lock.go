@@ -299,6 +299,10 @@ func (c *Client) lockStream(ctx context.Context, name string, o *LockOptions) (*
 		stopped := timer.Stop()
 		close(granted)
 		stopKeep()
+		var answer *Error
+		if stopped && errors.As(err, &answer) {
+			return nil, err // the service's answer, whatever happened since
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("redlock: %s: %w", op, ctx.Err())
 		}
