@@ -19,66 +19,66 @@ import {
 
 export interface ClientOptions {
   /** Bearer token, when the service runs with --auth-tokens-file. */
-  token?: string;
+  token?: string | undefined;
   /**
    * How long a request may take beyond the wait it asks the service for (`waitMs`), in ms;
    * past it the request is abandoned.  Default 10000.
    */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /**
    * How many times an acquire (or hold) whose answer never came -- a timeout, or a
    * connection that failed or broke -- is sent again, with the same lease (so a grant whose
    * answer was lost is found again, with its fencing token, instead of being held against
    * you).  Default 2.
    */
-  retries?: number;
+  retries?: number | undefined;
   /** A fetch to use instead of the global one. */
-  fetch?: typeof globalThis.fetch;
+  fetch?: typeof globalThis.fetch | undefined;
 }
 
 export interface AcquireOptions {
   /** The lock's time-to-live in ms (the service's default: 30000). */
-  ttlMs?: number;
+  ttlMs?: number | undefined;
   /** How long to wait for a held lock, in ms (default 0: LockHeldError at once). */
-  waitMs?: number;
+  waitMs?: number | undefined;
   /** Who acquires it (shown by status and list): a host, a pod, a pid. */
-  owner?: string;
+  owner?: string | undefined;
   /**
    * The lease to acquire with (16..128 of [A-Za-z0-9_-]).  By default the client draws one
    * (192 random bits) so that its own retries are idempotent; give your own to retry an
    * acquire across processes.
    */
-  lease?: string;
+  lease?: string | undefined;
   /** Aborts the acquire (and, for hold/using, releases the lock). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 export type HoldOptions = AcquireOptions;
 
 export interface ExtendOptions {
   /** The new time-to-live from now, in ms (the service's default: 30000). */
-  ttlMs?: number;
-  signal?: AbortSignal;
+  ttlMs?: number | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 export interface StatusOptions {
   /** With `waitMs`: answer as soon as the lock's index is no longer this one (a watch). */
-  index?: string;
+  index?: string | undefined;
   /** How long a watch may wait, in ms. Needs `index`. */
-  waitMs?: number;
-  signal?: AbortSignal;
+  waitMs?: number | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 export interface ListOptions {
   /** Only names starting with this (default: all the token may see). */
-  prefix?: string;
+  prefix?: string | undefined;
   /** At most this many locks, 1..1000 (the service's default: 100). */
-  limit?: number;
-  signal?: AbortSignal;
+  limit?: number | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 export interface RequestOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** The body of `using`: runs while the lock is held; `signal` aborts if it is lost. */

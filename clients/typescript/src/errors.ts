@@ -46,9 +46,9 @@ export type ClientErrorCode = "timeout" | "connection_failed" | "bad_response" |
 export type LossReason =
   /** The service could not extend it on a quorum of masters (the stream's `lost` line). */
   | "no_quorum"
-  /** The masters no longer hold the lease (broken by an admin, or expired). */
+  /** The service found the masters no longer holding the lease. */
   | "lease_lost"
-  /** A DELETE with its lease, from somewhere else, released it. */
+  /** Released by a DELETE with its lease from somewhere else, or broken by an admin (force). */
   | "released"
   /** The service is shutting down and released it. */
   | "shutting_down"
