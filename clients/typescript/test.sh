@@ -19,7 +19,7 @@ node_modules/.bin/tsc -p tsconfig.json
 node_modules/.bin/tsc -p tsconfig.test.json
 
 failed=0
-for t in errors locks hold freeze; do
+for t in types errors locks hold freeze; do
   out=$(node --test "build/test/$t.test.js" 2>&1) && rc=0 || rc=$?
   summary=$(printf '%s\n' "$out" | grep -E '^# (tests|pass|fail) ' | sed 's/^# //' | tr '\n' ' ')
   if [ "$rc" != 0 ]; then
