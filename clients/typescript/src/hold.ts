@@ -39,7 +39,7 @@ type State = "held" | "releasing" | "released" | "lost";
 const LOSS_TEXT: Record<LossReason, string> = {
   no_quorum: "the service could not extend it on a quorum of masters",
   lease_lost: "the masters no longer hold its lease",
-  released: "its lease was released by a DELETE from elsewhere",
+  released: "it was released elsewhere (a DELETE with its lease, or broken by an admin)",
   shutting_down: "the service shut down and released it",
   expired: "the validity last announced ran out with no word from the service",
   disconnected: "the stream from the service ended",
