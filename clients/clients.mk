@@ -22,3 +22,6 @@ $(addprefix test-clients-,$(CLIENT_LANGS)): test-clients-%: deps $(BINDIR)/redlo
 	$(Q)REDLOCKD_BIN=$(CLIENT_REDLOCKD) python3 clients/stack.py -- clients/$*/test.sh
 
 TEST_EXTRA += test-clients
+
+# A client's own fragment (its build tools, e.g. typescript's npm ci).
+-include $(wildcard clients/*/*.mk)
