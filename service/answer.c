@@ -89,7 +89,7 @@ void answer_done(http_req *r, const lockop *op)
     if (op->multi) {
         const lockop_multi *mu = op->multi;
         body_multi m = {mu->n, mu->names, mu->lens, mu->tokens, op->lease, op->lease_len,
-                        op->validity_ms, op->ttl_ms};
+                        op->validity_ms, op->ttl_ms, mu->shared};
         char big[BODY_MAX_MULTI];
         jw j;
         jw_init(&j, big, sizeof big);

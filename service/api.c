@@ -303,6 +303,10 @@ static rl_err multi_params_of(http_req *r, multi_params *mp)
         e = check_params(r, &mp->p);
     if (e == RL_OK && mp->p.has_owner)
         e = answer_fail(r, RL_E_INVALID_OWNER, "a multi-name lock takes no owner (POST /locks/{name} does)");
+    if (e == RL_OK && (mp->p.has_mode || mp->p.has_permits || mp->p.has_reentrant))
+        e = answer_fail(r, RL_E_INVALID_MODE,
+                        "a multi-name lock takes modes per name (\"modes\": {\"<name>\": \"shared\"}), "
+                        "no mode, permits or reentrant");
     if (e == RL_OK && a->auth.n) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         for (size_t j = 0; e == RL_OK && j < mp->n; j++)
@@ -329,6 +333,8 @@ static rl_err h_macquire(http_req *r)
     for (size_t j = 0; j < mp->n; j++)
         names[j] = mp->names[j];
     int bad = lockop_set_multi(op, names, mp->lens, mp->n);
+    for (size_t j = 0; !bad && j < mp->n; j++)
+        op->multi->shared[j] = mp->shared[j];
     op->ttl_ms = mp->p.has_ttl ? mp->p.ttl_ms : r->srv->env.app->cfg.default_ttl_ms;
     if (mp->p.has_lease)
         set_lease(op, mp->p.lease);

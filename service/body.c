@@ -119,6 +119,15 @@ void body_multi_granted(jw *j, const body_multi *m)
     jw_obj_close(j);
     jw_key_int(j, "validity_ms", m->validity_ms);
     jw_key_int(j, "ttl_ms", m->ttl_ms);
+    int any = 0;
+    for (size_t k = 0; m->shared && k < m->n; k++)
+        any |= m->shared[k];
+    if (any) {
+        jw_key_obj_open(j, "modes");
+        for (size_t k = 0; k < m->n; k++)
+            jw_key_str(j, m->names[k], m->shared[k] ? "shared" : "exclusive");
+        jw_obj_close(j);
+    }
     jw_obj_close(j);
 }
 

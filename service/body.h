@@ -70,6 +70,7 @@ typedef struct body_multi {
     size_t lease_len;
     int64_t validity_ms;        /* grants */
     long ttl_ms;                /* grants */
+    const int *shared;          /* grants: per name, held shared (NULL: all exclusive) */
 } body_multi;
 
 /* 201 of POST /locks: {"names":[...],"lease","fencing_tokens":{name: token},

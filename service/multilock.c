@@ -55,10 +55,12 @@ static void take_names(lockop_multi *mu, const char *p, size_t len)
     while (p < end && k < MULTI_MAX_NAMES) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        if (l && validate_name(p, l)) {
-            memcpy(mu->names[k], p, l);
-            mu->names[k][l] = '\0';
-            mu->lens[k++] = l;
+        size_t sh = l && *p == '#'; /* a name the set held shared */
+        if (l > sh && validate_name(p + sh, l - sh)) {
+            memcpy(mu->names[k], p + sh, l - sh);
+            mu->names[k][l - sh] = '\0';
+            mu->shared[k] = (int)sh;
+            mu->lens[k++] = l - sh;
         }
         p += l + 1;
     }
@@ -140,7 +142,7 @@ typedef struct callargs {
     char keys[2 * MULTI_MAX_NAMES + 1][KEYS_MAX];
     char buckets[MULTI_MAX_NAMES][KEYS_BUCKET_MAX];
     char nums[MULTI_MAX_NAMES + 2][24];
-    char joined[MULTI_MAX_NAMES * (NAME_MAX_LEN + 1) + 1];
+    char joined[MULTI_MAX_NAMES * (NAME_MAX_LEN + 2) + 1];
     const char *argv[MULTI_MAX_NAMES * 4 + 8];
     size_t lens[MULTI_MAX_NAMES * 4 + 8];
     size_t n;
@@ -184,10 +186,14 @@ static void send_acquire(lockop *op, round *rd)
         arg(a, a->keys[n + 1 + j],
             keys_shared(op->env->conf->key_prefix, KEYS_READERS, mu->names[j], mu->lens[j],
                         a->keys[n + 1 + j], KEYS_MAX));
+    char modes[MULTI_MAX_NAMES + 1];
     for (size_t j = 0; j < n; j++) {
+        if (mu->shared[j])
+            a->joined[jl++] = '#'; /* the set's record marks the names it holds shared */
         memcpy(a->joined + jl, mu->names[j], mu->lens[j]);
         jl += mu->lens[j];
         a->joined[jl++] = '\n';
+        modes[j] = mu->shared[j] ? 's' : 'x';
     }
     arg(a, op->value, op->value_len);
     arg_num(a, 0, (unsigned long long)op->ttl_ms);
@@ -196,7 +202,8 @@ static void send_acquire(lockop *op, round *rd)
     arg_buckets(a, mu);
     arg(a, op->env->conf->key_prefix, strlen(op->env->conf->key_prefix)); /* grants announced */
     arg(a, op->env->origin, op->env->origin_len);
-    round_send(rd, SCRIPT_MACQUIRE, (int)(2 * n + 1), (int)(6 + n), a->argv, a->lens,
+    arg(a, modes, n);
+    round_send(rd, SCRIPT_MACQUIRE, (int)(2 * n + 1), (int)(7 + n), a->argv, a->lens,
                round_all(op->env->rounds));
     free(a);
 }

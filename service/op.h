@@ -149,6 +149,7 @@ struct lockop_multi {
     char names[MULTI_MAX_NAMES][NAME_MAX_LEN + 1];
     size_t lens[MULTI_MAX_NAMES];
     uint64_t tokens[MULTI_MAX_NAMES];
+    int shared[MULTI_MAX_NAMES]; /* held shared (a reader), else exclusive */
     /* private */
     uint64_t *fences;           /* [master * n + name] */
     uint64_t *holders;          /* [master * n + name]: hash of the lease holding it, 0 none */

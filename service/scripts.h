@@ -25,7 +25,8 @@ enum script_id {
     SCRIPT_MARKER,      /* sent as is (no record key added): KEYS record, quarantine;
                          * ARGV check|mark|quarantine|rejoin, run id, delay ms, instance,
                          * base -> {0 unmarked | 1 ready | 2 quarantined, pttl, counters} */
-    SCRIPT_MACQUIRE,    /* KEYS lock1..n, set, readers1..n; ARGV value, ttl, n, "name1\nname2...", bucket1..n,
+    SCRIPT_MACQUIRE,    /* KEYS lock1..n, set, readers1..n; ARGV (modes: 's' shared or 'x'
+                         * per name, last) value, ttl, n, "name1\nname2...", bucket1..n,
                          * key prefix, origin -> {1, f1..fn} (each name announced as a
                          * grant) | {0, pttl (longest held), f1..fn, holder1..n} */
     SCRIPT_MRAISE,      /* ARGV t1..tn, bucket1..n -> {F1..Fn} after max(F, t) */

@@ -246,6 +246,7 @@ rl_err multi_params_from_body(multi_params *mp, const char *body, size_t len, ch
         goto out;
     }
     mp->n = 0;
+    memset(mp->shared, 0, sizeof mp->shared);
     size_t i;
     json_t *v;
     json_array_foreach(names, i, v) {
@@ -264,6 +265,29 @@ rl_err multi_params_from_body(multi_params *mp, const char *body, size_t len, ch
             }
         memcpy(mp->names[mp->n], s, l + 1);
         mp->lens[mp->n++] = l;
+    }
+    json_t *modes = json_object_get(root, "modes");
+    if (modes) {
+        const char *mk;
+        json_t *mv;
+        if (!json_is_object(modes)) {
+            snprintf(msg, msglen, "\"modes\" must be an object {\"<name>\": \"shared\" or \"exclusive\"}");
+            rc = RL_E_INVALID_MODE;
+            goto out;
+        }
+        json_object_foreach(modes, mk, mv) {
+            size_t k = 0;
+            while (k < mp->n && strcmp(mp->names[k], mk) != 0)
+                k++;
+            const char *m = json_string_value(mv);
+            if (k == mp->n || !m || (strcmp(m, "shared") != 0 && strcmp(m, "exclusive") != 0)) {
+                snprintf(msg, msglen, "modes: '%.64s' must be one of names, with \"shared\" or \"exclusive\"", mk);
+                rc = RL_E_INVALID_MODE;
+                goto out;
+            }
+            mp->shared[k] = m[0] == 's';
+        }
+        json_object_del(root, "modes");
     }
     /* The other members are those of a single lock. */
     json_object_del(root, "names");

@@ -59,13 +59,15 @@ rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg,
 
 #define MULTI_MAX_NAMES 32
 
-/* The body of POST /locks: {"names": [...], "ttl_ms", "wait_ms", "lease"}.  names are
- * 1..MULTI_MAX_NAMES distinct valid names; pointers into names_buf (caller's). */
+/* The body of POST /locks: {"names": [...], "modes": {"<name>": "shared"|"exclusive"},
+ * "ttl_ms", "wait_ms", "lease"}.  names are 1..MULTI_MAX_NAMES distinct valid names;
+ * modes (optional) names only names of the list. */
 typedef struct multi_params {
     lock_params p;
     size_t n;
     char names[MULTI_MAX_NAMES][NAME_MAX_LEN + 1];
     size_t lens[MULTI_MAX_NAMES];
+    int shared[MULTI_MAX_NAMES]; /* "modes": {"<name>": "shared"}: that name held shared */
 } multi_params;
 
 rl_err multi_params_from_body(multi_params *mp, const char *body, size_t len, char *msg,

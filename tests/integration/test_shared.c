@@ -583,3 +583,46 @@ Test(shared_faults, without_quarantine_a_second_permit_of_one_is_granted)
                                     NULL, "/semaphores/wipe.s?permits=1&ttl_ms=60000", NULL);
     cr_assert_eq(st, 201, "expected the unsafe grant without a quarantine (the control)");
 }
+
+Test(shared, a_multi_name_lock_takes_modes_per_name)
+{
+    h_resp r;
+    h_http(&C, "POST", "/locks",
+           "{\"names\":[\"mm.a\",\"mm.b\"],\"modes\":{\"mm.a\":\"shared\"},\"ttl_ms\":10000}", &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    json_t *modes = json_object_get(r.json, "modes");
+    cr_assert_str_eq(json_string_value(json_object_get(modes, "mm.a")), "shared", "%s", r.body);
+    cr_assert_str_eq(json_string_value(json_object_get(modes, "mm.b")), "exclusive", "%s", r.body);
+    char body[1024];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", h_str(&r, "lease"));
+    h_resp_free(&r);
+    char rl[200];
+    cr_assert_eq(post("/locks/mm.a?mode=shared&ttl_ms=10000", NULL, rl, sizeof rl, NULL), 201,
+                 "another reader joins the set's shared name");
+    cr_assert_eq(post("/locks/mm.a", NULL, NULL, 0, NULL), 409, "no writer on it");
+    cr_assert_eq(post("/locks/mm.b?mode=shared", NULL, NULL, 0, NULL), 409, "the exclusive name keeps readers out");
+    h_http(&C, "GET", "/locks/mm.a", NULL, &r);
+    cr_assert_eq(h_int(&r, "readers"), 2, "%s", r.body);
+    h_resp_free(&r);
+    h_http(&C, "DELETE", "/locks", body, &r);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    h_resp_free(&r);
+    h_http(&C, "GET", "/locks/mm.a", NULL, &r);
+    cr_assert_eq(h_int(&r, "readers"), 1, "the set's reader entry went with it: %s", r.body);
+    h_resp_free(&r);
+    cr_assert_eq(post("/locks/mm.b", NULL, NULL, 0, NULL), 201, "the exclusive name is free");
+    cr_assert_eq(del("/locks/mm.a", rl), 200);
+    cr_assert_eq(post("/locks/mm.a", NULL, NULL, 0, NULL), 201, "the last reader left");
+    static const char *const bad[] = {
+        "{\"names\":[\"mm.c\"],\"modes\":{\"mm.d\":\"shared\"}}",
+        "{\"names\":[\"mm.c\"],\"modes\":{\"mm.c\":\"read\"}}",
+        "{\"names\":[\"mm.c\"],\"modes\":[\"shared\"]}",
+        "{\"names\":[\"mm.c\"],\"mode\":\"shared\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        h_http(&C, "POST", "/locks", bad[i], &r);
+        cr_assert_eq(r.status, 400, "%s: %s", bad[i], r.body);
+        cr_assert_str_eq(h_str(&r, "error"), "invalid_mode", "%s: %s", bad[i], r.body);
+        h_resp_free(&r);
+    }
+}
