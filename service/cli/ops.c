@@ -93,6 +93,9 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                                    "out --owner, or upgrade the service"},
         {"unknown member 'hold'", "predates locks held while connected (hold=stream), "
                                   "which elect needs: upgrade the service"},
+        {"unknown member 'mode'", "predates shared locks (--shared): upgrade the service"},
+        {"unknown member 'reentrant'", "predates reentrant holds (--reentrant): upgrade "
+                                       "the service"},
     };
     for (size_t i = 0; status == 400 && strcmp(code, "invalid_json") == 0 &&
                        i < sizeof(newer) / sizeof(newer[0]); i++) {
@@ -101,6 +104,11 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                      name, newer[i].why, msg);
             return;
         }
+    }
+    if (status == 404 && strcmp(code, "not_found") == 0 && strncmp(what, "sem ", 4) == 0) {
+        snprintf(buf, len, "%s %s: this redlockd predates semaphores (HTTP 404 not_found on "
+                 "/semaphores): upgrade the service", what, name);
+        return;
     }
     if (code[0] != '\0')
         snprintf(buf, len, "%s %s: HTTP %ld %s%s%s", what, name, status, code,
