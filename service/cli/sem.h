@@ -14,7 +14,8 @@ struct cli_http;
  * extends it every ttl/3 and releases it at exit, with the exit codes of cli_run() (75
  * when every permit is taken, or when the permit is lost while the command runs); the
  * other verbs are those of cli_ops_do().  409 permits_mismatch (the holders of NAME use
- * another N) exits 75 as any 409: it ends when they have released their permits. */
+ * another N) exits 75 as any 409: the service lets the N go once no permit granted
+ * under it can still be valid. */
 int cli_sem_do(const struct cli_opts *o, struct cli_http *h);
 
 #endif
