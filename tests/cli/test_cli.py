@@ -946,6 +946,11 @@ def sem_shared_and_reentrant_requests_on_the_wire(env):
         check((json.loads(body) if body else None) == obj, "%s: body %r" % (line, body))
 
 
+def not_on_the_stub(env):
+    if env.args.stub:
+        raise Skip("the stub has no shared locks, reentrant holds or semaphores")
+
+
 def acquired(env, *args, **kw):
     """redlock ARGS that must succeed with a grant: returns its JSON."""
     r = env.cli(*args, **kw)
@@ -962,6 +967,7 @@ def metric(env, name):
 
 @test
 def shared_holders_hold_together_and_keep_a_writer_out(env):
+    not_on_the_stub(env)
     name = env.name("shared")
     w = acquired(env, "acquire", name, "--ttl", "20000")
     r = env.cli("release", name, "--lease", w["lease"])
@@ -993,6 +999,7 @@ def run_shared_readers_run_together_and_the_writer_after_them(env):
     """Two `run --shared` commands run at once; a `run` (exclusive) waiting behind them
     runs only when both have ended, with a larger token; while it is parked, a new
     reader is refused (writers first)."""
+    not_on_the_stub(env)
     name = env.name("readers")
     marks, go = env.path("marks"), env.path("go")
     reader = ('echo "start $ID $REDLOCK_FENCING_TOKEN" >> %s; '
@@ -1024,6 +1031,7 @@ def run_shared_readers_run_together_and_the_writer_after_them(env):
 
 @test
 def reentrant_acquire_counts_holds_and_each_release_takes_one(env):
+    not_on_the_stub(env)
     name = env.name("reentrant")
     g = acquired(env, "acquire", name, "--ttl", "20000")
     lease = g["lease"]
@@ -1052,6 +1060,7 @@ def reentrant_acquire_inside_run_reenters_its_lock(env):
     """Inside `redlock run`, `acquire --reentrant` takes REDLOCK_LEASE: a second hold of
     the same lock, not a 409.  A hold left behind keeps the lock after run's release,
     and run says so."""
+    not_on_the_stub(env)
     name = env.name("nested")
     r = env.cli("run", name, "--ttl", "5000", "--", "sh", "-c",
                 '"$RL" acquire "%s" --reentrant -q && "$RL" release "%s" -q' % (name, name),
@@ -1070,6 +1079,7 @@ def reentrant_acquire_inside_run_reenters_its_lock(env):
 
 @test
 def sem_one_request_commands(env):
+    not_on_the_stub(env)
     name = env.name("sem")
     a = acquired(env, "sem", "acquire", name, "--permits", "2", "--ttl", "20000")
     b = acquired(env, "sem", "acquire", name, "--permits", "2", "--ttl", "20000")
@@ -1111,6 +1121,7 @@ def sem_run_gives_slot_and_waits_for_a_free_permit(env):
     """Two of three `sem run --permits 2` run at once, each with its slot in REDLOCK_SLOT;
     the third waits (--wait) until one ends.  Exit status passes through; a plain run
     inside sees no REDLOCK_SLOT."""
+    not_on_the_stub(env)
     name = env.name("semrun")
     marks, go = env.path("marks"), env.path("go")
     cmd = ('echo "start $ID $REDLOCK_SLOT $REDLOCK_FENCING_TOKEN" >> %s; '
@@ -1139,6 +1150,7 @@ def sem_run_gives_slot_and_waits_for_a_free_permit(env):
 
 @test
 def sem_runs_never_exceed_the_permits(env):
+    not_on_the_stub(env)
     name = env.name("semrace")
     marks = env.path("marks")
     permits, workers, rounds = 2, 4, 4
@@ -1171,6 +1183,7 @@ def sem_runs_never_exceed_the_permits(env):
 
 @test
 def sem_run_lost_permit_terminates_the_command(env):
+    not_on_the_stub(env)
     name = env.name("semlost")
     marks, out = env.path("marks"), env.path("lease")
     p = env.spawn("sem", "run", name, "--permits", "2", "--ttl", "1500", "--grace", "3000",
