@@ -951,6 +951,13 @@ def not_on_the_stub(env):
         raise Skip("the stub has no shared locks, reentrant holds or semaphores")
 
 
+def gated(marks, go, fields, then=""):
+    """A CMD (for sh -c) that appends "start FIELDS" to marks, waits for the file go to
+    exist, appends "end $ID" and runs then."""
+    return ('echo "start %s" >> %s; while [ ! -e %s ]; do sleep 0.02; done; '
+            'echo "end $ID" >> %s%s' % (fields, marks, go, marks, then))
+
+
 def acquired(env, *args, **kw):
     """redlock ARGS that must succeed with a grant: returns its JSON."""
     r = env.cli(*args, **kw)
@@ -1002,9 +1009,7 @@ def run_shared_readers_run_together_and_the_writer_after_them(env):
     not_on_the_stub(env)
     name = env.name("readers")
     marks, go = env.path("marks"), env.path("go")
-    reader = ('echo "start $ID $REDLOCK_FENCING_TOKEN" >> %s; '
-              'while [ ! -e %s ]; do sleep 0.02; done; echo "end $ID" >> %s'
-              % (marks, go, marks))
+    reader = gated(marks, go, "$ID $REDLOCK_FENCING_TOKEN")
     readers = [env.spawn("run", "--shared", name, "--ttl", "3000", "--", "env", "ID=" + i,
                          "sh", "-c", reader) for i in ("R1", "R2")]
     wait_until(lambda: len(marks_of(marks)) == 2 or any(p.poll() is not None for p in readers),
@@ -1124,9 +1129,7 @@ def sem_run_gives_slot_and_waits_for_a_free_permit(env):
     not_on_the_stub(env)
     name = env.name("semrun")
     marks, go = env.path("marks"), env.path("go")
-    cmd = ('echo "start $ID $REDLOCK_SLOT $REDLOCK_FENCING_TOKEN" >> %s; '
-           'while [ ! -e %s ]; do sleep 0.02; done; echo "end $ID" >> %s; exit 3'
-           % (marks, go, marks))
+    cmd = gated(marks, go, "$ID $REDLOCK_SLOT $REDLOCK_FENCING_TOKEN", "; exit 3")
     ps = [env.spawn("sem", "run", name, "--permits", "2", "--ttl", "3000", "--wait",
                     "30000", "--", "env", "ID=" + i, "sh", "-c", cmd) for i in "ABC"]
     wait_until(lambda: len(marks_of(marks)) >= 2, 10, "two holders to start")
