@@ -12,13 +12,22 @@
 #define CLI_MS_MAX (24L * 3600L * 1000L)
 
 static const char usage_text[] =
-    "usage: redlock run NAME [--ttl MS] [--wait MS] [--grace MS] -- CMD [ARGS...]\n"
+    "usage: redlock run NAME [--shared] [--ttl MS] [--wait MS] [--grace MS]\n"
+    "                        -- CMD [ARGS...]\n"
     "       redlock elect NAME [--owner ID] [--ttl MS] [--grace MS] -- CMD [ARGS...]\n"
-    "       redlock acquire NAME [--ttl MS] [--wait MS] [--lease L] [--quiet]\n"
+    "       redlock acquire NAME [--shared | --reentrant] [--ttl MS] [--wait MS]\n"
+    "                            [--lease L] [--quiet]\n"
     "       redlock release NAME --lease L [--quiet]\n"
     "       redlock extend  NAME --lease L [--ttl MS] [--quiet]\n"
     "       redlock status  NAME [--quiet]\n"
     "       redlock watch   NAME\n"
+    "       redlock sem run NAME --permits N [--ttl MS] [--wait MS] [--grace MS]\n"
+    "                            -- CMD [ARGS...]\n"
+    "       redlock sem acquire NAME --permits N [--ttl MS] [--wait MS] [--lease L]\n"
+    "                                [--quiet]\n"
+    "       redlock sem release NAME --lease L [--quiet]\n"
+    "       redlock sem extend  NAME --lease L [--ttl MS] [--quiet]\n"
+    "       redlock sem status  NAME [--quiet]\n"
     "       redlock --help | --version\n"
     "\n"
     "A client for redlockd, the Redlock lock service: a distributed flock.\n"
@@ -45,6 +54,9 @@ static const char usage_text[] =
     "  status    print whether the lock is held (never the lease)\n"
     "  watch     print the lock's state (held, owner, fencing_token, validity_ms) as one\n"
     "            JSON line now and one more at every change, until interrupted\n"
+    "  sem       the same verbs for a counting semaphore of N permits (/semaphores/NAME):\n"
+    "            at most N holders at once, each with a lease and a fencing token;\n"
+    "            sem run also puts the permit's slot (0..N-1) in REDLOCK_SLOT\n"
     "\n"
     "options:\n"
     "  --url URL       service URL (env REDLOCK_URL, default " CLI_DEFAULT_URL ")\n"
@@ -55,6 +67,14 @@ static const char usage_text[] =
     "  --lease L       the lease (env REDLOCK_LEASE; '-' reads it from stdin)\n"
     "  --owner ID      acquire, run, elect: who holds it (1..256 printable characters),\n"
     "                  shown by the service to others; never secret\n"
+    "  --shared        acquire, run: a shared (read) hold: any number of shared holders\n"
+    "                  at once, or one exclusive holder (the default)\n"
+    "  --reentrant     acquire: if the lease (--lease, else REDLOCK_LEASE) holds the lock,\n"
+    "                  count one more hold instead of retrying; each release takes one\n"
+    "                  back and the lock is free at zero\n"
+    "  --permits N     sem acquire, sem run: the semaphore's number of permits; every\n"
+    "                  holder of NAME must give the same N (the other sem verbs accept\n"
+    "                  it and do not need it)\n"
     "  --grace MS      run, elect: SIGTERM -> SIGKILL grace after the lock is lost\n"
     "                  (default 5000)\n"
     "  -q, --quiet     do not print the JSON (elect: the line saying it leads)\n"
@@ -118,12 +138,15 @@ static cli_cmd command_of(const char *s)
 }
 
 /* The options that take a value. */
-enum { OPT_URL, OPT_TOKEN, OPT_TTL, OPT_WAIT, OPT_LEASE, OPT_GRACE, OPT_OWNER, OPT__COUNT };
+enum {
+    OPT_URL, OPT_TOKEN, OPT_TTL, OPT_WAIT, OPT_LEASE, OPT_GRACE, OPT_OWNER, OPT_PERMITS,
+    OPT__COUNT
+};
 
 static const char *const value_opts[OPT__COUNT] = {
     [OPT_URL] = "url",     [OPT_TOKEN] = "token", [OPT_TTL] = "ttl",
     [OPT_WAIT] = "wait",   [OPT_LEASE] = "lease", [OPT_GRACE] = "grace",
-    [OPT_OWNER] = "owner",
+    [OPT_OWNER] = "owner", [OPT_PERMITS] = "permits",
 };
 
 /* Match "--name" or "--name=value" against the value options.  Returns the index and
@@ -186,6 +209,12 @@ static int set_value_opt(cli_opts *o, int opt, const char *val, char *err, size_
         o->owner = val;
         return 0;
     }
+    case OPT_PERMITS:
+        if (cli_parse_ms(val, 1, CLI_PERMITS_MAX, &o->permits) != 0) {
+            snprintf(err, errlen, "--permits: '%s' is not a number of permits >= 1", val);
+            return -1;
+        }
+        return 0;
     case OPT_LEASE:
         /* Never echo a lease in a message: it is the credential for the lock. */
         if (strcmp(val, "-") == 0) {
@@ -204,6 +233,44 @@ static int set_value_opt(cli_opts *o, int opt, const char *val, char *err, size_
         snprintf(err, errlen, "internal error: unknown option %d", opt);
         return -1;
     }
+}
+
+/* The options of one kind of primitive: --permits for the sem verbs (required by those
+ * that acquire), --shared and --reentrant for the lock verbs that acquire.  Returns 0, or
+ * -1 with a message in err. */
+static int check_kind_options(const cli_opts *o, char *err, size_t errlen)
+{
+    int acquires = o->cmd == CLI_CMD_ACQUIRE || o->cmd == CLI_CMD_RUN;
+
+    if (o->sem && !acquires && o->cmd != CLI_CMD_RELEASE && o->cmd != CLI_CMD_EXTEND &&
+        o->cmd != CLI_CMD_STATUS) {
+        snprintf(err, errlen, "sem: the verbs are acquire, release, extend, status and run");
+        return -1;
+    }
+    if (o->permits > 0 && !o->sem) {
+        snprintf(err, errlen, "--permits is for the sem verbs (redlock sem acquire NAME "
+                 "--permits N)");
+        return -1;
+    }
+    if (o->sem && acquires && o->permits <= 0) {
+        snprintf(err, errlen, "sem %s needs --permits N", o->cmd == CLI_CMD_RUN ? "run"
+                                                                               : "acquire");
+        return -1;
+    }
+    if (o->shared && (o->sem || !acquires)) {
+        snprintf(err, errlen, "--shared is for acquire and run (of a lock)");
+        return -1;
+    }
+    if (o->reentrant && (o->sem || o->cmd != CLI_CMD_ACQUIRE)) {
+        snprintf(err, errlen, "--reentrant is for acquire (of a lock)");
+        return -1;
+    }
+    if (o->reentrant && o->shared) {
+        snprintf(err, errlen, "--reentrant and --shared do not go together: a reentrant "
+                 "hold is an exclusive one");
+        return -1;
+    }
+    return 0;
 }
 
 int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
@@ -237,6 +304,10 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
                     return -1;
             } else if (strcmp(a, "--quiet") == 0) {
                 o->quiet = 1;
+            } else if (strcmp(a, "--shared") == 0) {
+                o->shared = 1;
+            } else if (strcmp(a, "--reentrant") == 0) {
+                o->reentrant = 1;
             } else if (strcmp(a, "--help") == 0) {
                 want_help = 1;
             } else if (strcmp(a, "--version") == 0) {
@@ -263,10 +334,12 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
             }
             continue;
         }
-        if (positional == 0) {
+        if (positional == 0 && !o->sem && strcmp(a, "sem") == 0) {
+            o->sem = 1; /* the verb comes next */
+        } else if (positional == 0) {
             o->cmd = command_of(a);
             if (o->cmd == CLI_CMD_NONE && !want_help && !want_version) {
-                snprintf(err, errlen, "unknown command '%s'", a);
+                snprintf(err, errlen, "unknown %s '%s'", o->sem ? "sem verb" : "command", a);
                 return -1;
             }
             positional = 1;
@@ -290,13 +363,16 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
         return 0;
     }
     if (o->cmd == CLI_CMD_NONE) {
-        snprintf(err, errlen, "no command given");
+        snprintf(err, errlen, o->sem ? "sem: no verb given (acquire, release, extend, "
+                 "status or run)" : "no command given");
         return -1;
     }
     if (o->name == NULL || o->name[0] == '\0') {
-        snprintf(err, errlen, "no lock NAME given");
+        snprintf(err, errlen, "no %s NAME given", o->sem ? "semaphore" : "lock");
         return -1;
     }
+    if (check_kind_options(o, err, errlen) != 0)
+        return -1;
     if (o->owner != NULL && o->cmd != CLI_CMD_ACQUIRE && o->cmd != CLI_CMD_RUN &&
         o->cmd != CLI_CMD_ELECT) {
         snprintf(err, errlen, "--owner is for acquire, run and elect");
@@ -311,7 +387,7 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
     if (o->cmd == CLI_CMD_RUN || o->cmd == CLI_CMD_ELECT) {
         if (i >= argc) {
             snprintf(err, errlen, "%s: no command given after NAME",
-                     o->cmd == CLI_CMD_RUN ? "run" : "elect");
+                     o->cmd == CLI_CMD_ELECT ? "elect" : o->sem ? "sem run" : "run");
             return -1;
         }
         o->argv = argv + i;
@@ -322,12 +398,12 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
         snprintf(err, errlen, "unexpected argument '%s'", argv[i]);
         return -1;
     }
-    if ((o->cmd == CLI_CMD_RELEASE || o->cmd == CLI_CMD_EXTEND) && o->lease == NULL &&
-        !o->lease_from_stdin)
+    if ((o->cmd == CLI_CMD_RELEASE || o->cmd == CLI_CMD_EXTEND || o->reentrant) &&
+        o->lease == NULL && !o->lease_from_stdin)
         o->lease = o->env_lease;
     if ((o->cmd == CLI_CMD_RELEASE || o->cmd == CLI_CMD_EXTEND) && o->lease == NULL &&
         !o->lease_from_stdin) {
-        snprintf(err, errlen, "%s needs --lease (or REDLOCK_LEASE)",
+        snprintf(err, errlen, "%s%s needs --lease (or REDLOCK_LEASE)", o->sem ? "sem " : "",
                  o->cmd == CLI_CMD_RELEASE ? "release" : "extend");
         return -1;
     }

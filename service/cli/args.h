@@ -10,6 +10,9 @@
 #define CLI_DEFAULT_GRACE_MS 5000L
 #define CLI_LEASE_MAX 128
 #define CLI_OWNER_MAX 256
+/* The largest --permits accepted on the command line; the service applies its own bound
+ * (1024), answering 400 invalid_permits above it. */
+#define CLI_PERMITS_MAX 1000000L
 
 /* Exit codes shared by every command (sysexits.h names where one exists). */
 enum {
@@ -40,9 +43,15 @@ typedef struct cli_opts {
     const char *token;      /* bearer token or NULL */
     const char *lease;      /* release/extend/acquire: the lease, NULL if none */
     const char *owner;      /* acquire/run/elect: "owner" sent with the POST, NULL if none */
-    const char *env_lease;  /* REDLOCK_LEASE: used by release/extend only, so that an
-                             * `acquire` inside `redlock run` never reuses it */
+    const char *env_lease;  /* REDLOCK_LEASE: used by release/extend (and acquire
+                             * --reentrant) only, so that a plain `acquire` inside
+                             * `redlock run` never reuses it */
     int lease_from_stdin;   /* --lease -: read the lease from standard input */
+    int sem;                /* `redlock sem VERB`: cmd is the verb, on /semaphores/NAME */
+    long permits;           /* sem acquire/run: --permits N; 0 when not given */
+    int shared;             /* acquire/run --shared: "mode": "shared" */
+    int reentrant;          /* acquire --reentrant: "reentrant": true, with the lease of
+                             * --lease or else REDLOCK_LEASE */
     long ttl_ms;            /* -1: let the server choose */
     long wait_ms;           /* -1: not given (the server's default, 0) */
     long grace_ms;          /* run, elect: SIGTERM -> SIGKILL grace */
@@ -59,8 +68,10 @@ typedef const char *(*cli_getenv_fn)(const char *key);
 void cli_opts_init(cli_opts *o, cli_getenv_fn getenv_fn);
 
 /* Parse argv (argv[0] is the program name).  Options may come before or after the
- * command and NAME; for `run` and `elect`, CMD starts after `--` or at the first word
- * after NAME that is not an option.  Returns 0, or -1 with a message in err (exit CLI_EXIT_USAGE).
+ * command and NAME; `sem` is followed by its verb (acquire, release, extend, status,
+ * run), which becomes o->cmd with o->sem set; for `run`, `sem run` and `elect`, CMD
+ * starts after `--` or at the first word after NAME that is not an option.
+ * Returns 0, or -1 with a message in err (exit CLI_EXIT_USAGE).
  * The strings in *o point into argv and the environment: keep them alive. */
 int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen);
 

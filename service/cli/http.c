@@ -19,6 +19,7 @@ struct cli_http {
     char *base_url;     /* without trailing '/' */
     char *auth_header;  /* "Authorization: Bearer ..." or NULL */
     cli_req *inflight;  /* requests added to multi, linked by next */
+    const char *collection; /* "semaphores", or NULL for "locks" (static string) */
 };
 
 struct cli_req {
@@ -101,6 +102,11 @@ fail:
 }
 
 const char *cli_http_url(const cli_http *h) { return h->base_url; }
+
+void cli_http_set_collection(cli_http *h, const char *collection)
+{
+    h->collection = collection;
+}
 
 /* Take r off its owner's in-flight list and out of the multi handle. */
 static void req_detach(cli_req *r)
@@ -193,6 +199,7 @@ static int req_setup(cli_http *h, cli_req *r, const char *method, const char *na
                      const char *query, const json_t *body, long timeout_ms, char *err,
                      size_t errlen)
 {
+    const char *coll = h->collection != NULL ? h->collection : "locks";
     char *escaped = NULL;
     size_t url_len;
     int rc = -1;
@@ -208,14 +215,14 @@ static int req_setup(cli_http *h, cli_req *r, const char *method, const char *na
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    url_len = strlen(h->base_url) + strlen("/locks/") + strlen(escaped) + 1 +
+    url_len = strlen(h->base_url) + strlen(coll) + 2 + strlen(escaped) + 1 +
               (query ? strlen(query) + 1 : 0);
     r->url = malloc(url_len);
     if (r->url == NULL) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    snprintf(r->url, url_len, "%s/locks/%s%s%s", h->base_url, escaped, query ? "?" : "",
+    snprintf(r->url, url_len, "%s/%s/%s%s%s", h->base_url, coll, escaped, query ? "?" : "",
              query ? query : "");
 
     if (body != NULL) {

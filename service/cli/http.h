@@ -24,6 +24,10 @@ void cli_http_free(cli_http *h);
 /* The base URL, for messages. */
 const char *cli_http_url(const cli_http *h);
 
+/* Send the requests started from now on to /<collection>/<name> ("semaphores"; a static
+ * string, borrowed) instead of /locks/<name>; NULL goes back to /locks. */
+void cli_http_set_collection(cli_http *h, const char *collection);
+
 /* Start METHOD /locks/<name> (name percent-encoded) with body serialized now (body may
  * be NULL: no body; it is borrowed).  timeout_ms bounds the whole request (>= 1).
  * Returns the request, or NULL on allocation/curl failure with a message in err.

@@ -29,6 +29,22 @@ json_t *cli_ops_acquire_body(long ttl_ms, long wait_ms, const char *lease, const
     return body;
 }
 
+json_t *cli_ops_grant_body(const cli_opts *o)
+{
+    json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease, o->owner);
+
+    if (body == NULL)
+        return NULL;
+    if ((o->shared && json_object_set_new(body, "mode", json_string("shared")) != 0) ||
+        (o->reentrant && json_object_set_new(body, "reentrant", json_true()) != 0) ||
+        (o->sem && o->permits > 0 &&
+         json_object_set_new(body, "permits", json_integer(o->permits)) != 0)) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
 void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                       const char *url, const cli_req *r)
 {
@@ -42,12 +58,21 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                  cli_req_error(r));
         return;
     }
+    if (status == 409 && strcmp(code, "permits_mismatch") == 0) {
+        json_t *permits = j != NULL ? json_object_get(j, "permits") : NULL;
+        if (json_is_integer(permits)) {
+            snprintf(buf, len, "%s %s: its holders use --permits %lld (HTTP 409 "
+                     "permits_mismatch)", what, name, (long long)json_integer_value(permits));
+            return;
+        }
+    }
     if (status == 409) {
         json_t *ra = j != NULL ? json_object_get(j, "retry_after_ms") : NULL;
         if (json_is_integer(ra)) {
-            snprintf(buf, len, "%s %s: the lock is held by someone else (HTTP 409 %s; "
-                     "retry after %lld ms)", what, name, code[0] ? code : "lock_held",
-                     (long long)json_integer_value(ra));
+            snprintf(buf, len, "%s %s: %s (HTTP 409 %s; retry after %lld ms)", what, name,
+                     strncmp(what, "sem ", 4) == 0 ? "every permit is taken"
+                                                   : "the lock is held by someone else",
+                     code[0] ? code : "lock_held", (long long)json_integer_value(ra));
             return;
         }
     }
@@ -68,6 +93,9 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                                    "out --owner, or upgrade the service"},
         {"unknown member 'hold'", "predates locks held while connected (hold=stream), "
                                   "which elect needs: upgrade the service"},
+        {"unknown member 'mode'", "predates shared locks (--shared): upgrade the service"},
+        {"unknown member 'reentrant'", "predates reentrant holds (--reentrant): upgrade "
+                                       "the service"},
     };
     for (size_t i = 0; status == 400 && strcmp(code, "invalid_json") == 0 &&
                        i < sizeof(newer) / sizeof(newer[0]); i++) {
@@ -76,6 +104,11 @@ void cli_ops_describe(char *buf, size_t len, const char *what, const char *name,
                      name, newer[i].why, msg);
             return;
         }
+    }
+    if (status == 404 && strcmp(code, "not_found") == 0 && strncmp(what, "sem ", 4) == 0) {
+        snprintf(buf, len, "%s %s: this redlockd predates semaphores (HTTP 404 not_found on "
+                 "/semaphores): upgrade the service", what, name);
+        return;
     }
     if (code[0] != '\0')
         snprintf(buf, len, "%s %s: HTTP %ld %s%s%s", what, name, status, code,
@@ -109,6 +142,14 @@ int cli_ops_release(cli_http *h, const char *name, const char *lease, long timeo
     } else if (cli_req_status(r) < 200 || cli_req_status(r) >= 300) {
         cli_ops_describe(msg, len, "release", name, cli_http_url(h), r);
     } else {
+        json_t *holds = json_object_get(cli_req_json(r), "holds");
+        /* A reentrant hold taken inside the command (acquire --reentrant) and not given
+         * back: the service took one hold off and the lock stays held. */
+        if (json_is_false(json_object_get(cli_req_json(r), "released")) &&
+            json_is_integer(holds))
+            fprintf(stderr, "redlock: release %s: the lease still has %lld reentrant "
+                    "hold(s): the lock stays held until they are released or its ttl "
+                    "runs out\n", name, (long long)json_integer_value(holds));
         rc = 0;
     }
     cli_req_free(r);
@@ -129,7 +170,7 @@ int cli_ops_do(const cli_opts *o, cli_http *h)
     const char *method = NULL, *what = NULL;
     json_t *body = NULL;
     cli_req *r = NULL;
-    char err[512];
+    char err[512], sem_what[32];
     long status;
     int rc = CLI_EXIT_FAILURE;
 
@@ -143,10 +184,14 @@ int cli_ops_do(const cli_opts *o, cli_http *h)
         fprintf(stderr, "redlock: internal error: not a one-request command\n");
         return CLI_EXIT_FAILURE;
     }
+    if (o->sem) {
+        snprintf(sem_what, sizeof(sem_what), "sem %s", what);
+        what = sem_what;
+    }
 
     switch (o->cmd) {
     case CLI_CMD_ACQUIRE:
-        body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease, o->owner);
+        body = cli_ops_grant_body(o);
         break;
     case CLI_CMD_RELEASE:
         body = json_pack("{s:s}", "lease", o->lease);

@@ -33,6 +33,7 @@ int cli_proc_init(cli_proc *p, char **argv, long grace_ms)
     memset(p, 0, sizeof(*p));
     p->sfd = -1;
     p->argv = argv;
+    p->slot = -1;
     p->grace_ms = grace_ms;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -71,11 +72,12 @@ int cli_proc_next_signal(cli_proc *p, struct signalfd_siginfo *si)
 /* In the child: restore the signal state, export the lease, exec.  Never returns. */
 static void exec_command(cli_proc *p, pid_t parent, long long fence_value, const char *lease)
 {
-    char fence[32];
+    char fence[32], slot[32];
     const char *cmd = p->argv[0];
     int err;
 
     snprintf(fence, sizeof(fence), "%lld", fence_value);
+    snprintf(slot, sizeof(slot), "%ld", p->slot);
     if (p->term_with_parent &&
         (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)) {
         fprintf(stderr, "redlock: not running '%s': redlock is gone\n", cmd);
@@ -84,7 +86,8 @@ static void exec_command(cli_proc *p, pid_t parent, long long fence_value, const
     if (sigaction(SIGPIPE, &p->old_pipe, NULL) != 0 ||
         sigprocmask(SIG_SETMASK, &p->old_mask, NULL) != 0 ||
         setenv("REDLOCK_FENCING_TOKEN", fence, 1) != 0 ||
-        setenv("REDLOCK_LEASE", lease, 1) != 0) {
+        setenv("REDLOCK_LEASE", lease, 1) != 0 ||
+        (p->slot >= 0 ? setenv("REDLOCK_SLOT", slot, 1) : unsetenv("REDLOCK_SLOT")) != 0) {
         fprintf(stderr, "redlock: cannot prepare to run '%s': %s\n", cmd, strerror(errno));
         _exit(126);
     }

@@ -16,6 +16,7 @@ typedef struct cli_proc {
     sigset_t old_mask;              /* restored in the child */
     struct sigaction old_pipe;      /* SIGPIPE disposition, restored in the child */
     char **argv;                    /* the command (borrowed) */
+    long slot;                      /* REDLOCK_SLOT (a semaphore's permit), -1: none */
     long grace_ms;                  /* SIGTERM -> SIGKILL */
     int term_with_parent;           /* the command gets SIGTERM if redlock dies */
     pid_t pid;                      /* 0 before cli_proc_spawn */
@@ -39,7 +40,9 @@ int cli_proc_init(cli_proc *p, char **argv, long grace_ms);
 int cli_proc_next_signal(cli_proc *p, struct signalfd_siginfo *si);
 
 /* Fork and exec the command with REDLOCK_FENCING_TOKEN=fence and REDLOCK_LEASE=lease in
- * its environment (127/126 from the child if it cannot be run).  Flushes stdio first.
+ * its environment, with REDLOCK_SLOT=p->slot if p->slot >= 0 and without REDLOCK_SLOT
+ * otherwise (an outer `redlock sem run`'s would not go with this lease) (127/126 from
+ * the child if it cannot be run).  Flushes stdio first.
  * With p->term_with_parent the command gets SIGTERM when redlock dies (even by SIGKILL,
  * PR_SET_PDEATHSIG), and does not start if redlock is already gone.
  * Returns 0, or -1 with a message printed (fork failed). */

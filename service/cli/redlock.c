@@ -1,6 +1,6 @@
 /* redlock.c -- main() of bin/redlock, the command-line client of redlockd: parse the
- * command line, set up libcurl, hand over to `run` (run.c), `elect` (elect.c) or a
- * one-request command (ops.c).  Exit codes are in args.h. */
+ * command line, set up libcurl, hand over to `run` (run.c), `elect` (elect.c), `sem`
+ * (sem.c) or a one-request command (ops.c).  Exit codes are in args.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@
 #include "cli/http.h"
 #include "cli/ops.h"
 #include "cli/run.h"
+#include "cli/sem.h"
 #include "cli/watch.h"
 #include "version.h"
 
@@ -74,7 +75,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "redlock: %s\n", err);
         goto out;
     }
-    rc = o.cmd == CLI_CMD_RUN     ? cli_run(&o, h)
+    rc = o.sem                    ? cli_sem_do(&o, h)
+         : o.cmd == CLI_CMD_RUN   ? cli_run(&o, h)
          : o.cmd == CLI_CMD_ELECT ? cli_elect(&o, h)
          : o.cmd == CLI_CMD_WATCH ? cli_watch(&o, h)
                                   : cli_ops_do(&o, h);

@@ -45,6 +45,7 @@ static int parse_grant(run_ctx *c, const cli_req *r, long *validity_ms, long *tt
     json_t *fence = json_object_get(j, "fencing_token");
     json_t *validity = json_object_get(j, "validity_ms");
     json_t *ttl = json_object_get(j, "ttl_ms");
+    json_t *slot = json_object_get(j, "slot"); /* a semaphore's permit: REDLOCK_SLOT */
 
     if (lease == NULL || lease[0] == '\0' || strlen(lease) > CLI_LEASE_MAX)
         return -1;
@@ -53,6 +54,7 @@ static int parse_grant(run_ctx *c, const cli_req *r, long *validity_ms, long *tt
     if (!json_is_integer(fence) || !json_is_integer(validity))
         return -1;
     c->fence = (long long)json_integer_value(fence);
+    c->proc.slot = json_is_integer(slot) ? (long)json_integer_value(slot) : -1;
     *validity_ms = (long)json_integer_value(validity);
     if (json_is_integer(ttl) && json_integer_value(ttl) > 0)
         *ttl_ms = (long)json_integer_value(ttl);
@@ -114,7 +116,7 @@ static void take_late_grant(run_ctx *c, const cli_req *r)
 static int acquire(run_ctx *c)
 {
     const cli_opts *o = c->o;
-    json_t *body = cli_ops_acquire_body(o->ttl_ms, o->wait_ms, o->lease, o->owner);
+    json_t *body = cli_ops_grant_body(o);
     cli_req *r = NULL;
     char msg[768];
     int64_t sent, received;
@@ -156,7 +158,8 @@ static int acquire(run_ctx *c)
     received = cli_now_ms();
     c->answered_at = received;
     if (cli_req_status(r) != 201 && cli_req_status(r) != 200) {
-        cli_ops_describe(msg, sizeof(msg), "acquire", o->name, cli_http_url(c->h), r);
+        cli_ops_describe(msg, sizeof(msg), o->sem ? "sem acquire" : "acquire", o->name,
+                         cli_http_url(c->h), r);
         fprintf(stderr, "redlock: %s\n", msg);
         rc = cli_exit_for_status(cli_req_status(r));
         if (rc == CLI_EXIT_OK)
@@ -236,7 +239,8 @@ static ext_outcome extend_done(run_ctx *c)
     } else {
         if (!c->ext_failing) {
             int64_t left = c->ext_until - cli_now_ms();
-            cli_ops_describe(msg, sizeof(msg), "extend", c->o->name, cli_http_url(c->h), r);
+            cli_ops_describe(msg, sizeof(msg), c->o->sem ? "sem extend" : "extend", c->o->name,
+                             cli_http_url(c->h), r);
             fprintf(stderr, "redlock: %s; retrying for the %lld ms of validity left\n", msg,
                     (long long)(left > 0 ? left : 0));
         }

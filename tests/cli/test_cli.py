@@ -272,6 +272,8 @@ def version_and_help(env):
     r = env.cli("--help")
     check(r.returncode == 0 and "redlock run NAME" in r.stdout, "help: " + r.stdout[:200])
     check("redlock elect NAME" in r.stdout and "--owner" in r.stdout, "help: " + r.stdout)
+    check("redlock sem run NAME --permits N" in r.stdout and "--shared" in r.stdout
+          and "--reentrant" in r.stdout and "REDLOCK_SLOT" in r.stdout, "help: " + r.stdout)
     r = env.cli("run", "x")
     check(r.returncode == 2 and "no command" in r.stderr, "usage error: %r" % (r,))
     r = env.cli("frobnicate", "x")
@@ -865,17 +867,16 @@ def elect_campaigns_through_an_unreachable_service_until_a_signal(env):
     check(not os.path.exists(marker), "CMD ran without the lock")
 
 
-@test
-def token_and_lease_travel_in_headers_and_body(env):
-    """Against a socket that records the raw request: Authorization header, and the
-    lease in the JSON body, never in the URL."""
+def recorded_requests(n, send):
+    """Run send(url) against a socket that answers 200 {} to n requests and records them
+    raw; returns (send's result, [(head, body)])."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(4)
     seen = []
 
     def serve():
-        for _ in range(2):
+        for _ in range(n):
             c, _ = srv.accept()
             c.settimeout(5)
             data = b""
@@ -892,13 +893,23 @@ def token_and_lease_travel_in_headers_and_body(env):
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
-    url = "http://127.0.0.1:%d/" % srv.getsockname()[1]
+    try:
+        result = send("http://127.0.0.1:%d/" % srv.getsockname()[1])
+    finally:
+        t.join(10)
+        srv.close()
+    return result, seen
+
+
+@test
+def token_and_lease_travel_in_headers_and_body(env):
+    """Against a socket that records the raw request: Authorization header, and the
+    lease in the JSON body, never in the URL."""
     lease = "L" * 20 + "secret"
-    r1 = env.cli("status", "a/b", "--token", "tok123", url=url)
-    r2 = env.cli("release", "a/b", "--lease", lease, url=url,
-                 env_extra={"REDLOCK_TOKEN": "from-env"})
-    t.join(10)
-    srv.close()
+    (r1, r2), seen = recorded_requests(2, lambda url: (
+        env.cli("status", "a/b", "--token", "tok123", url=url),
+        env.cli("release", "a/b", "--lease", lease, url=url,
+                env_extra={"REDLOCK_TOKEN": "from-env"})))
     check(r1.returncode == 0 and r2.returncode == 0, "%r %r" % (r1, r2))
     check(len(seen) == 2, "requests seen: %d" % len(seen))
     (h1, _), (h2, b2) = seen
@@ -907,6 +918,287 @@ def token_and_lease_travel_in_headers_and_body(env):
     check(h2.startswith("DELETE /locks/a%2Fb HTTP/1.1"), h2.split("\r\n")[0])
     check("Authorization: Bearer from-env" in h2, h2)
     check(lease not in h2 and json.loads(b2) == {"lease": lease}, "%r %r" % (h2, b2))
+
+
+# ---- shared locks, reentrant holds, semaphores (issue 14) ------------------------------
+
+@test
+def sem_shared_and_reentrant_requests_on_the_wire(env):
+    """The routes and bodies the new verbs send, against a recording socket (no server
+    features needed)."""
+    lease = "R" * 20 + "lease"
+    runs, seen = recorded_requests(5, lambda url: [
+        env.cli("sem", "acquire", "a/b", "--permits", "3", "--ttl", "900", url=url),
+        env.cli("sem", "release", "a/b", "--lease", lease, "--permits", "3", url=url),
+        env.cli("sem", "status", "a/b", url=url),
+        env.cli("acquire", "--shared", "x", url=url),
+        env.cli("acquire", "x", "--reentrant", url=url,
+                env_extra={"REDLOCK_LEASE": lease})])
+    check(all(r.returncode == 0 for r in runs), "%r" % (runs,))
+    check(len(seen) == 5, "requests seen: %d" % len(seen))
+    want = [("POST /semaphores/a%2Fb ", {"permits": 3, "ttl_ms": 900}),
+            ("DELETE /semaphores/a%2Fb ", {"lease": lease}),
+            ("GET /semaphores/a%2Fb ", None),
+            ("POST /locks/x ", {"mode": "shared"}),
+            ("POST /locks/x ", {"lease": lease, "reentrant": True})]
+    for (head, body), (line, obj) in zip(seen, want):
+        check(head.startswith(line), "%r, expected %r" % (head.split("\r\n")[0], line))
+        check((json.loads(body) if body else None) == obj, "%s: body %r" % (line, body))
+
+
+def not_on_the_stub(env):
+    if env.args.stub:
+        raise Skip("the stub has no shared locks, reentrant holds or semaphores")
+
+
+def gated(marks, go, fields, then=""):
+    """A CMD (for sh -c) that appends "start FIELDS" to marks, waits for the file go to
+    exist, appends "end $ID" and runs then."""
+    return ('echo "start %s" >> %s; while [ ! -e %s ]; do sleep 0.02; done; '
+            'echo "end $ID" >> %s%s' % (fields, marks, go, marks, then))
+
+
+def acquired(env, *args, **kw):
+    """redlock ARGS that must succeed with a grant: returns its JSON."""
+    r = env.cli(*args, **kw)
+    check(r.returncode == 0, "%s: %r" % (" ".join(args), r))
+    return json.loads(r.stdout)
+
+
+def metric(env, name):
+    """A metric's value on the first service (0 if absent)."""
+    _, text = http_get(env.url + "/metrics")
+    m = re.search(r"^%s(?:\{[^}]*\})? (\d+)" % re.escape(name), text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+@test
+def shared_holders_hold_together_and_keep_a_writer_out(env):
+    not_on_the_stub(env)
+    name = env.name("shared")
+    w = acquired(env, "acquire", name, "--ttl", "20000")
+    r = env.cli("release", name, "--lease", w["lease"])
+    check(r.returncode == 0, "release: %r" % (r,))
+    a = acquired(env, "acquire", "--shared", name, "--ttl", "20000")
+    b = acquired(env, "acquire", name, "--shared", "--ttl", "20000")
+    check(a["mode"] == "shared" and b["mode"] == "shared", "%r %r" % (a, b))
+    check(a["lease"] != b["lease"], "two readers, one lease")
+    check(a["fencing_token"] == b["fencing_token"] == w["fencing_token"],
+          "a shared grant answers the last exclusive grant's token: %r %r %r" % (w, a, b))
+    r = env.cli("acquire", name)
+    check(r.returncode == TEMPFAIL and "held" in r.stderr, "writer among readers: %r" % (r,))
+    st = json.loads(env.cli("status", name).stdout)
+    check(st.get("readers") == 2 and st.get("mode") == "shared" and st["held"] is False,
+          "status: %r" % st)
+    for g in (a, b):
+        r = env.cli("release", name, "--lease", g["lease"])
+        check(r.returncode == 0, "release a reader: %r" % (r,))
+    x = acquired(env, "acquire", name, "--ttl", "20000")
+    check(x["fencing_token"] > w["fencing_token"] and "mode" not in x, "writer: %r" % x)
+    r = env.cli("acquire", "--shared", name)
+    check(r.returncode == TEMPFAIL, "reader beside a writer: %r" % (r,))
+    r = env.cli("release", name, "--lease", x["lease"])
+    check(r.returncode == 0, "release the writer: %r" % (r,))
+
+
+@test
+def run_shared_readers_run_together_and_the_writer_after_them(env):
+    """Two `run --shared` commands run at once; a `run` (exclusive) waiting behind them
+    runs only when both have ended, with a larger token; while it is parked, a new
+    reader is refused (writers first)."""
+    not_on_the_stub(env)
+    name = env.name("readers")
+    marks, go = env.path("marks"), env.path("go")
+    reader = gated(marks, go, "$ID $REDLOCK_FENCING_TOKEN")
+    readers = [env.spawn("run", "--shared", name, "--ttl", "3000", "--", "env", "ID=" + i,
+                         "sh", "-c", reader) for i in ("R1", "R2")]
+    wait_until(lambda: len(marks_of(marks)) == 2 or any(p.poll() is not None for p in readers),
+               10, "both readers to start")
+    check([m[0] for m in marks_of(marks)] == ["start", "start"],
+          "readers: %r %r" % (read(marks), [read(p.err_path) for p in readers]))
+    parked = metric(env, "redlockd_parked_waiters")
+    writer = env.spawn("run", name, "--ttl", "3000", "--wait", "30000", "--", "sh", "-c",
+                       'echo "start W $REDLOCK_FENCING_TOKEN" >> %s' % marks)
+    wait_until(lambda: metric(env, "redlockd_parked_waiters") > parked or
+               writer.poll() is not None, 10, "the writer to be parked")
+    check(writer.poll() is None, "the writer did not wait: %r" % read(writer.err_path))
+    r = env.cli("acquire", "--shared", name)
+    check(r.returncode == TEMPFAIL, "a reader got in past a parked writer: %r" % (r,))
+    open(go, "w").close()
+    for p in readers + [writer]:
+        check(finish(p, 20, "run") == 0, "exit %r: %s" % (p.returncode, read(p.err_path)))
+    m = marks_of(marks)
+    check([x[0] for x in m[2:]] == ["end", "end", "start"] and m[4][1] == "W",
+          "the writer ran among readers: %r" % m)
+    check(int(m[4][2]) > int(m[0][2]) and m[0][2] == m[1][2], "tokens: %r" % m)
+    check(env.held(name) is False, "held after all")
+
+
+@test
+def reentrant_acquire_counts_holds_and_each_release_takes_one(env):
+    not_on_the_stub(env)
+    name = env.name("reentrant")
+    g = acquired(env, "acquire", name, "--ttl", "20000")
+    lease = g["lease"]
+    h2 = acquired(env, "acquire", name, "--reentrant", "--lease", lease)
+    check(h2.get("holds") == 2 and h2["fencing_token"] == g["fencing_token"], "%r" % h2)
+    h3 = acquired(env, "acquire", name, "--reentrant", env_extra={"REDLOCK_LEASE": lease})
+    check(h3.get("holds") == 3 and h3["fencing_token"] == g["fencing_token"], "%r" % h3)
+    retry = acquired(env, "acquire", name, "--lease", lease)
+    check(retry["fencing_token"] == g["fencing_token"], "plain retry: %r" % retry)
+    for left in (2, 1):
+        r = env.cli("release", name, "--lease", lease)
+        out = json.loads(r.stdout)
+        check(r.returncode == 0 and out.get("released") is False and out.get("holds") == left,
+              "release with %d holds left: %r" % (left, r))
+        check(env.held(name) is True, "free with %d holds left" % left)
+    r = env.cli("release", name, "--lease", lease)
+    check(r.returncode == 0 and json.loads(r.stdout) == {"name": name, "released": True},
+          "last release: %r" % (r,))
+    check(env.held(name) is False, "held after the last release")
+    r = env.cli("acquire", name, "--reentrant", "--lease", lease, "--shared")
+    check(r.returncode == 2, "--reentrant --shared: %r" % (r,))
+
+
+@test
+def reentrant_acquire_inside_run_reenters_its_lock(env):
+    """Inside `redlock run`, `acquire --reentrant` takes REDLOCK_LEASE: a second hold of
+    the same lock, not a 409.  A hold left behind keeps the lock after run's release,
+    and run says so."""
+    not_on_the_stub(env)
+    name = env.name("nested")
+    r = env.cli("run", name, "--ttl", "5000", "--", "sh", "-c",
+                '"$RL" acquire "%s" --reentrant -q && "$RL" release "%s" -q' % (name, name),
+                env_extra={"RL": env.redlock})
+    check(r.returncode == 0 and "reentrant" not in r.stderr, "%r" % (r,))
+    check(env.held(name) is False, "held after run")
+    out = env.path("lease")
+    r = env.cli("run", name, "--ttl", "20000", "--", "sh", "-c",
+                '"$RL" acquire "%s" --reentrant -q && echo "$REDLOCK_LEASE" > %s'
+                % (name, out), env_extra={"RL": env.redlock})
+    check(r.returncode == 0 and "1 reentrant hold(s)" in r.stderr, "%r" % (r,))
+    check(env.held(name) is True, "the hold left behind should keep the lock")
+    r = env.cli("release", name, "--lease", read(out).strip())
+    check(r.returncode == 0 and json.loads(r.stdout)["released"] is True, "%r" % (r,))
+
+
+@test
+def sem_one_request_commands(env):
+    not_on_the_stub(env)
+    name = env.name("sem")
+    a = acquired(env, "sem", "acquire", name, "--permits", "2", "--ttl", "20000")
+    b = acquired(env, "sem", "acquire", name, "--permits", "2", "--ttl", "20000")
+    check(a["permits"] == 2 and {a["slot"], b["slot"]} == {0, 1}, "%r %r" % (a, b))
+    check(b["fencing_token"] > a["fencing_token"], "tokens %r %r" % (a, b))
+    check(a["lease"] not in env.cli("sem", "status", name).stdout, "status shows a lease")
+    r = env.cli("sem", "acquire", name, "--permits", "2")
+    check(r.returncode == TEMPFAIL and "every permit is taken" in r.stderr, "%r" % (r,))
+    r = env.cli("sem", "acquire", name, "--permits", "3")
+    check(r.returncode == TEMPFAIL and "its holders use --permits 2" in r.stderr
+          and json.loads(r.stdout)["error"] == "permits_mismatch", "mismatch: %r" % (r,))
+    r = env.cli("sem", "acquire", name, "--permits", "5000")
+    check(r.returncode == 1 and "invalid_permits" in r.stderr, "5000 permits: %r" % (r,))
+    st = json.loads(env.cli("sem", "status", name).stdout)
+    check((st["name"], st["permits"], st["held"], st["free"]) == (name, 2, 2, 0),
+          "status: %r" % st)
+    r = env.cli("sem", "extend", name, "--ttl", "15000", env_extra={"REDLOCK_LEASE": a["lease"]})
+    ext = json.loads(r.stdout)
+    check(r.returncode == 0 and ext["ttl_ms"] == 15000 and ext["validity_ms"] > 10000,
+          "extend: %r" % (r,))
+    r = env.cli("sem", "release", name, "--lease", a["lease"])
+    check(r.returncode == 0 and json.loads(r.stdout)["released"] is True, "%r" % (r,))
+    st = json.loads(env.cli("sem", "status", name).stdout)
+    check(st["held"] == 1 and st["free"] == 1, "status: %r" % st)
+    r = env.cli("sem", "release", name, "--lease", a["lease"])
+    check(r.returncode == 1 and "lease_not_found" in r.stderr, "second release: %r" % (r,))
+    check(a["lease"] not in r.stderr, "error message shows the lease")
+    r = env.cli("sem", "release", name, "--lease", b["lease"])
+    check(r.returncode == 0, "%r" % (r,))
+    st = json.loads(env.cli("sem", "status", name).stdout)
+    check(st["held"] == 0, "status when free: %r" % st)
+    c = acquired(env, "sem", "acquire", name, "--permits", "2")
+    check(c["fencing_token"] > b["fencing_token"], "token after all: %r %r" % (b, c))
+    env.cli("sem", "release", name, "--lease", c["lease"])
+
+
+@test
+def sem_run_gives_slot_and_waits_for_a_free_permit(env):
+    """Two of three `sem run --permits 2` run at once, each with its slot in REDLOCK_SLOT;
+    the third waits (--wait) until one ends.  Exit status passes through; a plain run
+    inside sees no REDLOCK_SLOT."""
+    not_on_the_stub(env)
+    name = env.name("semrun")
+    marks, go = env.path("marks"), env.path("go")
+    cmd = gated(marks, go, "$ID $REDLOCK_SLOT $REDLOCK_FENCING_TOKEN", "; exit 3")
+    ps = [env.spawn("sem", "run", name, "--permits", "2", "--ttl", "3000", "--wait",
+                    "30000", "--", "env", "ID=" + i, "sh", "-c", cmd) for i in "ABC"]
+    wait_until(lambda: len(marks_of(marks)) >= 2, 10, "two holders to start")
+    check(not wait_until_or_none(lambda: len(marks_of(marks)) > 2, 0.5),
+          "a third holder of two permits: %r" % read(marks))
+    first = marks_of(marks)
+    check(sorted(m[2] for m in first) == ["0", "1"], "slots: %r" % first)
+    open(go, "w").close()
+    for p in ps:
+        check(finish(p, 20, "sem run") == 3, "exit %r: %s" % (p.returncode, read(p.err_path)))
+    m = marks_of(marks)
+    check(len(m) == 6 and len({x[3] for x in m if x[0] == "start"}) == 3,
+          "marks: %r" % m)
+    st = json.loads(env.cli("sem", "status", name).stdout)
+    check(st["held"] == 0, "held after sem run: %r" % st)
+    r = env.cli("sem", "run", name, "--permits", "2", "--", "sh", "-c",
+                'echo "$REDLOCK_SLOT" && "$RL" run "%s-inner" -- sh -c '
+                '\'echo "inner=${REDLOCK_SLOT-unset}"\'' % name, env_extra={"RL": env.redlock})
+    check(r.returncode == 0 and re.match(r"^[01]\ninner=unset\n$", r.stdout), "nested: %r" % (r,))
+
+
+@test
+def sem_runs_never_exceed_the_permits(env):
+    not_on_the_stub(env)
+    name = env.name("semrace")
+    marks = env.path("marks")
+    permits, workers, rounds = 2, 4, 4
+    body = ('echo "start $W.$i $REDLOCK_SLOT $REDLOCK_FENCING_TOKEN" >> %s; sleep 0.1; '
+            'echo "end $W.$i $REDLOCK_SLOT" >> %s') % (marks, marks)
+    loop = ('i=0; while [ $i -lt %d ]; do i=$((i+1)); export i; '
+            '"$RL" sem run "%s" --permits %d --ttl 2000 --wait 60000 -- sh -c \'%s\' '
+            '|| exit 1; done') % (rounds, name, permits, body)
+    ps = []
+    for w in range(workers):
+        ps.append(subprocess.Popen(["sh", "-c", loop], env=env.env(RL=env.redlock, W=str(w)),
+                                   stderr=subprocess.PIPE, text=True))
+        env.procs.append(ps[-1])
+    for p in ps:
+        check(finish(p, 120, "sem worker") == 0,
+              "worker failed (%d): %s" % (p.returncode, p.stderr.read()))
+    running, most, tokens = {}, 0, set()
+    for line in marks_of(marks):
+        if line[0] == "start":
+            check(line[2] not in running.values(), "slot %s taken twice: %r" % (line[2], line))
+            running[line[1]] = line[2]
+            tokens.add(line[3])
+            check(len(running) <= permits, "%d holders of %d permits" % (len(running), permits))
+            most = max(most, len(running))
+        else:
+            check(running.pop(line[1], None) == line[2], "end without start: %r" % line)
+    check(len(tokens) == workers * rounds, "tokens not all distinct: %d" % len(tokens))
+    check(most == permits, "never %d holders at once (most %d)" % (permits, most))
+
+
+@test
+def sem_run_lost_permit_terminates_the_command(env):
+    not_on_the_stub(env)
+    name = env.name("semlost")
+    marks, out = env.path("marks"), env.path("lease")
+    p = env.spawn("sem", "run", name, "--permits", "2", "--ttl", "1500", "--grace", "3000",
+                  "--", "sh", "-c", 'echo "$REDLOCK_LEASE" > %s; %s' % (out, holder(marks)))
+    wait_until(lambda: "started" in read(marks), 10, "CMD to start")
+    r = env.cli("sem", "release", name, "--lease", "-", input=read(out))
+    check(r.returncode == 0, "release behind its back: %r" % (r,))
+    rc = finish(p, 10, "sem run after the permit was lost")
+    err = read(p.err_path)
+    check(rc == TEMPFAIL, "exit %d, stderr %r" % (rc, err))
+    check("TERM" in read(marks), "CMD did not get SIGTERM: %r" % read(marks))
+    check("lease_not_found" in err, "stderr: %r" % err)
 
 
 def main():

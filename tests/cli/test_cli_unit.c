@@ -236,6 +236,26 @@ ParameterizedTestParameters(args, usage_errors)
         {{"redlock", "status", "n", "--bogus"}, "unknown option"},
         {{"redlock", "status", "n", "-x"}, "unknown option"},
         {{"redlock", "status", "n", "--url="}, "--url"},
+        {{"redlock", "sem"}, "sem: no verb given"},
+        {{"redlock", "sem", "lock", "n"}, "unknown sem verb"},
+        {{"redlock", "sem", "sem", "n"}, "unknown sem verb"},
+        {{"redlock", "sem", "elect", "n", "--", "true"}, "the verbs are"},
+        {{"redlock", "sem", "watch", "n"}, "the verbs are"},
+        {{"redlock", "sem", "status"}, "no semaphore NAME"},
+        {{"redlock", "sem", "acquire", "n"}, "sem acquire needs --permits"},
+        {{"redlock", "sem", "run", "n", "--", "true"}, "sem run needs --permits"},
+        {{"redlock", "sem", "run", "n", "--permits=2"}, "sem run: no command"},
+        {{"redlock", "sem", "acquire", "n", "--permits=0"}, "--permits"},
+        {{"redlock", "sem", "acquire", "n", "--permits=-2"}, "--permits"},
+        {{"redlock", "sem", "acquire", "n", "--permits=2x"}, "--permits"},
+        {{"redlock", "sem", "release", "n"}, "sem release needs --lease"},
+        {{"redlock", "acquire", "n", "--permits=2"}, "--permits is for the sem"},
+        {{"redlock", "sem", "acquire", "n", "--shared", "--permits=2"}, "--shared is for"},
+        {{"redlock", "status", "n", "--shared"}, "--shared is for"},
+        {{"redlock", "elect", "n", "--shared", "true"}, "--shared is for"},
+        {{"redlock", "run", "n", "--reentrant", "true"}, "--reentrant is for"},
+        {{"redlock", "release", "n", "--reentrant"}, "--reentrant is for"},
+        {{"redlock", "acquire", "n", "--reentrant", "--shared"}, "do not go together"},
     };
     return cr_make_param_array(struct bad_case, cases, sizeof(cases) / sizeof(cases[0]));
 }
@@ -251,6 +271,104 @@ ParameterizedTest(struct bad_case *c, args, usage_errors)
     cr_assert_eq(parse(&o, NULL, w, err, sizeof(err)), -1);
     cr_assert(strstr(err, c->message_part) != NULL, "'%s' lacks '%s'", err,
               c->message_part);
+}
+
+Test(args, shared_goes_with_acquire_and_run)
+{
+    cli_opts o;
+    char err[256];
+    const char *acq[] = {"redlock", "acquire", "--shared", "reports", NULL};
+    const char *run[] = {"redlock", "run", "reports", "--shared", "--", "cat", "x", NULL};
+    const char *plain[] = {"redlock", "acquire", "reports", NULL};
+
+    cr_assert_eq(parse(&o, NULL, acq, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_ACQUIRE);
+    cr_assert_eq(o.shared, 1);
+    cr_assert_eq(o.sem, 0);
+    cr_assert_str_eq(o.name, "reports");
+    cr_assert_eq(parse(&o, NULL, run, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_RUN);
+    cr_assert_eq(o.shared, 1);
+    cr_assert_eq(o.argc, 2);
+    cr_assert_str_eq(o.argv[0], "cat");
+    cr_assert_eq(parse(&o, NULL, plain, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.shared, 0, "exclusive stays the default");
+    cr_assert_eq(o.reentrant, 0);
+}
+
+Test(args, reentrant_acquire_reenters_the_lease_given_or_else_the_environments)
+{
+    cli_opts o;
+    char err[256];
+    const char *env[] = {"redlock", "acquire", "n", "--reentrant", NULL};
+    const char *flag[] = {"redlock", "acquire", "n", "--reentrant", "--lease",
+                          "lease-from-flag-0123", NULL};
+
+    cr_assert_eq(parse(&o, env_table, env, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.reentrant, 1);
+    cr_assert_str_eq(o.lease, "lease-from-env-0123", "inside `redlock run`: its lease");
+    cr_assert_eq(parse(&o, env_table, flag, err, sizeof(err)), 0, "%s", err);
+    cr_assert_str_eq(o.lease, "lease-from-flag-0123");
+    cr_assert_eq(parse(&o, NULL, env, err, sizeof(err)), 0, "%s", err);
+    cr_assert_null(o.lease, "no lease anywhere: a first acquire");
+}
+
+Test(args, sem_takes_a_verb_a_name_and_permits)
+{
+    cli_opts o;
+    char err[256];
+    const char *acq[] = {"redlock", "--url", "http://u:1", "sem", "acquire", "pool/db",
+                         "--permits", "3", "--ttl=2000", "--wait", "500", NULL};
+    const char *opts_first[] = {"redlock", "--permits=1024", "sem", "status", "pool/db",
+                                NULL};
+
+    cr_assert_eq(parse(&o, env_table, acq, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.sem, 1);
+    cr_assert_eq(o.cmd, CLI_CMD_ACQUIRE);
+    cr_assert_str_eq(o.name, "pool/db");
+    cr_assert_eq(o.permits, 3);
+    cr_assert_eq(o.ttl_ms, 2000);
+    cr_assert_eq(o.wait_ms, 500);
+    cr_assert_null(o.lease, "sem acquire must not reuse REDLOCK_LEASE either");
+    cr_assert_eq(parse(&o, NULL, opts_first, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_STATUS);
+    cr_assert_eq(o.sem, 1);
+    cr_assert_eq(o.permits, 1024, "the other verbs accept --permits");
+}
+
+Test(args, sem_run_takes_the_command_like_run)
+{
+    cli_opts o;
+    char err[256];
+    const char *dd[] = {"redlock", "sem", "run", "pool", "--permits", "2", "--grace", "10",
+                        "--", "sh", "-c", "echo $REDLOCK_SLOT", NULL};
+    const char *bare[] = {"redlock", "sem", "run", "pool", "--permits=2", "make", "-j", NULL};
+
+    cr_assert_eq(parse(&o, NULL, dd, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.sem, 1);
+    cr_assert_eq(o.cmd, CLI_CMD_RUN);
+    cr_assert_eq(o.permits, 2);
+    cr_assert_eq(o.grace_ms, 10);
+    cr_assert_eq(o.argc, 3);
+    cr_assert_str_eq(o.argv[0], "sh");
+    cr_assert_eq(parse(&o, NULL, bare, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.argc, 2);
+    cr_assert_str_eq(o.argv[0], "make");
+}
+
+Test(args, sem_release_and_extend_take_the_lease_from_the_environment)
+{
+    cli_opts o;
+    char err[256];
+    const char *rel[] = {"redlock", "sem", "release", "pool", NULL};
+    const char *ext[] = {"redlock", "sem", "extend", "pool", "--ttl", "900", NULL};
+
+    cr_assert_eq(parse(&o, env_table, rel, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_RELEASE);
+    cr_assert_str_eq(o.lease, "lease-from-env-0123");
+    cr_assert_eq(parse(&o, env_table, ext, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.cmd, CLI_CMD_EXTEND);
+    cr_assert_str_eq(o.lease, "lease-from-env-0123");
 }
 
 Test(args, a_bad_lease_is_refused_without_echoing_it)
@@ -398,6 +516,46 @@ Test(ops, acquire_body_holds_only_what_was_given)
     cr_assert_str_eq(s, "{\"owner\":\"host-1\",\"wait_ms\":30000}");
     free(s);
     json_decref(b);
+}
+
+/* The grant body for a command line. */
+static char *grant_body_of(const char **words)
+{
+    cli_opts o;
+    char err[256];
+    json_t *b;
+    char *s;
+
+    cr_assert_eq(parse(&o, NULL, words, err, sizeof(err)), 0, "%s", err);
+    b = cli_ops_grant_body(&o);
+    cr_assert_not_null(b);
+    s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(b);
+    return s;
+}
+
+Test(ops, grant_body_carries_mode_reentrant_and_permits_only_when_asked)
+{
+    const char *plain[] = {"redlock", "acquire", "n", "--ttl", "900", NULL};
+    const char *shared[] = {"redlock", "run", "n", "--shared", "--wait", "0", "--", "x", NULL};
+    const char *reent[] = {"redlock", "acquire", "n", "--reentrant", "--lease",
+                           "abcdefghijklmnop", NULL};
+    const char *sem[] = {"redlock", "sem", "run", "n", "--permits", "4", "--owner", "w1",
+                         "--", "x", NULL};
+    char *s;
+
+    s = grant_body_of(plain);
+    cr_assert_str_eq(s, "{\"ttl_ms\":900}", "an exclusive request is today's");
+    free(s);
+    s = grant_body_of(shared);
+    cr_assert_str_eq(s, "{\"mode\":\"shared\",\"wait_ms\":0}");
+    free(s);
+    s = grant_body_of(reent);
+    cr_assert_str_eq(s, "{\"lease\":\"abcdefghijklmnop\",\"reentrant\":true}");
+    free(s);
+    s = grant_body_of(sem);
+    cr_assert_str_eq(s, "{\"owner\":\"w1\",\"permits\":4}");
+    free(s);
 }
 
 Test(ops, timeout_covers_the_wait)
