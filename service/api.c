@@ -486,6 +486,8 @@ static void op_done(lockop *op)
         answer_done(r, op);
     } else {
         stream_free(r); /* not granted: no stream */
+        if (op->mode == LOCKOP_SEMAPHORE && op->err == RL_E_LOCK_HELD)
+            snprintf(r->msg, sizeof r->msg, "every permit of this semaphore is taken");
         answer_error(r, op->err);
     }
     r->srv->mhd_ready = 1;
