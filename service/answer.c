@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "body.h"
 #include "jw.h"
@@ -58,6 +59,29 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
         route_allow(r->route, val, sizeof val);
     }
     return answer_json(r, rl_err_status(e), buf, jw_len(&j), hdr, val);
+}
+
+void answer_raw(http_req *r, rl_err e)
+{
+    body_err be = {e, r->msg, 0, 0, r->srv->env.quorum};
+    char body[BODY_MAX_LOCK], out[BODY_MAX_LOCK + 512];
+    jw j;
+    jw_init(&j, body, sizeof body);
+    body_error(&j, &be);
+    int status = rl_err_status(e);
+    const char *reason = MHD_get_reason_phrase_for((unsigned)status);
+    int n = snprintf(out, sizeof out,
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                     "X-Request-Id: %s\r\nContent-Length: %zu\r\n\r\n%.*s",
+                     status, reason ? reason : "", r->request_id, jw_len(&j), (int)jw_len(&j), body);
+    r->status = status;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || n < 0 || (size_t)n >= sizeof out)
+        return;
+    /* A new request's answer on an idle socket: its send buffer has room for it. */
+    ssize_t w = send(ci->connect_fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w; /* whatever went, nothing more goes: libmicrohttpd's sends now fail */
+    shutdown(ci->connect_fd, SHUT_WR);
 }
 
 /* A handler's failure with its own message (r->msg, which answer_error() shows). */

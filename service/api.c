@@ -16,6 +16,7 @@
 #include "jw.h"
 #include "lease.h"
 #include "listop.h"
+#include "query.h"
 #include "stat.h"
 #include "stream.h"
 #include "watchreq.h"
@@ -428,8 +429,26 @@ static rl_err (*const handlers[ROUTE_A__COUNT])(http_req *r) = {
     [ROUTE_A_LIST] = h_list,
 };
 
+/* The query string's parameters, each judged by query.h for r's action. */
+struct query_check {
+    http_req *r;
+    query_seen seen;
+};
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct query_check *c = cls;
+    (void)kind;
+    return query_accept(&c->seen, c->r->action, key, value, c->r->msg, sizeof c->r->msg) == RL_OK ? MHD_YES
+                                                                                                : MHD_NO;
+}
+
 rl_err api_handle(http_req *r)
 {
+    struct query_check c = {r, {0, RL_OK}};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_arg, &c);
+    if (c.seen.err != RL_OK)
+        return c.seen.err; /* an unknown, repeated or empty parameter: never ignored */
     return handlers[r->action](r);
 }
 

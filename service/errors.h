@@ -23,6 +23,8 @@
       "an owner is 1..256 bytes of printable ASCII (0x20-0x7e)")                     \
     X(RL_E_INVALID_LIMIT, 400, "invalid_limit", "limit must be an integer 1..1000")   \
     X(RL_E_INVALID_FORCE, 400, "invalid_force", "force must be true or false")       \
+    X(RL_E_INVALID_QUERY, 400, "invalid_query",                                      \
+      "the query string has an unknown or repeated parameter")                       \
     X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
     X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
     X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \

@@ -6,6 +6,7 @@
 #include "http.h"
 
 #include <microhttpd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,10 @@
 #include "route.h"
 #include "stat.h"
 #include "validate.h"
+
+/* A chunked body past BODY_MAX_BYTES is read (and thrown away) up to this much more,
+ * to answer it 413; a longer one has its connection cut. */
+#define BODY_DISCARD_MAX (1024 * 1024)
 
 /* ---- connections and the header timeout ---- */
 
@@ -81,10 +86,19 @@ static http_req *req_new(http_server *s)
         return NULL;
     }
     r->srv = s;
+    r->conn = NULL;
+    r->begun = 0;
+    r->raw_uri_len = 0;
+    r->raw_query = 0;
+    r->ub_prev = r->ub_next = NULL;
+    r->start_us = clock_now_us();
+    r->request_id[0] = '\0';
     r->route = NULL;
     r->action = ROUTE_A_NONE;
+    r->method_id = ROUTE_M_OTHER;
     r->started = r->suspended = r->gone_watched = 0;
     r->body_len = 0;
+    r->discarded = 0;
     r->body_cap = sizeof r->body_inline;
     r->body = r->body_inline;
     r->resp = NULL;
@@ -103,9 +117,34 @@ static http_req *req_new(http_server *s)
     return r;
 }
 
+/* The requests whose header libmicrohttpd is still reading (see mhd_log). */
+static void unbegun_push(http_req *r)
+{
+    http_server *s = r->srv;
+    r->ub_prev = NULL;
+    r->ub_next = s->unbegun;
+    if (s->unbegun)
+        s->unbegun->ub_prev = r;
+    s->unbegun = r;
+}
+
+static void unbegun_remove(http_req *r)
+{
+    http_server *s = r->srv;
+    if (r->ub_prev)
+        r->ub_prev->ub_next = r->ub_next;
+    else if (s->unbegun == r)
+        s->unbegun = r->ub_next;
+    if (r->ub_next)
+        r->ub_next->ub_prev = r->ub_prev;
+    r->ub_prev = r->ub_next = NULL;
+}
+
 static void req_free(http_req *r)
 {
     http_server *s = r->srv;
+    if (!r->begun)
+        unbegun_remove(r);
     api_free(r);
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
@@ -191,12 +230,18 @@ static void request_id(http_req *r)
 /* The first callback of r: route it, and judge what the header alone decides (the
  * method, the token, shutdown, the announced body size).  RL_OK, or the error to
  * answer with at once. */
-static rl_err req_begin(http_req *r, const char *url, const char *method)
+static rl_err req_begin(http_req *r, const char *url, const char *method, const char *version)
 {
     const app *a = r->srv->env.app;
-    r->start_us = clock_now_us();
     r->method_id = route_method_id(method);
     request_id(r);
+    /* libmicrohttpd keeps the URI as a C string: a raw NUL byte in it would cut the
+     * path (POST /locks/a<NUL>b would lock "a").  The URI was read up to a first NUL
+     * (on_uri); it ends just before the version, in the same buffer, unless it held
+     * one. */
+    if (r->raw_uri_len && version && *version && url + r->raw_uri_len + 1 != version)
+        return r->raw_query ? answer_fail(r, RL_E_INVALID_QUERY, "the query string holds a NUL byte")
+                            : answer_fail(r, RL_E_INVALID_NAME, "the path holds a NUL byte");
     r->route = route_match(url, &r->name, &r->name_len);
     if (!r->route)
         return RL_E_NOT_FOUND;
@@ -225,16 +270,20 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 {
     http_server *s = cls;
     http_req *r = *con_cls;
-    (void)version;
-    if (!r) {
-        r = req_new(s);
-        if (!r)
-            return MHD_NO;
-        *con_cls = r;
-        r->conn = c;
+    if (!r || !r->begun) { /* the first callback: the whole header is there */
+        if (!r) { /* on_uri could not make it */
+            r = req_new(s);
+            if (!r)
+                return MHD_NO;
+            *con_cls = r;
+            r->conn = c;
+        } else {
+            unbegun_remove(r);
+        }
+        r->begun = 1;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->hc = ci ? ci->socket_context : NULL;
-        rl_err e = req_begin(r, url, method);
+        rl_err e = req_begin(r, url, method, version);
         return e == RL_OK ? MHD_YES : answer_error(r, e);
     }
     if (r->resp) {
@@ -247,8 +296,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (r->body_len + n > BODY_MAX_BYTES)
-            return MHD_NO; /* chunked and too large: cut the connection */
+        if (r->discarded || r->body_len + n > BODY_MAX_BYTES) {
+            /* Chunked and too large: read on to its end and answer 413, unless it goes
+             * on for much longer (then cut the connection). */
+            r->discarded += n;
+            return r->discarded > BODY_DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
         if (r->body_len + n > r->body_cap) {
             size_t cap = r->body_cap * 2;
             while (cap < r->body_len + n)
@@ -270,10 +323,75 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
     r->started = 1;
     idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
+    if (r->discarded)
+        return answer_error(r, RL_E_BODY_TOO_LARGE);
     rl_err e = api_handle(r);
     if (e != RL_OK)
         answer_error(r, e);
     return MHD_YES;
+}
+
+/* A request line was read: the request begins here (its state is the con_cls of the
+ * callbacks that follow), with the length of its URI as read: libmicrohttpd cuts the
+ * URI at a NUL byte later, and req_begin() tells that from here. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    http_server *s = cls;
+    http_req *r = req_new(s);
+    if (!r)
+        return NULL; /* on_access makes it */
+    r->conn = c;
+    r->raw_uri_len = strlen(uri);
+    r->raw_query = strchr(uri, '?') != NULL;
+    unbegun_push(r);
+    return r;
+}
+
+/* Whether libmicrohttpd 0.9.x refuses this Content-Length (not all digits, or more
+ * than 64 bits): it then answers before any callback of ours, and (a bug of those
+ * versions) sends its answer's header twice. */
+static int bad_content_length(const char *v, int *too_large)
+{
+    size_t n = strlen(v);
+    *too_large = 0;
+    if (n == 0 || strspn(v, "0123456789") != n)
+        return 1;
+    *too_large = n > 20 || (n == 20 && strcmp(v, "18446744073709551615") > 0);
+    return *too_large;
+}
+
+/* libmicrohttpd's own messages (MHD_USE_ERROR_LOG), at debug level.  One of them
+ * says it is refusing a request's Content-Length: libmicrohttpd 0.9.75 then writes
+ * the header of its answer twice on the connection, and no callback can stop it.  The
+ * requests whose header it is reading are known (on_uri); the one with the bad value
+ * is answered here with the documented JSON error, written straight to the socket,
+ * and the socket is shut for writing, so libmicrohttpd's own bytes never leave
+ * (its send fails and it closes the connection).  Over TLS its answer stands. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    http_server *s = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    log_msg(s->env.log, LOG_LEVEL_DEBUG, "libmicrohttpd: %s", msg);
+    if (!strstr(fmt, "Content-Length") || s->env.app->tls_cert)
+        return;
+    for (http_req *r = s->unbegun, *next; r; r = next) {
+        next = r->ub_next;
+        const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        int too_large;
+        if (!cl || MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
+            !bad_content_length(cl, &too_large))
+            continue;
+        unbegun_remove(r);
+        r->begun = 1; /* no callback of ours will run for it */
+        request_id(r);
+        if (!too_large)
+            answer_fail(r, RL_E_INVALID_JSON, "the Content-Length header is not a length");
+        answer_raw(r, too_large ? RL_E_BODY_TOO_LARGE : RL_E_INVALID_JSON);
+    }
 }
 
 /* Percent-decoding of paths and query values (route.h). */
@@ -296,7 +414,7 @@ static void on_mhd_io(loop_io *io, uint32_t events)
 static int start_daemon(http_server *s)
 {
     const app *a = s->env.app;
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
         {MHD_OPTION_HTTPS_MEM_CERT, 0, a->tls_cert},
@@ -312,6 +430,8 @@ static int start_daemon(http_server *s)
         return -1;
     }
     s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first: see the docs */
+                              MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                               MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,

@@ -33,6 +33,8 @@ struct http_server {
     size_t nfree_reqs;
     size_t active_reqs;         /* requests between first callback and completion */
     uint64_t req_seq;           /* for request ids */
+    http_req *unbegun;          /* requests whose line was read, not yet their headers
+                                 * (libmicrohttpd may still refuse them itself) */
     idle_list idle;             /* connections waiting for a whole request header */
     int64_t next_sweep_us;
     /* written by the owner's thread only, read by any (http_server_stats) */
@@ -50,11 +52,17 @@ struct http_req {
     int action;                 /* enum route_action: what the route does for the method */
     int method_id;              /* enum route_method */
     int64_t start_us;
+    int begun;                  /* its first callback ran (else libmicrohttpd is still
+                                 * reading its header, or refused it) */
+    size_t raw_uri_len;         /* the request line's URI as read, up to a first NUL */
+    int raw_query;              /* that URI has a query string */
+    http_req *ub_prev, *ub_next; /* in srv->unbegun while !begun */
     char request_id[65];
     const char *name;           /* points into the url (valid for the request) */
     size_t name_len;
     /* the body as it arrives */
     size_t body_len, body_cap;
+    size_t discarded;           /* bytes of a chunked body past BODY_MAX_BYTES, thrown away */
     char *body;
     char body_inline[256];
     /* the handler's */

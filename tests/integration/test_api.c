@@ -264,6 +264,15 @@ static struct bad bad_cases[] = {
     {"DELETE", "/locks", "{}", 400, "invalid_lease"},
     {"PUT", "/locks/x", "", 405, "method_not_allowed"},
     {"POST", "/healthz", "", 405, "method_not_allowed"},
+    {"POST", "/locks/x?ttl=5000", "", 400, "invalid_query"},
+    {"POST", "/locks/x?ttl_ms=5000&ttl_ms=6000", "", 400, "invalid_query"},
+    {"POST", "/locks/x?hold", "", 400, "invalid_query"},
+    {"PATCH", "/locks/x?lease=AAAAAAAAAAAAAAAAAAAAAAAA&wait_ms=1", "", 400, "invalid_query"},
+    {"DELETE", "/locks/x?lease=AAAAAAAAAAAAAAAAAAAAAAAA&ttl_ms=1", "", 400, "invalid_query"},
+    {"GET", "/locks/x?wait=100", "", 400, "invalid_query"},
+    {"GET", "/locks?prefix=a&prefix=b", "", 400, "invalid_query"},
+    {"POST", "/locks?names=a", "{\"names\":[\"a\"]}", 400, "invalid_query"},
+    {"DELETE", "/locks?lease=AAAAAAAAAAAAAAAAAAAAAAAA&force=true", "", 400, "invalid_query"},
 };
 
 ParameterizedTestParameters(api, bad_input_gets_a_clear_json_error)

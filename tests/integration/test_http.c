@@ -1,0 +1,172 @@
+/* test_http.c -- HTTP as clients expect it, on raw sockets where curl would not send
+ * the request: a raw NUL byte in the path, Content-Length values libmicrohttpd refuses
+ * before any handler runs (one answer per connection, the documented JSON error), a
+ * chunked body over the limit, a header over the connection's memory. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static h_cluster C;
+static void setup(void) { h_cluster_start(&C, 5, 0, NULL); }
+static void teardown(void) { h_cluster_stop(&C); }
+
+TestSuite(http, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Send len bytes of req on a new connection, read until the service closes it (or 3 s
+ * pass); the answer, NUL-terminated, in out.  Returns the bytes read. */
+static size_t exchange(const char *req, size_t len, char *out, size_t cap)
+{
+    cr_assert(!C.external || strncmp(C.svc.url, "http:", 5) == 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)C.svc.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break; /* the service may close before reading everything */
+        off += (size_t)w;
+    }
+    size_t got = 0;
+    double end = h_now_ms() + 3000;
+    while (got + 1 < cap && h_now_ms() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) != 1)
+            continue;
+        ssize_t n = recv(fd, out + got, cap - 1 - got, 0);
+        if (n <= 0)
+            break; /* closed (or reset) */
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    close(fd);
+    return got;
+}
+
+/* How many status lines the answer holds. */
+static int answers_in(const char *s)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, "HTTP/1.1 ")); p++)
+        n++;
+    return n;
+}
+
+/* The JSON body of a single answer (after the blank line), parsed. */
+static json_t *body_of(const char *s)
+{
+    const char *b = strstr(s, "\r\n\r\n");
+    cr_assert_not_null(b, "no header end in: %s", s);
+    json_t *j = json_loads(b + 4, 0, NULL);
+    cr_assert_not_null(j, "not JSON: %s", b + 4);
+    return j;
+}
+
+static void assert_one_json_error(const char *out, int status, const char *error)
+{
+    char line[32];
+    snprintf(line, sizeof line, "HTTP/1.1 %d ", status);
+    cr_assert_eq(answers_in(out), 1, "exactly one answer on the connection:\n%s", out);
+    cr_assert(strncmp(out, line, strlen(line)) == 0, "%s", out);
+    cr_assert(strstr(out, "Content-Type: application/json"), "%s", out);
+    json_t *j = body_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "error")), error, "%s", out);
+    cr_assert(json_string_length(json_object_get(j, "message")) > 0);
+    json_decref(j);
+}
+
+Test(http, a_raw_nul_in_the_path_is_invalid_name_and_locks_nothing)
+{
+    static const char req[] = "POST /locks/nul\0zzz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    char out[4096];
+    exchange(req, sizeof req - 1, out, sizeof out);
+    assert_one_json_error(out, 400, "invalid_name");
+    h_resp r;
+    h_http(&C, "GET", "/locks/nul", NULL, &r);
+    cr_assert_eq(r.status, 200);
+    cr_assert(json_is_false(json_object_get(r.json, "held")), "the name cut at the NUL was locked: %s", r.body);
+    h_resp_free(&r);
+}
+
+Test(http, a_raw_nul_in_the_query_is_invalid_query)
+{
+    static const char req[] = "POST /locks/qnul?ttl_ms=5\0000 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    char out[4096];
+    exchange(req, sizeof req - 1, out, sizeof out);
+    assert_one_json_error(out, 400, "invalid_query");
+}
+
+Test(http, a_content_length_that_is_no_length_gets_one_json_answer)
+{
+    const char *values[] = {"-1", "abc", "1 2"};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        char req[256], out[4096];
+        int n = snprintf(req, sizeof req, "POST /locks/cl HTTP/1.1\r\nHost: a\r\nContent-Length: %s\r\n\r\n",
+                         values[i]);
+        exchange(req, (size_t)n, out, sizeof out);
+        assert_one_json_error(out, 400, "invalid_json");
+    }
+    /* ... and the service still serves. */
+    h_resp r;
+    h_http(&C, "POST", "/locks/cl", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    h_resp_free(&r);
+}
+
+Test(http, a_content_length_past_64_bits_gets_one_json_413)
+{
+    static const char req[] = "POST /locks/cl2 HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n";
+    char out[4096];
+    exchange(req, sizeof req - 1, out, sizeof out);
+    assert_one_json_error(out, 413, "body_too_large");
+}
+
+Test(http, a_chunked_body_over_the_limit_is_a_json_413)
+{
+    size_t chunk = 8192, nchunks = 10; /* 80 KiB > 64 KiB */
+    size_t cap = 256 + nchunks * (chunk + 16);
+    char *req = malloc(cap), *p = req;
+    p += sprintf(p, "POST /locks/chunky HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (size_t i = 0; i < nchunks; i++) {
+        p += sprintf(p, "%zx\r\n", chunk);
+        memset(p, ' ', chunk);
+        p += chunk;
+        p += sprintf(p, "\r\n");
+    }
+    p += sprintf(p, "0\r\n\r\n");
+    char out[4096];
+    exchange(req, (size_t)(p - req), out, sizeof out);
+    free(req);
+    cr_assert_eq(answers_in(out), 1, "%s", out);
+    cr_assert(strncmp(out, "HTTP/1.1 413 ", 13) == 0, "%s", out);
+    json_t *j = body_of(out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "error")), "body_too_large");
+    json_decref(j);
+}
+
+Test(http, a_header_over_the_connection_memory_gets_at_most_one_answer)
+{
+    /* libmicrohttpd answers this itself (431, its own body) and closes: never twice. */
+    size_t n = 40000;
+    char *req = malloc(n + 128);
+    int k = sprintf(req, "GET /healthz HTTP/1.1\r\nHost: a\r\nX-Big: ");
+    memset(req + k, 'a', n);
+    strcpy(req + k + n, "\r\n\r\n");
+    char out[8192];
+    exchange(req, strlen(req), out, sizeof out);
+    free(req);
+    cr_assert_leq(answers_in(out), 1, "%s", out);
+    if (answers_in(out))
+        cr_assert(strncmp(out, "HTTP/1.1 431 ", 13) == 0, "%s", out);
+}
