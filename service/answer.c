@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "auth.h"
 #include "body.h"
 #include "jw.h"
 #include "listop.h"
@@ -53,7 +54,11 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
         snprintf(val, sizeof val, "%lld", body_retry_after_s(be.retry_after_ms));
     } else if (e == RL_E_UNAUTHORIZED) {
         hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
-        snprintf(val, sizeof val, "Bearer realm=\"redlockd\"");
+        /* RFC 6750: a token was given and is not known (a request without one gets no
+         * error code). */
+        int given = auth_is_bearer(
+            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
+        snprintf(val, sizeof val, "Bearer realm=\"redlockd\"%s", given ? ", error=\"invalid_token\"" : "");
     } else if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
         hdr = MHD_HTTP_HEADER_ALLOW;
         route_allow(r->route, val, sizeof val);
