@@ -13,6 +13,10 @@
 
 /* ---- answers ---- */
 
+/* Retry-After of every 503, in seconds: a quorum that fell short, a full queue and a
+ * stopping instance are each worth a retry soon (another instance, the next round). */
+#define ANSWER_RETRY_503_S "1"
+
 /* Send resp (of content type `type`) as r's answer, or keep it until r is resumed. */
 enum MHD_Result answer_queue(http_req *r, int status, struct MHD_Response *resp, const char *type,
                              const char *extra_hdr, const char *extra_val)
@@ -21,6 +25,14 @@ enum MHD_Result answer_queue(http_req *r, int status, struct MHD_Response *resp,
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     if (extra_hdr)
         MHD_add_response_header(resp, extra_hdr, extra_val);
+    if (status == 201 && r->op.kind >= 0) {
+        /* The lock granted (a set: its first name).  Names need no escaping in a path. */
+        char loc[16 + NAME_MAX_LEN];
+        snprintf(loc, sizeof loc, "/locks/%.*s", (int)r->op.name_len, r->op.name);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+    }
+    if (status == 503 && !(extra_hdr && strcmp(extra_hdr, MHD_HTTP_HEADER_RETRY_AFTER) == 0))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ANSWER_RETRY_503_S);
     r->status = status;
     if (r->suspended) {
         r->resp = resp; /* queued when the connection is resumed */

@@ -14,7 +14,8 @@
 #include "http_req.h"
 
 /* Send resp (of content type `type`, with one extra header if given) as r's answer, or
- * keep it until r is resumed.  Takes resp. */
+ * keep it until r is resumed.  Takes resp.  Every 201 gets a Location (/locks/NAME of
+ * r's op; a set's first name), every 503 a Retry-After. */
 enum MHD_Result answer_queue(http_req *r, int status, struct MHD_Response *resp, const char *type,
                              const char *extra_hdr, const char *extra_val);
 

@@ -515,6 +515,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg)
     header_value(p, k, "X-Request-Id", r->request_id, sizeof r->request_id);
     header_value(p, k, "Content-Type", r->content_type, sizeof r->content_type);
     header_value(p, k, "WWW-Authenticate", r->www_auth, sizeof r->www_auth);
+    header_value(p, k, "Location", r->location, sizeof r->location);
     return k;
 }
 
@@ -541,6 +542,8 @@ static void record(const char *method, const char *path, const h_resp *r)
         json_object_set_new(h, "x-request-id", json_string(r->request_id));
     if (r->www_auth[0])
         json_object_set_new(h, "www-authenticate", json_string(r->www_auth));
+    if (r->location[0])
+        json_object_set_new(h, "location", json_string(r->location));
     json_object_set_new(line, "headers", h);
     json_object_set_new(line, "body", r->json ? json_incref(r->json) : json_string(r->body));
     char *s = json_dumps(line, JSON_COMPACT);

@@ -45,6 +45,7 @@ typedef struct h_resp {
     char request_id[80];   /* X-Request-Id header */
     char content_type[80];
     char www_auth[80];     /* WWW-Authenticate header */
+    char location[300];    /* Location header */
     double ms;             /* client-side duration */
 } h_resp;
 

@@ -170,3 +170,89 @@ Test(http, a_header_over_the_connection_memory_gets_at_most_one_answer)
     if (answers_in(out))
         cr_assert(strncmp(out, "HTTP/1.1 431 ", 13) == 0, "%s", out);
 }
+
+/* ---- HEAD, Location, Retry-After ---- */
+
+Test(http, head_answers_like_get_without_a_body)
+{
+    cr_assert_eq(h_acquire(&C, "head.x", "ttl_ms=10000", NULL, 0, NULL), 201);
+    const char *paths[] = {"/locks/head.x", "/locks", "/healthz", "/readyz", "/metrics"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        char req[256], out[8192];
+        int n = snprintf(req, sizeof req, "HEAD %s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", paths[i]);
+        exchange(req, (size_t)n, out, sizeof out);
+        cr_assert(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "HEAD %s: %s", paths[i], out);
+        cr_assert_eq(answers_in(out), 1, "%s", out);
+        const char *end = strstr(out, "\r\n\r\n");
+        cr_assert_not_null(end, "%s", out);
+        cr_assert_str_eq(end + 4, "", "HEAD %s has no body: %s", paths[i], end + 4);
+        cr_assert(strstr(out, "X-Request-Id: "), "%s", out);
+    }
+    /* And the 405 says so. */
+    h_resp r;
+    h_http(&C, "PUT", "/locks/head.x", NULL, &r);
+    cr_assert_eq(r.status, 405);
+    cr_assert_str_eq(r.allow, "GET, HEAD, POST, PATCH, DELETE");
+    h_resp_free(&r);
+}
+
+Test(http, every_201_carries_a_location)
+{
+    h_resp r;
+    h_http(&C, "POST", "/locks/loc%2Fone?ttl_ms=5000", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    cr_assert_str_eq(r.location, "/locks/loc/one");
+    h_resp_free(&r);
+    h_http(&C, "POST", "/locks", "{\"names\":[\"loc.b\",\"loc.a\"],\"ttl_ms\":5000}", &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    cr_assert_str_eq(r.location, "/locks/loc.b", "a set: its first name");
+    h_resp_free(&r);
+    /* The Location answers a GET of that lock. */
+    h_http(&C, "GET", "/locks/loc/one", NULL, &r);
+    cr_assert(json_is_true(json_object_get(r.json, "held")), "%s", r.body);
+    h_resp_free(&r);
+    /* A streamed hold's 201 too (read as a raw answer: the stream stays open). */
+    char out[4096] = "";
+    static const char req[] = "POST /locks/loc.stream?hold=stream&ttl_ms=3000 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)C.svc.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(send(fd, req, sizeof req - 1, MSG_NOSIGNAL), (ssize_t)(sizeof req - 1));
+    size_t got = 0;
+    double end = h_now_ms() + 3000;
+    while (!strstr(out, "\r\n\r\n") && got + 1 < sizeof out && h_now_ms() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) == 1) {
+            ssize_t n = recv(fd, out + got, sizeof out - 1 - got, 0);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        out[got] = '\0';
+    }
+    close(fd);
+    cr_assert(strncmp(out, "HTTP/1.1 201 ", 13) == 0, "%s", out);
+    cr_assert(strstr(out, "\r\nLocation: /locks/loc.stream\r\n"), "%s", out);
+}
+
+Test(http, every_503_carries_retry_after)
+{
+    h_require_local(&C);
+    for (int i = 0; i < 3; i++)
+        h_redis_kill(&C.masters[i]);
+    h_resp r;
+    h_http(&C, "POST", "/locks/ra.x", NULL, &r);
+    cr_assert_eq(r.status, 503, "%s", r.body);
+    cr_assert_str_eq(h_str(&r, "error"), "quorum_unavailable");
+    cr_assert_str_eq(r.retry_after, "1");
+    h_resp_free(&r);
+    h_http(&C, "GET", "/readyz", NULL, &r);
+    cr_assert_eq(r.status, 503, "%s", r.body);
+    cr_assert_str_eq(r.retry_after, "1");
+    h_resp_free(&r);
+    h_http(&C, "GET", "/locks/ra.x", NULL, &r);
+    cr_assert_eq(r.status, 503, "%s", r.body);
+    cr_assert_str_eq(r.retry_after, "1");
+    h_resp_free(&r);
+}
