@@ -64,8 +64,27 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     }
 }
 
+void http_server_release_held(http_server *s, int64_t now_us)
+{
+    int starting = s->env.masters_starting && s->env.masters_starting(s->env.owner);
+    int64_t limit_us = s->env.app->cfg.node_timeout_ms * 1000;
+    for (http_req **pp = &s->held; *pp;) {
+        http_req *r = *pp;
+        if (!starting || now_us - r->start_us >= limit_us || !s->mhd) {
+            *pp = r->held_next;
+            r->held_next = NULL;
+            s->mhd_ready = 1;
+            MHD_resume_connection(r->conn); /* on_access runs its handler */
+        } else {
+            pp = &r->held_next;
+        }
+    }
+}
+
 void http_server_tick(http_server *s, int64_t now_us)
 {
+    if (s->held)
+        http_server_release_held(s, now_us);
     if (!s->mhd || now_us < s->next_sweep_us)
         return;
     s->next_sweep_us = now_us + 100 * 1000;
@@ -97,6 +116,8 @@ static http_req *req_new(http_server *s)
     r->action = ROUTE_A_NONE;
     r->method_id = ROUTE_M_OTHER;
     r->started = r->suspended = r->gone_watched = 0;
+    r->held_back = 0;
+    r->held_next = NULL;
     r->body_len = 0;
     r->discarded = 0;
     r->body_cap = sizeof r->body_inline;
@@ -319,12 +340,27 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         r->body_len += n;
         return MHD_YES;
     }
-    if (r->started)
+    if (r->started && !r->held_back)
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
-    r->started = 1;
-    idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
-    if (r->discarded)
-        return answer_error(r, RL_E_BODY_TOO_LARGE);
+    if (r->held_back) { /* resumed by held_release(): run it now */
+        r->held_back = 0;
+        r->suspended = 0;
+    } else {
+        r->started = 1;
+        idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
+        if (r->discarded)
+            return answer_error(r, RL_E_BODY_TOO_LARGE);
+        if (r->route->lock && s->env.masters_starting && s->env.masters_starting(s->env.owner)) {
+            /* The first connections to the masters are still being made: wait for
+             * them (held_release) rather than fail a round that no master could
+             * answer yet. */
+            r->held_back = r->suspended = 1;
+            r->held_next = s->held;
+            s->held = r;
+            MHD_suspend_connection(c);
+            return MHD_YES;
+        }
+    }
     rl_err e = api_handle(r);
     if (e != RL_OK)
         answer_error(r, e);

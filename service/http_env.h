@@ -42,6 +42,10 @@ typedef struct http_env {
     void (*op_gone)(void *owner, lockop *op);
     /* Whether every worker has a quorum of trusted masters (/readyz). */
     int (*all_ready)(void *owner);
+    /* Whether the owner's first connections to the masters are still being made, with
+     * fewer than a quorum ready: a lock request then waits (up to the node timeout)
+     * instead of failing at once (NULL: never). */
+    int (*masters_starting)(void *owner);
     http_metrics_fn *metrics;
 } http_env;
 

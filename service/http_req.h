@@ -33,6 +33,8 @@ struct http_server {
     size_t nfree_reqs;
     size_t active_reqs;         /* requests between first callback and completion */
     uint64_t req_seq;           /* for request ids */
+    http_req *held;             /* lock requests waiting for the first connections to the
+                                 * masters (masters_starting) */
     http_req *unbegun;          /* requests whose line was read, not yet their headers
                                  * (libmicrohttpd may still refuse them itself) */
     idle_list idle;             /* connections waiting for a whole request header */
@@ -78,6 +80,8 @@ struct http_req {
     int gone_watched;
     /* the answer */
     int started;                /* the handler ran (body complete) */
+    int held_back;              /* suspended in srv->held: its handler runs at resume */
+    http_req *held_next;
     int suspended;              /* waits for its op: the answer is queued at resume */
     struct MHD_Response *resp;  /* made while suspended */
     int status;

@@ -44,6 +44,9 @@ struct worker {
     notify *notify;             /* release announcements from other instances */
     resync **resyncs;           /* worker 0: counter repair per master, made on demand */
     master_conn **dirty;        /* masters with output to write this pass */
+    unsigned char *settled;     /* per master: its first connection was made and judged
+                                 * (ready or quarantined), or failed */
+    int64_t boot_until_us;      /* masters_starting() is 0 from then on, whatever they do */
     size_t ndirty;
     loop_timer tick;
     log_ctx log;
@@ -148,6 +151,12 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
 {
     worker *w = m->owner;
     int st = m->state;
+    if (!w->settled[m->index] && (st == MASTER_READY || st == MASTER_QUARANTINED ||
+                                  (old_state == MASTER_CONNECTING && st == MASTER_DOWN))) {
+        w->settled[m->index] = 1;
+        if (w->http)
+            http_server_release_held(w->http, clock_now_us());
+    }
     /* Connection churn is routine; log the transitions a person cares about. */
     if (!(old_state == MASTER_DOWN && st == MASTER_CONNECTING) &&
         !(old_state == MASTER_CONNECTING && st == MASTER_DOWN && m->errors > 1)) {
@@ -417,6 +426,21 @@ static void on_start_op(void *owner, lockop *op)
 }
 
 /* Whether every worker has a quorum of trusted masters: a request may land on any. */
+/* http_env.masters_starting: the first connections are still being made (within the
+ * first seconds after the start), and fewer than a quorum of masters are ready. */
+static int on_masters_starting(void *owner)
+{
+    const worker *w = owner;
+    if (!w->boot_until_us || clock_now_us() >= w->boot_until_us)
+        return 0;
+    size_t ready = 0, unsettled = 0;
+    for (size_t i = 0; i < w->rounds.n; i++) {
+        ready += master_usable(&w->masters[i]);
+        unsettled += !w->settled[i];
+    }
+    return ready < w->rounds.quorum && unsettled > 0;
+}
+
 static int on_all_ready(void *owner)
 {
     const worker *w = owner;
@@ -549,6 +573,9 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     app *a = w->app;
+    /* Requests wait for the first connections for a few seconds at most (a master that
+     * never answers is not waited for after that). */
+    w->boot_until_us = clock_now_us() + 5 * 1000 * 1000;
     for (size_t i = 0; i < w->rounds.n; i++)
         master_start(&w->masters[i]);
     if (w->notify)
@@ -597,8 +624,9 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     size_t n = a->cfg.n_masters;
     w->masters = calloc(n, sizeof *w->masters);
     w->dirty = calloc(n, sizeof *w->dirty);
+    w->settled = calloc(n, sizeof *w->settled);
     w->resyncs = calloc(n, sizeof *w->resyncs);
-    if (!w->masters || !w->dirty || !w->resyncs)
+    if (!w->masters || !w->dirty || !w->resyncs || !w->settled)
         goto err;
     for (size_t i = 0; i < n; i++)
         master_init(&w->masters[i], &a->cfg, (int)i, w, &w->loop, &hooks);
@@ -636,6 +664,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
         .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
         .masters = w->masters, .nmasters = n, .quorum = w->rounds.quorum, .owner = w,
         .holds = &w->holds, .watches = &w->watches, .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
+        .masters_starting = on_masters_starting,
         .metrics = metrics,
     };
     w->http = http_server_new(&env);
@@ -679,6 +708,7 @@ void worker_free(worker *w)
     free(w->resyncs);
     free(w->masters);
     free(w->dirty);
+    free(w->settled);
     pthread_mutex_destroy(&w->mb_lock);
     free(w);
 }

@@ -336,6 +336,17 @@ void h_service_start_quorum(h_cluster *c, h_service *s, const char *extra)
     service_start(c, s, extra, svc_quorum);
 }
 
+static int svc_listening(void *arg)
+{
+    (void)arg;
+    return 1;
+}
+
+void h_service_start_nowait(h_cluster *c, h_service *s, const char *extra)
+{
+    service_start(c, s, extra, svc_listening);
+}
+
 static void service_start(h_cluster *c, h_service *s, const char *extra, int (*ready)(void *))
 {
     static int seq;

@@ -4,6 +4,7 @@
  * chunked body over the limit, a header over the connection's memory. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -255,4 +256,38 @@ Test(http, every_503_carries_retry_after)
     cr_assert_eq(r.status, 503, "%s", r.body);
     cr_assert_str_eq(r.retry_after, "1");
     h_resp_free(&r);
+}
+
+/* ---- the first connections to the masters ---- */
+
+Test(http, a_request_before_the_first_connections_waits_for_them)
+{
+    h_require_local(&C);
+    /* Masters 300 ms away (150 ms each way): the handshake takes several round trips,
+     * far longer than it takes to send a request once the port is known. */
+    h_proxy *px[5];
+    char masters[512] = "";
+    for (int i = 0; i < C.n; i++) {
+        px[i] = h_proxy_start(C.masters[i].port);
+        h_proxy_set_delay(px[i], 150);
+        char one[40];
+        snprintf(one, sizeof one, "%s127.0.0.1:%d", i ? "," : "", h_proxy_port(px[i]));
+        strcat(masters, one);
+    }
+    C.masters_override = masters;
+    h_service s;
+    h_service_start_nowait(&C, &s, "--node-timeout-ms 4000 --threads 1");
+    C.masters_override = NULL;
+    void *curl = NULL;
+    h_resp r;
+    double t0 = h_now_ms();
+    h_http_to(s.url, &curl, "POST", "/locks/boot.x?ttl_ms=20000", NULL, &r);
+    double took = h_now_ms() - t0;
+    cr_assert_eq(r.status, 201, "answered %ld after %.0f ms: %s (log %s)", r.status, took, r.body, s.log);
+    cr_assert_lt(took, 4000 + 2000);
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    h_service_stop(&s);
+    for (int i = 0; i < C.n; i++)
+        h_proxy_stop(px[i]);
 }
