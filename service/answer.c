@@ -148,7 +148,8 @@ void answer_done(http_req *r, const lockop *op)
     case LOCKOP_EXTEND:
         body_extended(&j, &l);
         break;
-    default:
+    default: /* op->validity_ms is the raw expiry left (watches time it): answer a validity */
+        l.validity_ms = l.held ? redlock_inspect_validity_ms(l.validity_ms, r->srv->env.app->cfg.drift_factor) : 0;
         body_inspected(&j, &l);
         break;
     }

@@ -17,6 +17,7 @@
 #include "lease.h"
 #include "listop.h"
 #include "query.h"
+#include "redlock.h"
 #include "stat.h"
 #include "stream.h"
 #include "watchreq.h"
@@ -310,7 +311,9 @@ static void list_done(listop *l)
             for (size_t i = 0; i < l->n; i++)
                 if (l->items[i].held)
                     held[n++] = (body_listed){l->items[i].name, l->items[i].name_len, l->items[i].owner,
-                                              l->items[i].owner_len, l->items[i].validity_ms,
+                                              l->items[i].owner_len,
+                                              redlock_inspect_validity_ms(l->items[i].validity_ms,
+                                                                          r->srv->env.app->cfg.drift_factor),
                                               l->items[i].token};
             jw j;
             jw_init(&j, buf, cap);

@@ -291,3 +291,33 @@ Test(http, a_request_before_the_first_connections_waits_for_them)
     for (int i = 0; i < C.n; i++)
         h_proxy_stop(px[i]);
 }
+
+/* ---- GET's validity_ms ---- */
+
+Test(http, get_validity_means_what_the_grants_means)
+{
+    h_require_local(&C);
+    /* A large drift factor makes the allowance plain: 2002 ms of a 10 s ttl. */
+    h_service s;
+    h_service_start(&C, &s, "--drift-factor 0.2");
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(s.url, &curl, "POST", "/locks/val.x?ttl_ms=10000", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    long long granted = h_int(&r, "validity_ms");
+    cr_assert(granted > 7000 && granted <= 7998, "grant: %s", r.body);
+    h_resp_free(&r);
+    h_http_to(s.url, &curl, "GET", "/locks/val.x", NULL, &r);
+    long long got = h_int(&r, "validity_ms");
+    /* The masters' expiry, less the round and the drift on it: never more than the
+     * holder was told (give or take the rounding of the two rounds). */
+    cr_assert(got <= granted + 2 && got > granted - 1000, "GET %lld, the grant said %lld", got, granted);
+    h_resp_free(&r);
+    h_http_to(s.url, &curl, "GET", "/locks?prefix=val.", NULL, &r);
+    json_t *l = json_array_get(json_object_get(r.json, "locks"), 0);
+    long long listed = json_integer_value(json_object_get(l, "validity_ms"));
+    cr_assert(listed <= granted + 2 && listed > granted - 1000, "GET /locks %lld, the grant said %lld", listed, granted);
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+    h_service_stop(&s);
+}
