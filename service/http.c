@@ -190,11 +190,13 @@ static void log_request(http_req *r, int toe_ok)
 {
     http_server *s = r->srv;
     int status = r->status ? r->status : 500;
-    int cls = status / 100;
-    if (cls < 1 || cls > 5)
-        cls = 5;
     const route *rt = r->route ? r->route : route_get(ROUTE_OTHER);
-    stat_inc(&s->stats.requests[rt->id][r->method_id][cls]);
+    int64_t took_us = clock_now_us() - r->start_us;
+    stat_inc(&s->stats.requests[rt->id][r->method_id][hist_status_slot(status)]);
+    if (!r->stream) { /* a streamed hold lasts as long as the hold: not a latency */
+        stat_inc(&s->stats.dur[rt->id][r->method_id][hist_bucket(hist_req_bounds_us, HIST_REQ_N, took_us)]);
+        stat_add(&s->stats.dur_sum_us[rt->id][r->method_id], (uint64_t)(took_us > 0 ? took_us : 0));
+    }
     if (s->env.log->level < LOG_LEVEL_INFO)
         return;
     char fields[1536];
@@ -208,7 +210,7 @@ static void log_request(http_req *r, int toe_ok)
     if (r->op.kind == LOCKOP_ACQUIRE && r->op.holder_len) /* who asked: never the lease */
         jw_key_strn(&j, "owner", r->op.holder, r->op.holder_len);
     jw_key_int(&j, "status", status);
-    jw_key_double(&j, "duration_ms", (double)(clock_now_us() - r->start_us) / 1000.0);
+    jw_key_double(&j, "duration_ms", (double)took_us / 1000.0);
     if (r->op.kind >= 0 && (r->status == 503))
         jw_key_uint(&j, "nodes_ok", r->op.nodes_ok);
     if (!toe_ok)
@@ -573,6 +575,14 @@ void http_server_stats(const http_server *s, http_stats *sum)
     const uint64_t *from = &s->stats.requests[0][0][0];
     uint64_t *to = &sum->requests[0][0][0];
     for (size_t i = 0; i < sizeof s->stats.requests / sizeof *from; i++)
+        to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    from = &s->stats.dur[0][0][0];
+    to = &sum->dur[0][0][0];
+    for (size_t i = 0; i < sizeof s->stats.dur / sizeof *from; i++)
+        to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    from = &s->stats.dur_sum_us[0][0];
+    to = &sum->dur_sum_us[0][0];
+    for (size_t i = 0; i < sizeof s->stats.dur_sum_us / sizeof *from; i++)
         to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
     sum->conns_cut += __atomic_load_n(&s->stats.conns_cut, __ATOMIC_RELAXED);
     sum->conns_refused += __atomic_load_n(&s->stats.conns_refused, __ATOMIC_RELAXED);

@@ -2,6 +2,8 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <string.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -353,5 +355,25 @@ Test(api, metrics_move_with_requests)
     cr_assert(strstr(r.body, "redlockd_acquire_total{outcome=\"held\"} 1\n"), "%s", r.body);
     cr_assert(strstr(r.body, "redlockd_master_up{address=\"127.0.0.1:"));
     cr_assert(strstr(r.body, "redlockd_build_info{version="));
+    /* The exact status in `code`; latency histograms; the process's start time. */
+    cr_assert(strstr(r.body, "redlockd_http_requests_total{route=\"/locks/{name}\",method=\"POST\",code=\"201\"} 1\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "redlockd_http_requests_total{route=\"/locks/{name}\",method=\"POST\",code=\"409\"} 1\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "# TYPE redlockd_request_duration_seconds histogram\n"), "%s", r.body);
+    cr_assert(strstr(r.body, "redlockd_request_duration_seconds_bucket{route=\"/locks/{name}\",method=\"POST\",le=\"+Inf\"} 2\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "redlockd_request_duration_seconds_count{route=\"/locks/{name}\",method=\"POST\"} 2\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "# TYPE redlockd_master_rtt_seconds histogram\n"), "%s", r.body);
+    char want[128];
+    snprintf(want, sizeof want, "redlockd_master_rtt_seconds_bucket{master=\"127.0.0.1:%d\",le=\"+Inf\"} ",
+             C.masters[0].port);
+    const char *p = strstr(r.body, want);
+    cr_assert(p && atoll(p + strlen(want)) >= 1, "%s", r.body);
+    p = strstr(r.body, "\nprocess_start_time_seconds ");
+    cr_assert(p, "%s", r.body);
+    double started = atof(p + strlen("\nprocess_start_time_seconds "));
+    cr_assert(started > (double)time(NULL) - 120 && started <= (double)time(NULL) + 1, "started %.2f", started);
     h_resp_free(&r);
 }
