@@ -4,6 +4,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -375,5 +376,18 @@ Test(api, metrics_move_with_requests)
     cr_assert(p, "%s", r.body);
     double started = atof(p + strlen("\nprocess_start_time_seconds "));
     cr_assert(started > (double)time(NULL) - 120 && started <= (double)time(NULL) + 1, "started %.2f", started);
+    /* Prometheus's own linter, where it is installed (Debian's prometheus package). */
+    if (system("command -v promtool > /dev/null 2>&1") == 0) {
+        char path[] = "/tmp/redlockd-metrics-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        cr_assert_eq(write(fd, r.body, strlen(r.body)), (ssize_t)strlen(r.body));
+        close(fd);
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
+        int rc = system(cmd);
+        unlink(path);
+        cr_assert_eq(rc, 0, "promtool check metrics failed on:\n%s", r.body);
+    }
     h_resp_free(&r);
 }
