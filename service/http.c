@@ -112,6 +112,7 @@ static http_req *req_new(http_server *s)
     r->ub_prev = r->ub_next = NULL;
     r->start_us = clock_now_us();
     r->request_id[0] = '\0';
+    r->trace.trace_id[0] = r->trace.parent_id[0] = '\0';
     r->route = NULL;
     r->action = ROUTE_A_NONE;
     r->method_id = ROUTE_M_OTHER;
@@ -203,6 +204,10 @@ static void log_request(http_req *r, int toe_ok)
     jw j;
     jw_init(&j, fields, sizeof fields);
     jw_key_str(&j, "request_id", r->request_id);
+    if (r->trace.trace_id[0]) { /* the W3C trace it belongs to (a valid traceparent) */
+        jw_key_str(&j, "trace_id", r->trace.trace_id);
+        jw_key_str(&j, "parent_id", r->trace.parent_id);
+    }
     jw_key_str(&j, "method", route_method_name(r->method_id));
     jw_key_str(&j, "route", rt->label);
     if (r->name_len)
@@ -246,8 +251,10 @@ static void request_id(http_req *r)
             return;
         }
     }
-    snprintf(r->request_id, sizeof r->request_id, "%02x%014llx", r->srv->env.id & 0xff,
-             (unsigned long long)++r->srv->req_seq);
+    /* 32 hex digits: 64 random bits drawn at the start (unique across replicas and
+     * restarts), the worker, and its count of requests. */
+    snprintf(r->request_id, sizeof r->request_id, "%016llx%02x%014llx", (unsigned long long)r->srv->id_prefix,
+             r->srv->env.id & 0xff, (unsigned long long)++r->srv->req_seq);
 }
 
 /* The first callback of r: route it, and judge what the header alone decides (the
@@ -258,6 +265,7 @@ static rl_err req_begin(http_req *r, const char *url, const char *method, const 
     const app *a = r->srv->env.app;
     r->method_id = route_method_id(method);
     request_id(r);
+    trace_parse(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "traceparent"), &r->trace);
     /* libmicrohttpd keeps the URI as a C string: a raw NUL byte in it would cut the
      * path (POST /locks/a<NUL>b would lock "a").  The URI was read up to a first NUL
      * (on_uri); it ends just before the version, in the same buffer, unless it held
@@ -506,6 +514,11 @@ http_server *http_server_new(const http_env *env)
         return NULL;
     s->env = *env;
     s->listen_fd = -1;
+    if (lease_random(env->rng, &s->id_prefix, sizeof s->id_prefix) != 0) {
+        log_msg(env->log, LOG_LEVEL_ERROR, "worker %d: the system random generator failed", env->id);
+        free(s);
+        return NULL;
+    }
     const app *a = env->app;
     s->max_conns = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
     if (start_daemon(s) != 0) {

@@ -14,6 +14,7 @@
 #include "lockop.h"
 #include "loop.h"
 #include "route.h"
+#include "trace.h"
 #include "validate.h"
 
 typedef struct http_req http_req;
@@ -33,6 +34,7 @@ struct http_server {
     size_t nfree_reqs;
     size_t active_reqs;         /* requests between first callback and completion */
     uint64_t req_seq;           /* for request ids */
+    uint64_t id_prefix;         /* for request ids: random, new at every start */
     http_req *held;             /* lock requests waiting for the first connections to the
                                  * masters (masters_starting) */
     http_req *unbegun;          /* requests whose line was read, not yet their headers
@@ -60,6 +62,7 @@ struct http_req {
     int raw_query;              /* that URI has a query string */
     http_req *ub_prev, *ub_next; /* in srv->unbegun while !begun */
     char request_id[65];
+    trace_parent trace;         /* its W3C traceparent, if valid (trace_id "" if not) */
     const char *name;           /* points into the url (valid for the request) */
     size_t name_len;
     /* the body as it arrives */

@@ -321,3 +321,58 @@ Test(http, get_validity_means_what_the_grants_means)
     curl_easy_cleanup(curl);
     h_service_stop(&s);
 }
+
+/* ---- request ids and traces ---- */
+
+/* The X-Request-Id of a GET /healthz to base. */
+static void id_of(const char *base, char *out, size_t cap)
+{
+    void *curl = NULL;
+    h_resp r;
+    h_http_to(base, &curl, "GET", "/healthz", NULL, &r);
+    snprintf(out, cap, "%s", r.request_id);
+    h_resp_free(&r);
+    curl_easy_cleanup(curl);
+}
+
+Test(http, request_ids_differ_across_replicas_and_restarts)
+{
+    h_require_local(&C);
+    char a[80], b[80], c[80];
+    h_service s1, s2;
+    h_service_start(&C, &s1, "--threads 1");
+    h_service_start(&C, &s2, "--threads 1");
+    id_of(s1.url, a, sizeof a);
+    id_of(s2.url, b, sizeof b);
+    cr_assert_eq(strlen(a), 32, "%s", a);
+    cr_assert_str_neq(a, b, "two replicas' first ids");
+    h_service_stop(&s1);
+    h_service_start(&C, &s1, "--threads 1");
+    id_of(s1.url, c, sizeof c);
+    cr_assert_str_neq(a, c, "the first ids before and after a restart");
+    h_service_stop(&s1);
+    h_service_stop(&s2);
+}
+
+Test(http, a_valid_traceparent_is_logged_with_the_request)
+{
+    h_require_local(&C);
+    static const char good[] = "GET /locks/tp.x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+                               "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n";
+    static const char bad[] = "GET /locks/tp.y HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+                              "traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01\r\n\r\n";
+    char out[4096];
+    exchange(good, sizeof good - 1, out, sizeof out);
+    cr_assert(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "%s", out);
+    exchange(bad, sizeof bad - 1, out, sizeof out);
+    cr_assert(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "an invalid traceparent is ignored: %s", out);
+    double end = h_now_ms() + 5000;
+    while (!(h_log_contains(&C.svc, "\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"parent_id\":\"00f067aa0ba902b7\"") &&
+             h_log_contains(&C.svc, "\"name\":\"tp.y\"")) &&
+           h_now_ms() < end)
+        usleep(20000);
+    cr_assert(h_log_contains(&C.svc, "\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"parent_id\":\"00f067aa0ba902b7\""),
+              "see %s", C.svc.log);
+    cr_assert(h_log_contains(&C.svc, "\"name\":\"tp.y\""), "see %s", C.svc.log);
+    cr_assert_not(h_log_contains(&C.svc, "00000000000000000000000000000000"), "an invalid one is not logged");
+}
