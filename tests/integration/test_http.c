@@ -376,3 +376,38 @@ Test(http, a_valid_traceparent_is_logged_with_the_request)
     cr_assert(h_log_contains(&C.svc, "\"name\":\"tp.y\""), "see %s", C.svc.log);
     cr_assert_not(h_log_contains(&C.svc, "00000000000000000000000000000000"), "an invalid one is not logged");
 }
+
+/* ---- a master that stays down ---- */
+
+/* Lines of s's log holding both needles. */
+static int log_count(const h_service *s, const char *a, const char *b)
+{
+    FILE *f = fopen(s->log, "r");
+    cr_assert(f, "cannot read %s", s->log);
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, a) && strstr(line, b);
+    fclose(f);
+    return n;
+}
+
+Test(http, a_master_that_stays_down_is_logged_once_not_at_every_attempt)
+{
+    h_require_local(&C);
+    char who[64];
+    snprintf(who, sizeof who, "\"master\":\"127.0.0.1:%d\"", C.masters[4].port);
+    h_redis_kill(&C.masters[4]);
+    /* Reconnect attempts back off to one a second: 4.5 s see several fail. */
+    double end = h_now_ms() + 4500;
+    while (h_now_ms() < end)
+        usleep(50000);
+    cr_assert_eq(log_count(&C.svc, who, "\"to\":\"down\""), 1, "one line for the transition (see %s)", C.svc.log);
+    cr_assert_eq(log_count(&C.svc, who, "still down"), 0, "the first repeat is due after 10 s (see %s)", C.svc.log);
+    /* Its return is logged, with how long it was gone. */
+    h_redis_restart(&C.masters[4], 0);
+    end = h_now_ms() + 10000;
+    while (!log_count(&C.svc, who, "down_for_ms") && h_now_ms() < end)
+        usleep(50000);
+    cr_assert_eq(log_count(&C.svc, who, "down_for_ms"), 1, "see %s", C.svc.log);
+}
