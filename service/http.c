@@ -148,6 +148,7 @@ static void unbegun_push(http_req *r)
     if (s->unbegun)
         s->unbegun->ub_prev = r;
     s->unbegun = r;
+    s->nunbegun++;
 }
 
 static void unbegun_remove(http_req *r)
@@ -160,6 +161,7 @@ static void unbegun_remove(http_req *r)
     if (r->ub_next)
         r->ub_next->ub_prev = r->ub_prev;
     r->ub_prev = r->ub_next = NULL;
+    s->nunbegun--;
 }
 
 static void req_free(http_req *r)
@@ -581,7 +583,10 @@ int http_server_timeout_ms(http_server *s)
     return t > 1000 ? 1000 : (int)t;
 }
 
-size_t http_server_active(const http_server *s) { return s->active_reqs; }
+size_t http_server_active(const http_server *s)
+{
+    return s->active_reqs - s->nunbegun; /* a header still coming in is not waited for */
+}
 
 void http_server_stats(const http_server *s, http_stats *sum)
 {

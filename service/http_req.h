@@ -39,6 +39,7 @@ struct http_server {
                                  * masters (masters_starting) */
     http_req *unbegun;          /* requests whose line was read, not yet their headers
                                  * (libmicrohttpd may still refuse them itself) */
+    size_t nunbegun;
     idle_list idle;             /* connections waiting for a whole request header */
     int64_t next_sweep_us;
     /* written by the owner's thread only, read by any (http_server_stats) */
