@@ -4,13 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
+#include "auth.h"
 #include "body.h"
 #include "jw.h"
 #include "keys.h"
 #include "listop.h"
 
 /* ---- answers ---- */
+
+/* Retry-After of every 503, in seconds: a quorum that fell short, a full queue and a
+ * stopping instance are each worth a retry soon (another instance, the next round). */
+#define ANSWER_RETRY_503_S "1"
 
 /* Send resp (of content type `type`) as r's answer, or keep it until r is resumed. */
 enum MHD_Result answer_queue(http_req *r, int status, struct MHD_Response *resp, const char *type,
@@ -20,6 +26,16 @@ enum MHD_Result answer_queue(http_req *r, int status, struct MHD_Response *resp,
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     if (extra_hdr)
         MHD_add_response_header(resp, extra_hdr, extra_val);
+    if (status == 201 && r->op.kind >= 0) {
+        /* The lock granted (a set: its first name).  Names need no escaping in a path. */
+        char loc[16 + NAME_MAX_LEN];
+        body_lock l = answer_lock_of(&r->op); /* a semaphore's name, not its op's */
+        snprintf(loc, sizeof loc, "%s%.*s",
+                 r->op.mode == LOCKOP_SEMAPHORE ? "/semaphores/" : "/locks/", (int)l.name_len, l.name);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+    }
+    if (status == 503 && !(extra_hdr && strcmp(extra_hdr, MHD_HTTP_HEADER_RETRY_AFTER) == 0))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ANSWER_RETRY_503_S);
     r->status = status;
     if (r->suspended) {
         r->resp = resp; /* queued when the connection is resumed */
@@ -54,12 +70,39 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
         snprintf(val, sizeof val, "%lld", body_retry_after_s(be.retry_after_ms));
     } else if (e == RL_E_UNAUTHORIZED) {
         hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
-        snprintf(val, sizeof val, "Bearer realm=\"redlockd\"");
+        /* RFC 6750: a token was given and is not known (a request without one gets no
+         * error code). */
+        int given = auth_is_bearer(
+            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION));
+        snprintf(val, sizeof val, "Bearer realm=\"redlockd\"%s", given ? ", error=\"invalid_token\"" : "");
     } else if (e == RL_E_METHOD_NOT_ALLOWED && r->route) {
         hdr = MHD_HTTP_HEADER_ALLOW;
         route_allow(r->route, val, sizeof val);
     }
     return answer_json(r, rl_err_status(e), buf, jw_len(&j), hdr, val);
+}
+
+void answer_raw(http_req *r, rl_err e)
+{
+    body_err be = {e, r->msg, 0, 0, r->srv->env.quorum, 0};
+    char body[BODY_MAX_LOCK], out[BODY_MAX_LOCK + 512];
+    jw j;
+    jw_init(&j, body, sizeof body);
+    body_error(&j, &be);
+    int status = rl_err_status(e);
+    const char *reason = MHD_get_reason_phrase_for((unsigned)status);
+    int n = snprintf(out, sizeof out,
+                     "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                     "X-Request-Id: %s\r\nContent-Length: %zu\r\n\r\n%.*s",
+                     status, reason ? reason : "", r->request_id, jw_len(&j), (int)jw_len(&j), body);
+    r->status = status;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || n < 0 || (size_t)n >= sizeof out)
+        return;
+    /* A new request's answer on an idle socket: its send buffer has room for it. */
+    ssize_t w = send(ci->connect_fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w; /* whatever went, nothing more goes: libmicrohttpd's sends now fail */
+    shutdown(ci->connect_fd, SHUT_WR);
 }
 
 /* A handler's failure with its own message (r->msg, which answer_error() shows). */
@@ -115,7 +158,8 @@ void answer_done(http_req *r, const lockop *op)
     case LOCKOP_EXTEND:
         body_extended(&j, &l);
         break;
-    default:
+    default: /* op->validity_ms is the raw expiry left (watches time it): answer a validity */
+        l.validity_ms = l.held ? redlock_inspect_validity_ms(l.validity_ms, r->srv->env.app->cfg.drift_factor) : 0;
         body_inspected(&j, &l);
         break;
     }

@@ -14,7 +14,8 @@
 #include "http_req.h"
 
 /* Send resp (of content type `type`, with one extra header if given) as r's answer, or
- * keep it until r is resumed.  Takes resp. */
+ * keep it until r is resumed.  Takes resp.  Every 201 gets a Location (/locks/NAME of
+ * r's op; a set's first name), every 503 a Retry-After. */
 enum MHD_Result answer_queue(http_req *r, int status, struct MHD_Response *resp, const char *type,
                              const char *extra_hdr, const char *extra_val);
 
@@ -27,6 +28,12 @@ enum MHD_Result answer_json(http_req *r, int status, const char *body, size_t le
  * r's op, a round that fell short its nodes_ok (body.h says which error carries what).
  * The headers: Retry-After with a 409, WWW-Authenticate with a 401, Allow with a 405. */
 enum MHD_Result answer_error(http_req *r, rl_err e);
+
+/* Answer r with the error e written straight to its socket, then shut the socket for
+ * writing (Connection: close): for a request that libmicrohttpd answers by itself,
+ * wrongly (http.c, mhd_log), and that no callback of ours may answer.  Plain HTTP
+ * only. */
+void answer_raw(http_req *r, rl_err e);
 
 /* A handler's failure with its own message (into r->msg, which answer_error shows). */
 rl_err answer_fail(http_req *r, rl_err e, const char *msg);

@@ -17,6 +17,8 @@
 #include "keys.h"
 #include "lease.h"
 #include "listop.h"
+#include "query.h"
+#include "redlock.h"
 #include "stat.h"
 #include "stream.h"
 #include "watchreq.h"
@@ -381,7 +383,9 @@ static void list_done(listop *l)
             for (size_t i = 0; i < l->n; i++)
                 if (l->items[i].held)
                     held[n++] = (body_listed){l->items[i].name, l->items[i].name_len, l->items[i].owner,
-                                              l->items[i].owner_len, l->items[i].validity_ms,
+                                              l->items[i].owner_len,
+                                              redlock_inspect_validity_ms(l->items[i].validity_ms,
+                                                                          r->srv->env.app->cfg.drift_factor),
                                               l->items[i].token};
             jw j;
             jw_init(&j, buf, cap);
@@ -505,8 +509,26 @@ static rl_err (*const handlers[ROUTE_A__COUNT])(http_req *r) = {
     [ROUTE_A_SEM_EXTEND] = h_extend, [ROUTE_A_SEM_INSPECT] = h_inspect,
 };
 
+/* The query string's parameters, each judged by query.h for r's action. */
+struct query_check {
+    http_req *r;
+    query_seen seen;
+};
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct query_check *c = cls;
+    (void)kind;
+    return query_accept(&c->seen, c->r->action, key, value, c->r->msg, sizeof c->r->msg) == RL_OK ? MHD_YES
+                                                                                                : MHD_NO;
+}
+
 rl_err api_handle(http_req *r)
 {
+    struct query_check c = {r, {0, RL_OK}};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_arg, &c);
+    if (c.seen.err != RL_OK)
+        return c.seen.err; /* an unknown, repeated or empty parameter: never ignored */
     return handlers[r->action](r);
 }
 

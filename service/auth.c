@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "lease.h"
 
@@ -143,12 +144,18 @@ int auth_load(auth *a, const char *path, char *err, size_t errlen)
     return rc;
 }
 
+int auth_is_bearer(const char *header)
+{
+    /* RFC 9110: the scheme is case-insensitive ("bearer", "BEARER"). */
+    return header && strncasecmp(header, "Bearer", 6) == 0 && (header[6] == ' ' || header[6] == '\t');
+}
+
 static const auth_token *find_token(const auth *a, const char *header)
 {
-    if (!header || strncmp(header, "Bearer ", 7) != 0)
+    if (!auth_is_bearer(header))
         return NULL;
-    const char *given = header + 7;
-    while (*given == ' ')
+    const char *given = header + 6;
+    while (*given == ' ' || *given == '\t')
         given++;
     size_t glen = strlen(given);
     const auth_token *match = NULL;

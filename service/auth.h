@@ -45,6 +45,10 @@ rl_err auth_check(const auth *a, const char *header, const char *name, size_t na
  * name or is unknown (auth_check() has judged the header already). */
 const char *auth_scope(const auth *a, const char *header);
 
+/* Whether an Authorization header value uses the Bearer scheme (any case) with
+ * something after it: a 401 for it says error="invalid_token" (RFC 6750). */
+int auth_is_bearer(const char *header);
+
 /* The known token in header (NULL if none): its scope, admin mark and label. */
 const auth_token *auth_token_of(const auth *a, const char *header);
 

@@ -28,6 +28,8 @@
       "permits must be an integer 1..1024 (required to acquire a semaphore)")         \
     X(RL_E_INVALID_REENTRANT, 400, "invalid_reentrant",                              \
       "reentrant must be true or false (exclusive locks only)")                      \
+    X(RL_E_INVALID_QUERY, 400, "invalid_query",                                      \
+      "the query string has an unknown or repeated parameter")                       \
     X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
     X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
     X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \

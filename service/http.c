@@ -6,6 +6,7 @@
 #include "http.h"
 
 #include <microhttpd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,10 @@
 #include "route.h"
 #include "stat.h"
 #include "validate.h"
+
+/* A chunked body past BODY_MAX_BYTES is read (and thrown away) up to this much more,
+ * to answer it 413; a longer one has its connection cut. */
+#define BODY_DISCARD_MAX (1024 * 1024)
 
 /* ---- connections and the header timeout ---- */
 
@@ -59,8 +64,27 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     }
 }
 
+void http_server_release_held(http_server *s, int64_t now_us)
+{
+    int starting = s->env.masters_starting && s->env.masters_starting(s->env.owner);
+    int64_t limit_us = s->env.app->cfg.node_timeout_ms * 1000;
+    for (http_req **pp = &s->held; *pp;) {
+        http_req *r = *pp;
+        if (!starting || now_us - r->start_us >= limit_us || !s->mhd) {
+            *pp = r->held_next;
+            r->held_next = NULL;
+            s->mhd_ready = 1;
+            MHD_resume_connection(r->conn); /* on_access runs its handler */
+        } else {
+            pp = &r->held_next;
+        }
+    }
+}
+
 void http_server_tick(http_server *s, int64_t now_us)
 {
+    if (s->held)
+        http_server_release_held(s, now_us);
     if (!s->mhd || now_us < s->next_sweep_us)
         return;
     s->next_sweep_us = now_us + 100 * 1000;
@@ -81,10 +105,22 @@ static http_req *req_new(http_server *s)
         return NULL;
     }
     r->srv = s;
+    r->conn = NULL;
+    r->begun = 0;
+    r->raw_uri_len = 0;
+    r->raw_query = 0;
+    r->ub_prev = r->ub_next = NULL;
+    r->start_us = clock_now_us();
+    r->request_id[0] = '\0';
+    r->trace.trace_id[0] = r->trace.parent_id[0] = '\0';
     r->route = NULL;
     r->action = ROUTE_A_NONE;
+    r->method_id = ROUTE_M_OTHER;
     r->started = r->suspended = r->gone_watched = 0;
+    r->held_back = 0;
+    r->held_next = NULL;
     r->body_len = 0;
+    r->discarded = 0;
     r->body_cap = sizeof r->body_inline;
     r->body = r->body_inline;
     r->resp = NULL;
@@ -103,9 +139,36 @@ static http_req *req_new(http_server *s)
     return r;
 }
 
+/* The requests whose header libmicrohttpd is still reading (see mhd_log). */
+static void unbegun_push(http_req *r)
+{
+    http_server *s = r->srv;
+    r->ub_prev = NULL;
+    r->ub_next = s->unbegun;
+    if (s->unbegun)
+        s->unbegun->ub_prev = r;
+    s->unbegun = r;
+    s->nunbegun++;
+}
+
+static void unbegun_remove(http_req *r)
+{
+    http_server *s = r->srv;
+    if (r->ub_prev)
+        r->ub_prev->ub_next = r->ub_next;
+    else if (s->unbegun == r)
+        s->unbegun = r->ub_next;
+    if (r->ub_next)
+        r->ub_next->ub_prev = r->ub_prev;
+    r->ub_prev = r->ub_next = NULL;
+    s->nunbegun--;
+}
+
 static void req_free(http_req *r)
 {
     http_server *s = r->srv;
+    if (!r->begun)
+        unbegun_remove(r);
     api_free(r);
     if (r->op.kind >= 0)
         lockop_fini(&r->op);
@@ -130,17 +193,23 @@ static void log_request(http_req *r, int toe_ok)
 {
     http_server *s = r->srv;
     int status = r->status ? r->status : 500;
-    int cls = status / 100;
-    if (cls < 1 || cls > 5)
-        cls = 5;
     const route *rt = r->route ? r->route : route_get(ROUTE_OTHER);
-    stat_inc(&s->stats.requests[rt->id][r->method_id][cls]);
+    int64_t took_us = clock_now_us() - r->start_us;
+    stat_inc(&s->stats.requests[rt->id][r->method_id][hist_status_slot(status)]);
+    if (!r->stream) { /* a streamed hold lasts as long as the hold: not a latency */
+        stat_inc(&s->stats.dur[rt->id][r->method_id][hist_bucket(hist_req_bounds_us, HIST_REQ_N, took_us)]);
+        stat_add(&s->stats.dur_sum_us[rt->id][r->method_id], (uint64_t)(took_us > 0 ? took_us : 0));
+    }
     if (s->env.log->level < LOG_LEVEL_INFO)
         return;
     char fields[1536];
     jw j;
     jw_init(&j, fields, sizeof fields);
     jw_key_str(&j, "request_id", r->request_id);
+    if (r->trace.trace_id[0]) { /* the W3C trace it belongs to (a valid traceparent) */
+        jw_key_str(&j, "trace_id", r->trace.trace_id);
+        jw_key_str(&j, "parent_id", r->trace.parent_id);
+    }
     jw_key_str(&j, "method", route_method_name(r->method_id));
     jw_key_str(&j, "route", rt->label);
     if (r->name_len)
@@ -148,7 +217,7 @@ static void log_request(http_req *r, int toe_ok)
     if (r->op.kind == LOCKOP_ACQUIRE && r->op.holder_len) /* who asked: never the lease */
         jw_key_strn(&j, "owner", r->op.holder, r->op.holder_len);
     jw_key_int(&j, "status", status);
-    jw_key_double(&j, "duration_ms", (double)(clock_now_us() - r->start_us) / 1000.0);
+    jw_key_double(&j, "duration_ms", (double)took_us / 1000.0);
     if (r->op.kind >= 0 && (r->status == 503))
         jw_key_uint(&j, "nodes_ok", r->op.nodes_ok);
     if (!toe_ok)
@@ -184,19 +253,28 @@ static void request_id(http_req *r)
             return;
         }
     }
-    snprintf(r->request_id, sizeof r->request_id, "%02x%014llx", r->srv->env.id & 0xff,
-             (unsigned long long)++r->srv->req_seq);
+    /* 32 hex digits: 64 random bits drawn at the start (unique across replicas and
+     * restarts), the worker, and its count of requests. */
+    snprintf(r->request_id, sizeof r->request_id, "%016llx%02x%014llx", (unsigned long long)r->srv->id_prefix,
+             r->srv->env.id & 0xff, (unsigned long long)++r->srv->req_seq);
 }
 
 /* The first callback of r: route it, and judge what the header alone decides (the
  * method, the token, shutdown, the announced body size).  RL_OK, or the error to
  * answer with at once. */
-static rl_err req_begin(http_req *r, const char *url, const char *method)
+static rl_err req_begin(http_req *r, const char *url, const char *method, const char *version)
 {
     const app *a = r->srv->env.app;
-    r->start_us = clock_now_us();
     r->method_id = route_method_id(method);
     request_id(r);
+    trace_parse(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "traceparent"), &r->trace);
+    /* libmicrohttpd keeps the URI as a C string: a raw NUL byte in it would cut the
+     * path (POST /locks/a<NUL>b would lock "a").  The URI was read up to a first NUL
+     * (on_uri); it ends just before the version, in the same buffer, unless it held
+     * one. */
+    if (r->raw_uri_len && version && *version && url + r->raw_uri_len + 1 != version)
+        return r->raw_query ? answer_fail(r, RL_E_INVALID_QUERY, "the query string holds a NUL byte")
+                            : answer_fail(r, RL_E_INVALID_NAME, "the path holds a NUL byte");
     r->route = route_match(url, &r->name, &r->name_len);
     if (!r->route)
         return RL_E_NOT_FOUND;
@@ -225,16 +303,20 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 {
     http_server *s = cls;
     http_req *r = *con_cls;
-    (void)version;
-    if (!r) {
-        r = req_new(s);
-        if (!r)
-            return MHD_NO;
-        *con_cls = r;
-        r->conn = c;
+    if (!r || !r->begun) { /* the first callback: the whole header is there */
+        if (!r) { /* on_uri could not make it */
+            r = req_new(s);
+            if (!r)
+                return MHD_NO;
+            *con_cls = r;
+            r->conn = c;
+        } else {
+            unbegun_remove(r);
+        }
+        r->begun = 1;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->hc = ci ? ci->socket_context : NULL;
-        rl_err e = req_begin(r, url, method);
+        rl_err e = req_begin(r, url, method, version);
         return e == RL_OK ? MHD_YES : answer_error(r, e);
     }
     if (r->resp) {
@@ -247,8 +329,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (r->body_len + n > BODY_MAX_BYTES)
-            return MHD_NO; /* chunked and too large: cut the connection */
+        if (r->discarded || r->body_len + n > BODY_MAX_BYTES) {
+            /* Chunked and too large: read on to its end and answer 413, unless it goes
+             * on for much longer (then cut the connection). */
+            r->discarded += n;
+            return r->discarded > BODY_DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
         if (r->body_len + n > r->body_cap) {
             size_t cap = r->body_cap * 2;
             while (cap < r->body_len + n)
@@ -266,14 +352,94 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         r->body_len += n;
         return MHD_YES;
     }
-    if (r->started)
+    if (r->started && !r->held_back)
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
-    r->started = 1;
-    idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
+    if (r->held_back) { /* resumed by held_release(): run it now */
+        r->held_back = 0;
+        r->suspended = 0;
+    } else {
+        r->started = 1;
+        idle_remove(&s->idle, r->hc); /* being served: no longer subject to the header timeout */
+        if (r->discarded)
+            return answer_error(r, RL_E_BODY_TOO_LARGE);
+        if (r->route->lock && s->env.masters_starting && s->env.masters_starting(s->env.owner)) {
+            /* The first connections to the masters are still being made: wait for
+             * them (held_release) rather than fail a round that no master could
+             * answer yet. */
+            r->held_back = r->suspended = 1;
+            r->held_next = s->held;
+            s->held = r;
+            MHD_suspend_connection(c);
+            return MHD_YES;
+        }
+    }
     rl_err e = api_handle(r);
     if (e != RL_OK)
         answer_error(r, e);
     return MHD_YES;
+}
+
+/* A request line was read: the request begins here (its state is the con_cls of the
+ * callbacks that follow), with the length of its URI as read: libmicrohttpd cuts the
+ * URI at a NUL byte later, and req_begin() tells that from here. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    http_server *s = cls;
+    http_req *r = req_new(s);
+    if (!r)
+        return NULL; /* on_access makes it */
+    r->conn = c;
+    r->raw_uri_len = strlen(uri);
+    r->raw_query = strchr(uri, '?') != NULL;
+    unbegun_push(r);
+    return r;
+}
+
+/* Whether libmicrohttpd 0.9.x refuses this Content-Length (not all digits, or more
+ * than 64 bits): it then answers before any callback of ours, and (a bug of those
+ * versions) sends its answer's header twice. */
+static int bad_content_length(const char *v, int *too_large)
+{
+    size_t n = strlen(v);
+    *too_large = 0;
+    if (n == 0 || strspn(v, "0123456789") != n)
+        return 1;
+    *too_large = n > 20 || (n == 20 && strcmp(v, "18446744073709551615") > 0);
+    return *too_large;
+}
+
+/* libmicrohttpd's own messages (MHD_USE_ERROR_LOG), at debug level.  One of them
+ * says it is refusing a request's Content-Length: libmicrohttpd 0.9.75 then writes
+ * the header of its answer twice on the connection, and no callback can stop it.  The
+ * requests whose header it is reading are known (on_uri); the one with the bad value
+ * is answered here with the documented JSON error, written straight to the socket,
+ * and the socket is shut for writing, so libmicrohttpd's own bytes never leave
+ * (its send fails and it closes the connection).  Over TLS its answer stands. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    http_server *s = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    log_msg(s->env.log, LOG_LEVEL_DEBUG, "libmicrohttpd: %s", msg);
+    if (!strstr(fmt, "Content-Length") || s->env.app->tls_cert)
+        return;
+    for (http_req *r = s->unbegun, *next; r; r = next) {
+        next = r->ub_next;
+        const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        int too_large;
+        if (!cl || MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
+            !bad_content_length(cl, &too_large))
+            continue;
+        unbegun_remove(r);
+        r->begun = 1; /* no callback of ours will run for it */
+        request_id(r);
+        if (!too_large)
+            answer_fail(r, RL_E_INVALID_JSON, "the Content-Length header is not a length");
+        answer_raw(r, too_large ? RL_E_BODY_TOO_LARGE : RL_E_INVALID_JSON);
+    }
 }
 
 /* Percent-decoding of paths and query values (route.h). */
@@ -296,7 +462,7 @@ static void on_mhd_io(loop_io *io, uint32_t events)
 static int start_daemon(http_server *s)
 {
     const app *a = s->env.app;
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
         {MHD_OPTION_HTTPS_MEM_CERT, 0, a->tls_cert},
@@ -312,6 +478,8 @@ static int start_daemon(http_server *s)
         return -1;
     }
     s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first: see the docs */
+                              MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                               MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -348,6 +516,11 @@ http_server *http_server_new(const http_env *env)
         return NULL;
     s->env = *env;
     s->listen_fd = -1;
+    if (lease_random(env->rng, &s->id_prefix, sizeof s->id_prefix) != 0) {
+        log_msg(env->log, LOG_LEVEL_ERROR, "worker %d: the system random generator failed", env->id);
+        free(s);
+        return NULL;
+    }
     const app *a = env->app;
     s->max_conns = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
     if (start_daemon(s) != 0) {
@@ -410,13 +583,24 @@ int http_server_timeout_ms(http_server *s)
     return t > 1000 ? 1000 : (int)t;
 }
 
-size_t http_server_active(const http_server *s) { return s->active_reqs; }
+size_t http_server_active(const http_server *s)
+{
+    return s->active_reqs - s->nunbegun; /* a header still coming in is not waited for */
+}
 
 void http_server_stats(const http_server *s, http_stats *sum)
 {
     const uint64_t *from = &s->stats.requests[0][0][0];
     uint64_t *to = &sum->requests[0][0][0];
     for (size_t i = 0; i < sizeof s->stats.requests / sizeof *from; i++)
+        to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    from = &s->stats.dur[0][0][0];
+    to = &sum->dur[0][0][0];
+    for (size_t i = 0; i < sizeof s->stats.dur / sizeof *from; i++)
+        to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    from = &s->stats.dur_sum_us[0][0];
+    to = &sum->dur_sum_us[0][0];
+    for (size_t i = 0; i < sizeof s->stats.dur_sum_us / sizeof *from; i++)
         to[i] += __atomic_load_n(&from[i], __ATOMIC_RELAXED);
     sum->conns_cut += __atomic_load_n(&s->stats.conns_cut, __ATOMIC_RELAXED);
     sum->conns_refused += __atomic_load_n(&s->stats.conns_refused, __ATOMIC_RELAXED);

@@ -45,6 +45,12 @@ int http_server_timeout_ms(http_server *s);
  * keep-alive past the limit). */
 void http_server_tick(http_server *s, int64_t now_us);
 
+/* Let the lock requests held back while the first connections to the masters were
+ * being made run now if those connections are made (masters_starting() is 0) or they
+ * waited the node timeout.  Called by the tick, and by the owner when a master's state
+ * changes. */
+void http_server_release_held(http_server *s, int64_t now_us);
+
 /* Requests between their first callback and their completion. */
 size_t http_server_active(const http_server *s);
 

@@ -9,6 +9,7 @@
 
 #include "app.h"
 #include "lease.h"
+#include "hist.h"
 #include "hold.h"
 #include "lockop.h"
 #include "log.h"
@@ -42,15 +43,21 @@ typedef struct http_env {
     void (*op_gone)(void *owner, lockop *op);
     /* Whether every worker has a quorum of trusted masters (/readyz). */
     int (*all_ready)(void *owner);
+    /* Whether the owner's first connections to the masters are still being made, with
+     * fewer than a quorum ready: a lock request then waits (up to the node timeout)
+     * instead of failing at once (NULL: never). */
+    int (*masters_starting)(void *owner);
     http_metrics_fn *metrics;
 } http_env;
 
-/* Status classes 1xx..5xx, counted by their first digit (0 unused). */
-#define HTTP_CLASSES 6
-
 /* A server's counters (or their sum over servers). */
 typedef struct http_stats {
-    uint64_t requests[ROUTE__COUNT][ROUTE_M__COUNT][HTTP_CLASSES]; /* by route, method, class */
+    uint64_t requests[ROUTE__COUNT][ROUTE_M__COUNT][HIST_STATUS_N]; /* by route, method, status
+                                                                      * (hist.h's slots) */
+    /* request durations by route and method: a histogram (hist.h's buckets, +Inf last)
+     * and the sum; streamed holds are not counted (their duration is the hold's) */
+    uint64_t dur[ROUTE__COUNT][ROUTE_M__COUNT][HIST_REQ_N + 1];
+    uint64_t dur_sum_us[ROUTE__COUNT][ROUTE_M__COUNT];
     uint64_t conns_cut;         /* closed for a slow or missing request header */
     uint64_t conns_refused;     /* refused past --max-connections */
 } http_stats;

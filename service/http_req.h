@@ -14,6 +14,7 @@
 #include "lockop.h"
 #include "loop.h"
 #include "route.h"
+#include "trace.h"
 #include "validate.h"
 
 typedef struct http_req http_req;
@@ -33,6 +34,12 @@ struct http_server {
     size_t nfree_reqs;
     size_t active_reqs;         /* requests between first callback and completion */
     uint64_t req_seq;           /* for request ids */
+    uint64_t id_prefix;         /* for request ids: random, new at every start */
+    http_req *held;             /* lock requests waiting for the first connections to the
+                                 * masters (masters_starting) */
+    http_req *unbegun;          /* requests whose line was read, not yet their headers
+                                 * (libmicrohttpd may still refuse them itself) */
+    size_t nunbegun;
     idle_list idle;             /* connections waiting for a whole request header */
     int64_t next_sweep_us;
     /* written by the owner's thread only, read by any (http_server_stats) */
@@ -50,11 +57,18 @@ struct http_req {
     int action;                 /* enum route_action: what the route does for the method */
     int method_id;              /* enum route_method */
     int64_t start_us;
+    int begun;                  /* its first callback ran (else libmicrohttpd is still
+                                 * reading its header, or refused it) */
+    size_t raw_uri_len;         /* the request line's URI as read, up to a first NUL */
+    int raw_query;              /* that URI has a query string */
+    http_req *ub_prev, *ub_next; /* in srv->unbegun while !begun */
     char request_id[65];
+    trace_parent trace;         /* its W3C traceparent, if valid (trace_id "" if not) */
     const char *name;           /* points into the url (valid for the request) */
     size_t name_len;
     /* the body as it arrives */
     size_t body_len, body_cap;
+    size_t discarded;           /* bytes of a chunked body past BODY_MAX_BYTES, thrown away */
     char *body;
     char body_inline[256];
     /* the handler's */
@@ -70,6 +84,8 @@ struct http_req {
     int gone_watched;
     /* the answer */
     int started;                /* the handler ran (body complete) */
+    int held_back;              /* suspended in srv->held: its handler runs at resume */
+    http_req *held_next;
     int suspended;              /* waits for its op: the answer is queued at resume */
     struct MHD_Response *resp;  /* made while suspended */
     int status;

@@ -552,7 +552,10 @@ static void acquire_failed(lockop *op, rl_err err)
         if (parked == RL_E_TOO_MANY_WAITERS)
             op->err = parked;
     }
-    /* Out of time (or cannot wait): answer with this attempt's result. */
+    /* Out of time (or cannot wait): answer with this attempt's result -- unless the
+     * shutdown cut off a waiter while it tried (on_answer): then, as for the parked. */
+    if (op->wait_deadline_us == 1 && (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED))
+        op->err = RL_E_SHUTTING_DOWN;
     if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED)
         count(env, CNT_ACQ_HELD);
     else if (op->err == RL_E_VALIDITY_EXHAUSTED)
@@ -739,8 +742,8 @@ static void on_answer(waiter *w, rl_err why, int64_t retry_after_ms)
     } else if (w->in_flight) {
         op->wait_deadline_us = 1; /* shutting down: its round answers, without waiting on */
         return;
-    } else if (op->err == RL_E_INTERNAL) {
-        op->err = why; /* never tried: shutting down */
+    } else {
+        op->err = why; /* shutting down: cut off while parked (not what its last try saw) */
     }
     finish(op);
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "hist.h"
 #include "loop.h"
 #include "redis_ev.h"
 #include "resp.h"
@@ -103,6 +104,8 @@ struct master_conn {
     int64_t last_rtt_us;
     uint64_t batches, batched_ops; /* batched calls sent, operations they carried */
     uint64_t quarantines;      /* times it went into quarantine */
+    uint64_t rtt_hist[HIST_RTT_N + 1]; /* round trips of rounds' commands (hist.h), +Inf last */
+    uint64_t rtt_sum_us;
 };
 
 /* Set up m (not connected); call master_start() to connect. */

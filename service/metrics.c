@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "hist.h"
 #include "http.h"
 #include "lockop.h"
 #include "loop.h"
@@ -60,6 +62,58 @@ static uint64_t sum_counter(app *a, int c)
     return s;
 }
 
+/* One histogram series: cumulative buckets, +Inf, sum and count.  A series with no
+ * observation is left out unless always. */
+static void histogram(sbuf *b, const char *name, const char *labels, const uint64_t *counts,
+                      const int64_t *bounds_us, size_t n, uint64_t sum_us, int always)
+{
+    uint64_t total = 0;
+    for (size_t k = 0; k <= n; k++)
+        total += counts[k];
+    if (!total && !always)
+        return;
+    uint64_t cum = 0;
+    for (size_t k = 0; k < n; k++) {
+        cum += counts[k];
+        sb_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, (double)bounds_us[k] / 1e6,
+                  (unsigned long long)cum);
+    }
+    sb_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)total);
+    sb_printf(b, "%s_sum{%s} %.6f\n", name, labels, (double)sum_us / 1e6);
+    sb_printf(b, "%s_count{%s} %llu\n", name, labels, (unsigned long long)total);
+}
+
+/* When this process started, in seconds since the epoch: its start in clock ticks
+ * after boot (/proc/self/stat, field 22) plus the boot time (/proc/stat, btime), as
+ * Prometheus's own client libraries read it.  0 if /proc says nothing. */
+static double metrics_process_start_s(void)
+{
+    char buf[1024];
+    unsigned long long start_ticks = 0, btime = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f) {
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+        for (int field = 2; p && field < 22; field++)
+            p = strchr(p + 1, ' ');
+        if (p)
+            start_ticks = strtoull(p + 1, NULL, 10);
+    }
+    f = fopen("/proc/stat", "r");
+    if (f) {
+        while (fgets(buf, sizeof buf, f))
+            if (sscanf(buf, "btime %llu", &btime) == 1)
+                break;
+        fclose(f);
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!btime || hz <= 0)
+        return 0;
+    return (double)btime + (double)start_ticks / (double)hz;
+}
+
 char *metrics_render(app *a, size_t *len)
 {
     sbuf b = {malloc(8192), 0, 8192, 0};
@@ -70,19 +124,40 @@ char *metrics_render(app *a, size_t *len)
     sb_printf(&b, "# HELP redlockd_uptime_seconds Seconds since start.\n# TYPE redlockd_uptime_seconds gauge\n"
                   "redlockd_uptime_seconds %.3f\n", (double)(clock_now_us() - a->started_us) / 1e6);
 
-    sb_printf(&b, "# HELP redlockd_http_requests_total HTTP requests by route, method and status class.\n"
+    sb_printf(&b, "# HELP process_start_time_seconds Start time of the process since the Unix epoch, in seconds.\n"
+                  "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
+              metrics_process_start_s());
+
+    sb_printf(&b, "# HELP redlockd_http_requests_total HTTP requests by route, method and status.\n"
                   "# TYPE redlockd_http_requests_total counter\n");
-    http_stats hs = {0};
+    http_stats *hs = calloc(1, sizeof *hs);
+    if (!hs) {
+        free(b.p);
+        return NULL;
+    }
     for (size_t i = 0; i < a->nworkers; i++)
-        http_server_stats(worker_http(a->workers[i]), &hs);
+        http_server_stats(worker_http(a->workers[i]), hs);
     for (int r = 0; r < ROUTE__COUNT; r++)
         for (int m = 0; m < ROUTE_M__COUNT; m++)
-            for (int c = 1; c < HTTP_CLASSES; c++) {
-                uint64_t s = hs.requests[r][m][c];
+            for (int c = 0; c < HIST_STATUS_N; c++) {
+                uint64_t s = hs->requests[r][m][c];
+                char code[16] = "other";
+                if (c != HIST_STATUS_OTHER)
+                    snprintf(code, sizeof code, "%d", hist_statuses[c]);
                 if (s)
-                    sb_printf(&b, "redlockd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%dxx\"} %llu\n",
-                              route_get(r)->label, route_method_name(m), c, (unsigned long long)s);
+                    sb_printf(&b, "redlockd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%s\"} %llu\n",
+                              route_get(r)->label, route_method_name(m), code, (unsigned long long)s);
             }
+    sb_printf(&b, "# HELP redlockd_request_duration_seconds Time from a request's first byte of header to its answer "
+                  "(acquire, release, extend, inspect and wait alike; streamed holds not counted), by route and method.\n"
+                  "# TYPE redlockd_request_duration_seconds histogram\n");
+    for (int r = 0; r < ROUTE__COUNT; r++)
+        for (int m = 0; m < ROUTE_M__COUNT; m++) {
+            char labels[128];
+            snprintf(labels, sizeof labels, "route=\"%s\",method=\"%s\"", route_get(r)->label, route_method_name(m));
+            histogram(&b, "redlockd_request_duration_seconds", labels, hs->dur[r][m], hist_req_bounds_us,
+                      HIST_REQ_N, hs->dur_sum_us[r][m], 0);
+        }
 
     static const struct { int c; const char *metric, *label; } outcomes[] = {
         {CNT_ACQ_GRANTED, "redlockd_acquire_total", "granted"},
@@ -138,10 +213,10 @@ char *metrics_render(app *a, size_t *len)
               (unsigned long long)sum_counter(a, CNT_GONE));
     sb_printf(&b, "# HELP redlockd_connections_refused_total Connections refused past --max-connections.\n"
                   "# TYPE redlockd_connections_refused_total counter\nredlockd_connections_refused_total %llu\n",
-              (unsigned long long)hs.conns_refused);
+              (unsigned long long)hs->conns_refused);
     sb_printf(&b, "# HELP redlockd_slow_connections_closed_total Connections closed for not sending a whole request header in time.\n"
                   "# TYPE redlockd_slow_connections_closed_total counter\nredlockd_slow_connections_closed_total %llu\n",
-              (unsigned long long)hs.conns_cut);
+              (unsigned long long)hs->conns_cut);
     sb_printf(&b, "# HELP redlockd_parked_waiters Acquirers parked waiting for a lock.\n"
                   "# TYPE redlockd_parked_waiters gauge\nredlockd_parked_waiters %ld\n",
               __atomic_load_n(&a->waiters_total, __ATOMIC_RELAXED));
@@ -186,12 +261,27 @@ char *metrics_render(app *a, size_t *len)
     for (size_t m = 0; m < a->cfg.n_masters; m++)
         sb_printf(&b, "redlockd_master_batched_ops_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)bops[m]);
-    sb_printf(&b, "# HELP redlockd_master_rtt_seconds Last round-trip time, by address.\n"
-                  "# TYPE redlockd_master_rtt_seconds gauge\n");
+    sb_printf(&b, "# HELP redlockd_master_last_rtt_seconds Last round-trip time, by address.\n"
+                  "# TYPE redlockd_master_last_rtt_seconds gauge\n");
     for (size_t m = 0; m < a->cfg.n_masters; m++) {
         int64_t rtt = __atomic_load_n(&worker_master(a->workers[0], m)->last_rtt_us, __ATOMIC_RELAXED);
-        sb_printf(&b, "redlockd_master_rtt_seconds{address=\"%s\"} %.6f\n", a->cfg.masters[m].address,
+        sb_printf(&b, "redlockd_master_last_rtt_seconds{address=\"%s\"} %.6f\n", a->cfg.masters[m].address,
                   (double)rtt / 1e6);
+    }
+    sb_printf(&b, "# HELP redlockd_master_rtt_seconds Round trips of the rounds' commands to each master "
+                  "(from the round's start to the reply), by master.\n"
+                  "# TYPE redlockd_master_rtt_seconds histogram\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        uint64_t h[HIST_RTT_N + 1] = {0}, sum = 0;
+        for (size_t i = 0; i < a->nworkers; i++) {
+            const master_conn *mc = worker_master(a->workers[i], m);
+            for (size_t k = 0; k <= HIST_RTT_N; k++)
+                h[k] += ld(&mc->rtt_hist[k]);
+            sum += ld(&mc->rtt_sum_us);
+        }
+        char labels[200];
+        snprintf(labels, sizeof labels, "master=\"%s\"", a->cfg.masters[m].address);
+        histogram(&b, "redlockd_master_rtt_seconds", labels, h, hist_rtt_bounds_us, HIST_RTT_N, sum, 1);
     }
     sb_printf(&b, "# HELP redlockd_quarantined_masters Masters kept out of quorums after a restart or a loss of data.\n"
                   "# TYPE redlockd_quarantined_masters gauge\nredlockd_quarantined_masters %zu\n", quarantined);
@@ -217,6 +307,7 @@ char *metrics_render(app *a, size_t *len)
         sb_printf(&b, "redlockd_master_quarantines_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)q);
     }
+    free(hs);
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -31,6 +31,14 @@ int64_t redlock_validity_ms(int64_t ttl_ms, int64_t elapsed_us, double drift_fac
     return ttl_ms - elapsed_ms - redlock_drift_ms(ttl_ms, drift_factor);
 }
 
+int64_t redlock_inspect_validity_ms(int64_t remaining_ms, double drift_factor)
+{
+    if (remaining_ms < 0)
+        return -1;
+    int64_t v = remaining_ms - redlock_drift_ms(remaining_ms, drift_factor);
+    return v > 0 ? v : 0;
+}
+
 int redlock_decide(const redlock_tally *t, size_t quorum, int wait_all)
 {
     size_t answered = t->ok + t->refused;

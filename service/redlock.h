@@ -51,6 +51,13 @@ void redlock_tally_of(const redlock_reply *r, size_t n, redlock_tally *t);
 /* Drift allowance in ms: ceil(ttl * factor) + 2. */
 int64_t redlock_drift_ms(int64_t ttl_ms, double drift_factor);
 
+/* What an inspection (GET) answers as validity_ms, meaning what a grant's does: how
+ * long from the request's start the lock surely stays held.  remaining_ms is the
+ * expiry a quorum of masters reported, less the time the round took (-1: a key
+ * without expiry, answered -1); the drift allowance on it is taken off as a grant's
+ * is (ceil(remaining * factor) + 2 ms), floored at 0. */
+int64_t redlock_inspect_validity_ms(int64_t remaining_ms, double drift_factor);
+
 /* Validity in ms left after elapsed_us: ttl - elapsed - drift, floored. May be <= 0. */
 int64_t redlock_validity_ms(int64_t ttl_ms, int64_t elapsed_us, double drift_factor);
 

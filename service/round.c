@@ -152,9 +152,12 @@ void round_on_reply(master_conn *m, struct redisReply *r, void *priv)
     round *rd = slot->rd;
     redlock_reply *out = &rd->replies[slot->index];
     int64_t now = clock_now_us();
-    if (r)
-        stat_set_i64(&m->last_rtt_us, now - rd->start_us);
-    else
+    if (r) {
+        int64_t rtt = now - rd->start_us;
+        stat_set_i64(&m->last_rtt_us, rtt);
+        stat_inc(&m->rtt_hist[hist_bucket(hist_rtt_bounds_us, HIST_RTT_N, rtt)]);
+        stat_add(&m->rtt_sum_us, (uint64_t)(rtt > 0 ? rtt : 0));
+    } else
         stat_inc(&m->errors);
     if (!rd->decided && out->state == RL_SLOT_PENDING) {
         if (rd->decode)

@@ -22,7 +22,7 @@ static const route route_table[ROUTE__COUNT] = {
 
 static const char *const route_methods[ROUTE_M__COUNT] = {
     [ROUTE_M_POST] = "POST", [ROUTE_M_DELETE] = "DELETE", [ROUTE_M_PATCH] = "PATCH",
-    [ROUTE_M_GET] = "GET", [ROUTE_M_OTHER] = "other",
+    [ROUTE_M_GET] = "GET", [ROUTE_M_HEAD] = "HEAD", [ROUTE_M_OTHER] = "other",
 };
 
 const route *route_match(const char *url, const char **name, size_t *name_len)
@@ -65,6 +65,8 @@ const char *route_method_name(int method)
 
 int route_action(const route *rt, int method)
 {
+    if (method == ROUTE_M_HEAD)
+        method = ROUTE_M_GET;
     for (int k = 0; k < ROUTE_MAX_METHODS && rt->methods[k].action != ROUTE_A_NONE; k++)
         if (rt->methods[k].method == method)
             return rt->methods[k].action;
@@ -78,8 +80,9 @@ size_t route_allow(const route *rt, char *buf, size_t cap)
         return 0;
     buf[0] = '\0';
     for (int k = 0; k < ROUTE_MAX_METHODS && rt->methods[k].action != ROUTE_A_NONE; k++) {
-        const char *parts[2] = {k ? ", " : "", route_method_name(rt->methods[k].method)};
-        for (int p = 0; p < 2; p++) {
+        int get = rt->methods[k].method == ROUTE_M_GET;
+        const char *parts[4] = {k ? ", " : "", route_method_name(rt->methods[k].method), ", ", "HEAD"};
+        for (int p = 0; p < (get ? 4 : 2); p++) {
             size_t n = strlen(parts[p]);
             if (len + n >= cap)
                 return len;

@@ -22,8 +22,11 @@ enum route_id {
     ROUTE__COUNT
 };
 
-/* Methods, as counted: anything else is ROUTE_M_OTHER. */
-enum route_method { ROUTE_M_POST, ROUTE_M_DELETE, ROUTE_M_PATCH, ROUTE_M_GET, ROUTE_M_OTHER, ROUTE_M__COUNT };
+/* Methods, as counted: anything else is ROUTE_M_OTHER.  HEAD runs what GET runs
+ * wherever GET is allowed (libmicrohttpd sends the answer without its body). */
+enum route_method {
+    ROUTE_M_POST, ROUTE_M_DELETE, ROUTE_M_PATCH, ROUTE_M_GET, ROUTE_M_HEAD, ROUTE_M_OTHER, ROUTE_M__COUNT
+};
 
 /* What a route and method ask for (api.c has one handler for each). */
 enum route_action {
@@ -64,10 +67,11 @@ int route_method_id(const char *method);
 /* The name of a counted method ("POST", ..., "other"); "other" outside the table. */
 const char *route_method_name(int method);
 
-/* What method asks for on rt: ROUTE_A_NONE if rt does not allow it. */
+/* What method asks for on rt: ROUTE_A_NONE if rt does not allow it (HEAD: what GET
+ * asks for). */
 int route_action(const route *rt, int method);
 
-/* The Allow header of rt ("GET, POST, PATCH, DELETE") into buf (NUL-terminated, cut
+/* The Allow header of rt ("GET, HEAD, POST, PATCH, DELETE") into buf (NUL-terminated, cut
  * to cap).  Returns its length as written. */
 size_t route_allow(const route *rt, char *buf, size_t cap);
 

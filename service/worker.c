@@ -17,6 +17,7 @@
 #include "keys.h"
 #include "lease.h"
 #include "log.h"
+#include "lograte.h"
 #include "loop.h"
 #include "notify.h"
 #include "resync.h"
@@ -44,6 +45,11 @@ struct worker {
     notify *notify;             /* release announcements from other instances */
     resync **resyncs;           /* worker 0: counter repair per master, made on demand */
     master_conn **dirty;        /* masters with output to write this pass */
+    struct master_downlog *downlog; /* per master: whether it is down, and when its
+                                 * "still down" line is due (lograte.h) */
+    unsigned char *settled;     /* per master: its first connection was made and judged
+                                 * (ready or quarantined), or failed */
+    int64_t boot_until_us;      /* masters_starting() is 0 from then on, whatever they do */
     size_t ndirty;
     loop_timer tick;
     log_ctx log;
@@ -62,6 +68,11 @@ struct worker {
 };
 
 /* ---- master hooks ---- */
+
+typedef struct master_downlog {
+    int down;                   /* went down (or never came up) and has not come back */
+    lograte rate;
+} master_downlog;
 
 /* The verdict on a master found without its record (docs/DESIGN.md, "Master trust").
  * It may join without quarantine only if no master carries a record (a new cluster:
@@ -148,9 +159,30 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
 {
     worker *w = m->owner;
     int st = m->state;
-    /* Connection churn is routine; log the transitions a person cares about. */
-    if (!(old_state == MASTER_DOWN && st == MASTER_CONNECTING) &&
-        !(old_state == MASTER_CONNECTING && st == MASTER_DOWN && m->errors > 1)) {
+    if (!w->settled[m->index] && (st == MASTER_READY || st == MASTER_QUARANTINED ||
+                                  (old_state == MASTER_CONNECTING && st == MASTER_DOWN))) {
+        w->settled[m->index] = 1;
+        if (w->http)
+            http_server_release_held(w->http, clock_now_us());
+    }
+    /* Connection churn is routine; log the transitions a person cares about: a master
+     * going down once, then while it stays down (every reconnect attempt fails) at a
+     * decaying rate (lograte.h), and its return with how long it was gone. */
+    master_downlog *dl = &w->downlog[m->index];
+    int64_t now_us = clock_now_us(), down_for_us = -1;
+    unsigned left = 0;
+    int show = !(old_state == MASTER_DOWN && st == MASTER_CONNECTING), repeat = 0;
+    if (st == MASTER_DOWN && dl->down) {
+        show = lograte_again(&dl->rate, now_us, &left);
+        repeat = 1;
+    } else if (st == MASTER_DOWN) {
+        dl->down = 1;
+        lograte_begin(&dl->rate, now_us);
+    } else if ((st == MASTER_READY || st == MASTER_QUARANTINED) && dl->down) { /* back (unmarked: judged next) */
+        dl->down = 0;
+        down_for_us = now_us - dl->rate.since_us;
+    }
+    if (show) {
         char fields[640];
         jw j;
         jw_init(&j, fields, sizeof fields);
@@ -159,6 +191,12 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
         jw_key_str(&j, "from", master_state_name(old_state));
         jw_key_str(&j, "to", master_state_name(st));
         jw_key_str(&j, "reason", why);
+        if (repeat) {
+            jw_key_int(&j, "down_for_ms", (now_us - dl->rate.since_us) / 1000);
+            jw_key_int(&j, "attempts_not_logged", left);
+        }
+        if (down_for_us >= 0)
+            jw_key_int(&j, "down_for_ms", down_for_us / 1000);
         if (st == MASTER_QUARANTINED)
             jw_key_int(&j, "quarantine_ms", (m->quarantine_until_us - clock_now_us()) / 1000);
         int level = st == MASTER_READY ? LOG_LEVEL_INFO : LOG_LEVEL_WARN;
@@ -167,7 +205,7 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
             level = LOG_LEVEL_DEBUG;
         if (w->id != 0)
             level = LOG_LEVEL_DEBUG; /* one line per master, not one per worker */
-        log_event(&w->log, level, "master state", fields);
+        log_event(&w->log, level, repeat ? "master still down" : "master state", fields);
     }
     if (old_state == MASTER_READY && (st == MASTER_UNMARKED || st == MASTER_QUARANTINED))
         __atomic_store_n(&w->app->master_alarm_us[m->index], clock_now_us(), __ATOMIC_RELAXED);
@@ -417,6 +455,21 @@ static void on_start_op(void *owner, lockop *op)
 }
 
 /* Whether every worker has a quorum of trusted masters: a request may land on any. */
+/* http_env.masters_starting: the first connections are still being made (within the
+ * first seconds after the start), and fewer than a quorum of masters are ready. */
+static int on_masters_starting(void *owner)
+{
+    const worker *w = owner;
+    if (!w->boot_until_us || clock_now_us() >= w->boot_until_us)
+        return 0;
+    size_t ready = 0, unsettled = 0;
+    for (size_t i = 0; i < w->rounds.n; i++) {
+        ready += master_usable(&w->masters[i]);
+        unsettled += !w->settled[i];
+    }
+    return ready < w->rounds.quorum && unsettled > 0;
+}
+
 static int on_all_ready(void *owner)
 {
     const worker *w = owner;
@@ -549,6 +602,9 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     app *a = w->app;
+    /* Requests wait for the first connections for a few seconds at most (a master that
+     * never answers is not waited for after that). */
+    w->boot_until_us = clock_now_us() + 5 * 1000 * 1000;
     for (size_t i = 0; i < w->rounds.n; i++)
         master_start(&w->masters[i]);
     if (w->notify)
@@ -597,8 +653,10 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     size_t n = a->cfg.n_masters;
     w->masters = calloc(n, sizeof *w->masters);
     w->dirty = calloc(n, sizeof *w->dirty);
+    w->settled = calloc(n, sizeof *w->settled);
+    w->downlog = calloc(n, sizeof *w->downlog);
     w->resyncs = calloc(n, sizeof *w->resyncs);
-    if (!w->masters || !w->dirty || !w->resyncs)
+    if (!w->masters || !w->dirty || !w->resyncs || !w->settled || !w->downlog)
         goto err;
     for (size_t i = 0; i < n; i++)
         master_init(&w->masters[i], &a->cfg, (int)i, w, &w->loop, &hooks);
@@ -636,6 +694,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
         .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
         .masters = w->masters, .nmasters = n, .quorum = w->rounds.quorum, .owner = w,
         .holds = &w->holds, .watches = &w->watches, .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
+        .masters_starting = on_masters_starting,
         .metrics = metrics,
     };
     w->http = http_server_new(&env);
@@ -679,6 +738,8 @@ void worker_free(worker *w)
     free(w->resyncs);
     free(w->masters);
     free(w->dirty);
+    free(w->settled);
+    free(w->downlog);
     pthread_mutex_destroy(&w->mb_lock);
     free(w);
 }

@@ -336,6 +336,17 @@ void h_service_start_quorum(h_cluster *c, h_service *s, const char *extra)
     service_start(c, s, extra, svc_quorum);
 }
 
+static int svc_listening(void *arg)
+{
+    (void)arg;
+    return 1;
+}
+
+void h_service_start_nowait(h_cluster *c, h_service *s, const char *extra)
+{
+    service_start(c, s, extra, svc_listening);
+}
+
 static void service_start(h_cluster *c, h_service *s, const char *extra, int (*ready)(void *))
 {
     static int seq;
@@ -515,6 +526,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg)
     header_value(p, k, "X-Request-Id", r->request_id, sizeof r->request_id);
     header_value(p, k, "Content-Type", r->content_type, sizeof r->content_type);
     header_value(p, k, "WWW-Authenticate", r->www_auth, sizeof r->www_auth);
+    header_value(p, k, "Location", r->location, sizeof r->location);
     return k;
 }
 
@@ -541,6 +553,8 @@ static void record(const char *method, const char *path, const h_resp *r)
         json_object_set_new(h, "x-request-id", json_string(r->request_id));
     if (r->www_auth[0])
         json_object_set_new(h, "www-authenticate", json_string(r->www_auth));
+    if (r->location[0])
+        json_object_set_new(h, "location", json_string(r->location));
     json_object_set_new(line, "headers", h);
     json_object_set_new(line, "body", r->json ? json_incref(r->json) : json_string(r->body));
     char *s = json_dumps(line, JSON_COMPACT);
@@ -589,7 +603,8 @@ void h_http_to(const char *base, void **curlp, const char *method, const char *p
     const char *auth = getenv("REDLOCK_TEST_TOKEN");
     if (auth && *auth) {
         static char hdr[300];
-        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
+        /* A value with a space is the whole header value (scheme and token). */
+        snprintf(hdr, sizeof hdr, "Authorization: %s%s", strchr(auth, ' ') ? "" : "Bearer ", auth);
         hdrs = curl_slist_append(hdrs, hdr);
     }
     if (body) {

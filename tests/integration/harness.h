@@ -45,6 +45,7 @@ typedef struct h_resp {
     char request_id[80];   /* X-Request-Id header */
     char content_type[80];
     char www_auth[80];     /* WWW-Authenticate header */
+    char location[300];    /* Location header */
     double ms;             /* client-side duration */
 } h_resp;
 
@@ -61,6 +62,9 @@ void h_service_start(h_cluster *c, h_service *s, const char *extra_flags);
 /* The same, waiting only for /readyz to answer 200 (a quorum of masters in quorums),
  * not for every master: for instances started while a master is quarantined. */
 void h_service_start_quorum(h_cluster *c, h_service *s, const char *extra_flags);
+/* The same, returning as soon as it says which port it listens on (its masters may
+ * not be connected yet). */
+void h_service_start_nowait(h_cluster *c, h_service *s, const char *extra_flags);
 void h_service_stop(h_service *s);
 /* SIGTERM the service and wait for it; returns its exit status (or -1). */
 int h_service_term(h_service *s, int timeout_ms);

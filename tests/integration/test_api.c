@@ -2,6 +2,9 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <string.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -264,6 +267,15 @@ static struct bad bad_cases[] = {
     {"DELETE", "/locks", "{}", 400, "invalid_lease"},
     {"PUT", "/locks/x", "", 405, "method_not_allowed"},
     {"POST", "/healthz", "", 405, "method_not_allowed"},
+    {"POST", "/locks/x?ttl=5000", "", 400, "invalid_query"},
+    {"POST", "/locks/x?ttl_ms=5000&ttl_ms=6000", "", 400, "invalid_query"},
+    {"POST", "/locks/x?hold", "", 400, "invalid_query"},
+    {"PATCH", "/locks/x?lease=AAAAAAAAAAAAAAAAAAAAAAAA&wait_ms=1", "", 400, "invalid_query"},
+    {"DELETE", "/locks/x?lease=AAAAAAAAAAAAAAAAAAAAAAAA&ttl_ms=1", "", 400, "invalid_query"},
+    {"GET", "/locks/x?wait=100", "", 400, "invalid_query"},
+    {"GET", "/locks?prefix=a&prefix=b", "", 400, "invalid_query"},
+    {"POST", "/locks?names=a", "{\"names\":[\"a\"]}", 400, "invalid_query"},
+    {"DELETE", "/locks?lease=AAAAAAAAAAAAAAAAAAAAAAAA&force=true", "", 400, "invalid_query"},
 };
 
 ParameterizedTestParameters(api, bad_input_gets_a_clear_json_error)
@@ -344,5 +356,38 @@ Test(api, metrics_move_with_requests)
     cr_assert(strstr(r.body, "redlockd_acquire_total{outcome=\"held\"} 1\n"), "%s", r.body);
     cr_assert(strstr(r.body, "redlockd_master_up{address=\"127.0.0.1:"));
     cr_assert(strstr(r.body, "redlockd_build_info{version="));
+    /* The exact status in `code`; latency histograms; the process's start time. */
+    cr_assert(strstr(r.body, "redlockd_http_requests_total{route=\"/locks/{name}\",method=\"POST\",code=\"201\"} 1\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "redlockd_http_requests_total{route=\"/locks/{name}\",method=\"POST\",code=\"409\"} 1\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "# TYPE redlockd_request_duration_seconds histogram\n"), "%s", r.body);
+    cr_assert(strstr(r.body, "redlockd_request_duration_seconds_bucket{route=\"/locks/{name}\",method=\"POST\",le=\"+Inf\"} 2\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "redlockd_request_duration_seconds_count{route=\"/locks/{name}\",method=\"POST\"} 2\n"),
+              "%s", r.body);
+    cr_assert(strstr(r.body, "# TYPE redlockd_master_rtt_seconds histogram\n"), "%s", r.body);
+    char want[128];
+    snprintf(want, sizeof want, "redlockd_master_rtt_seconds_bucket{master=\"127.0.0.1:%d\",le=\"+Inf\"} ",
+             C.masters[0].port);
+    const char *p = strstr(r.body, want);
+    cr_assert(p && atoll(p + strlen(want)) >= 1, "%s", r.body);
+    p = strstr(r.body, "\nprocess_start_time_seconds ");
+    cr_assert(p, "%s", r.body);
+    double started = atof(p + strlen("\nprocess_start_time_seconds "));
+    cr_assert(started > (double)time(NULL) - 120 && started <= (double)time(NULL) + 1, "started %.2f", started);
+    /* Prometheus's own linter, where it is installed (Debian's prometheus package). */
+    if (system("command -v promtool > /dev/null 2>&1") == 0) {
+        char path[] = "/tmp/redlockd-metrics-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        cr_assert_eq(write(fd, r.body, strlen(r.body)), (ssize_t)strlen(r.body));
+        close(fd);
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
+        int rc = system(cmd);
+        unlink(path);
+        cr_assert_eq(rc, 0, "promtool check metrics failed on:\n%s", r.body);
+    }
     h_resp_free(&r);
 }

@@ -141,6 +141,7 @@ struct waiter {
     long long token;
     int hand_on; /* release at once when granted, noting the turn in order */
     int order;
+    char error[32], retry_after[32]; /* of the answer */
 };
 
 static int grant_seq; /* turns of hand_on waiters, in grant order */
@@ -153,6 +154,8 @@ static void *waiter_main(void *arg)
     h_http_to(w->url, &curl, "POST", w->path, NULL, &r);
     w->status = r.status;
     w->token = h_int(&r, "fencing_token");
+    snprintf(w->error, sizeof w->error, "%s", h_str(&r, "error"));
+    snprintf(w->retry_after, sizeof w->retry_after, "%s", r.retry_after);
     w->done_ms = h_now_ms();
     if (w->hand_on && r.status == 201) {
         w->order = __atomic_fetch_add(&grant_seq, 1, __ATOMIC_SEQ_CST);
@@ -186,7 +189,7 @@ Test(locking, release_wakes_a_waiter_early)
     char lease[200];
     long long t1;
     cr_assert_eq(h_acquire(&C, "wait.rel", "ttl_ms=30000", lease, sizeof lease, &t1), 201);
-    struct waiter w = {C.svc.url, "/locks/wait.rel?wait_ms=20000", 0, 0, 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/wait.rel?wait_ms=20000", 0, 0, 0, 0, 0, "", ""};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
@@ -265,7 +268,7 @@ Test(locking, sigterm_answers_waiters_and_exits_zero)
 {
     h_require_local(&C);
     cr_assert_eq(h_acquire(&C, "term.held", "ttl_ms=30000", NULL, 0, NULL), 201);
-    struct waiter w = {C.svc.url, "/locks/term.held?wait_ms=20000", 0, 0, 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/term.held?wait_ms=20000", 0, 0, 0, 0, 0, "", ""};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
@@ -276,7 +279,9 @@ Test(locking, sigterm_answers_waiters_and_exits_zero)
     int rc = h_service_term(&C.svc, 10000);
     pthread_join(th, NULL);
     cr_assert_eq(rc, 0, "exit status %d", rc);
-    cr_assert(w.status == 409 || w.status == 503, "the parked waiter was answered: %ld", w.status);
+    cr_assert_eq(w.status, 503, "the parked waiter is cut off: %ld %s", w.status, w.error);
+    cr_assert_str_eq(w.error, "shutting_down");
+    cr_assert_str_eq(w.retry_after, "1");
     cr_assert(w.done_ms - t0 < 5000);
 }
 
@@ -287,7 +292,7 @@ Test(locking, release_on_another_instance_wakes_a_waiter_here)
     h_service_start(&C, &b, NULL);
     char lease[200];
     cr_assert_eq(h_acquire(&C, "wait.cross", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    struct waiter w = {b.url, "/locks/wait.cross?wait_ms=20000", 0, 0, 0, 0, 0};
+    struct waiter w = {b.url, "/locks/wait.cross?wait_ms=20000", 0, 0, 0, 0, 0, "", ""};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     /* Parked on instance B (its own gauge). */
@@ -678,7 +683,7 @@ Test(locking, release_hands_the_lock_to_the_parked_waiter)
     long long t1;
     cr_assert_eq(h_acquire(&C, "hand.over", "ttl_ms=30000", lease, sizeof lease, &t1), 201);
     unsigned long long before = metric_one("redlockd_handoffs_total");
-    struct waiter w = {C.svc.url, "/locks/hand.over?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/hand.over?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0, "", ""};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
@@ -711,7 +716,7 @@ Test(locking, release_with_a_wrong_lease_hands_nothing_over)
 {
     char lease[200];
     cr_assert_eq(h_acquire(&C, "hand.wrong", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
-    struct waiter w = {C.svc.url, "/locks/hand.wrong?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0};
+    struct waiter w = {C.svc.url, "/locks/hand.wrong?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0, "", ""};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;

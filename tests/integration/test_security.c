@@ -56,11 +56,25 @@ Test(security, bearer_tokens_and_scopes)
     h_http(&C, "POST", "/locks/billing/run", NULL, &r);
     cr_assert_eq(r.status, 401);
     cr_assert_str_eq(h_str(&r, "error"), "unauthorized");
+
+    cr_assert(strstr(r.www_auth, "Bearer realm=") && !strstr(r.www_auth, "error="),
+              "no token given: no error code (RFC 6750): %s", r.www_auth);
     h_resp_free(&r);
 
     setenv("REDLOCK_TEST_TOKEN", "wrong-token-0123456789abcdef", 1);
     h_http(&C, "POST", "/locks/billing/run", NULL, &r);
     cr_assert_eq(r.status, 401);
+    cr_assert(strstr(r.www_auth, "error=\"invalid_token\""), "a bad token: %s", r.www_auth);
+    h_resp_free(&r);
+
+    /* The scheme is case-insensitive. */
+    setenv("REDLOCK_TEST_TOKEN", "bearer " BILLING, 1);
+    h_http(&C, "POST", "/locks/billing/lower", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    h_resp_free(&r);
+    setenv("REDLOCK_TEST_TOKEN", "BEARER " BILLING, 1);
+    h_http(&C, "POST", "/locks/billing/upper", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
     h_resp_free(&r);
 
     setenv("REDLOCK_TEST_TOKEN", BILLING, 1);

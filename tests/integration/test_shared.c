@@ -199,7 +199,8 @@ Test(shared, the_new_parameters_are_checked)
     } bad[] = {
         {"POST", "/locks/p.a?mode=read", NULL, "invalid_mode"},
         {"POST", "/locks/p.a", "{\"mode\":1}", "invalid_mode"},
-        {"PATCH", "/locks/p.a?mode=shared", "{\"lease\":\"0123456789abcdef\"}", "invalid_mode"},
+        {"PATCH", "/locks/p.a", "{\"lease\":\"0123456789abcdef\",\"mode\":\"shared\"}", "invalid_mode"},
+        {"PATCH", "/locks/p.a?mode=shared", "{\"lease\":\"0123456789abcdef\"}", "invalid_query"},
         {"POST", "/locks/p.a?mode=shared&owner=me", NULL, "invalid_owner"},
         {"POST", "/locks/p.a?permits=2", NULL, "invalid_permits"},
         {"POST", "/locks/p.a", "{\"reentrant\":\"yes\"}", "invalid_reentrant"},

@@ -62,6 +62,24 @@ Test(auth, admin_and_a_label_in_any_order_after_the_token)
     auth_free(&a);
 }
 
+Test(auth, the_bearer_scheme_is_case_insensitive)
+{
+    auth a;
+    char err[256];
+    cr_assert_eq(parse(&a, T1 "\n", err, sizeof err), 0, "%s", err);
+    const char *ok[] = {"Bearer " T1, "bearer " T1, "BEARER " T1, "bEaReR\t" T1, "Bearer   " T1};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        cr_assert_not_null(auth_token_of(&a, ok[i]), "%s", ok[i]);
+        cr_assert_eq(auth_check(&a, ok[i], "x", 1), RL_OK, "%s", ok[i]);
+        cr_assert(auth_is_bearer(ok[i]), "%s", ok[i]);
+    }
+    const char *no[] = {"Basic " T1, "Bearer" T1, T1, "Bearerx " T1, ""};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        cr_assert_null(auth_token_of(&a, no[i]), "%s", no[i]);
+    cr_assert(!auth_is_bearer("Basic abc") && !auth_is_bearer(NULL) && !auth_is_bearer("Bearer"));
+    auth_free(&a);
+}
+
 Test(auth, what_the_parser_refuses)
 {
     const char *bad[] = {

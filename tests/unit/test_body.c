@@ -185,7 +185,7 @@ Test(body, a_multi_grant_lists_the_names_in_order_with_a_token_each)
     mlens[0] = mlens[1] = 3;
     mtokens[0] = 7;
     mtokens[1] = 3;
-    body_multi m = {2, mnames, mlens, mtokens, "leaseCCCCCCCCCCCCCCCC", 21, 4897, 5000};
+    body_multi m = {2, mnames, mlens, mtokens, "leaseCCCCCCCCCCCCCCCC", 21, 4897, 5000, NULL};
     jw *j = writer(BODY_MAX_MULTI);
     body_multi_granted(j, &m);
     cr_assert_str_eq(buf, "{\"names\":[\"m.b\",\"m.a\"],\"lease\":\"leaseCCCCCCCCCCCCCCCC\","
@@ -204,7 +204,7 @@ Test(body, a_multi_release_lists_the_names_and_released_true_only)
 {
     strcpy(mnames[0], "m.a");
     mlens[0] = 3;
-    body_multi m = {1, mnames, mlens, NULL, NULL, 0, 0, 0};
+    body_multi m = {1, mnames, mlens, NULL, NULL, 0, 0, 0, NULL};
     jw *j = writer(BODY_MAX_MULTI);
     body_multi_released(j, &m);
     cr_assert_str_eq(buf, "{\"names\":[\"m.a\"],\"released\":true}");
@@ -224,7 +224,7 @@ Test(body, the_largest_multi_grant_fits_body_max_multi)
     char lease[LEASE_MAX_LEN + 1];
     memset(lease, 'l', LEASE_MAX_LEN);
     lease[LEASE_MAX_LEN] = '\0';
-    body_multi m = {MULTI_MAX_NAMES, mnames, mlens, mtokens, lease, LEASE_MAX_LEN, INT64_MIN, -2147483647L};
+    body_multi m = {MULTI_MAX_NAMES, mnames, mlens, mtokens, lease, LEASE_MAX_LEN, INT64_MIN, -2147483647L, NULL};
     jw *j = writer(BODY_MAX_MULTI);
     body_multi_granted(j, &m);
     cr_assert_gt(jw_len(j), 16384, "the old 16 KiB buffer cut this body");

@@ -32,6 +32,7 @@ ParameterizedTestParameters(errors, status_and_code_per_error)
         {RL_E_INVALID_OWNER, 400, "invalid_owner"},
         {RL_E_INVALID_LIMIT, 400, "invalid_limit"},
         {RL_E_INVALID_FORCE, 400, "invalid_force"},
+        {RL_E_INVALID_QUERY, 400, "invalid_query"},
         {RL_E_UNAUTHORIZED, 401, "unauthorized"},
         {RL_E_FORBIDDEN, 403, "forbidden"},
         {RL_E_NOT_FOUND, 404, "not_found"},
@@ -67,7 +68,7 @@ ParameterizedTest(struct err_case *c, errors, status_and_code_per_error)
 Test(errors, the_table_above_covers_every_code)
 {
     /* If a code is added, the table test above must learn its status. */
-    cr_assert_eq(RL_ERR__COUNT, 30);
+    cr_assert_eq(RL_ERR__COUNT, 31);
 }
 
 Test(errors, codes_are_distinct_snake_case)

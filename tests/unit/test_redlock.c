@@ -812,3 +812,16 @@ Test(redlock, quorum_count_reads_answered_masters_only)
     r[2].state = RL_SLOT_FAILED;
     cr_assert_eq(redlock_quorum_count(r, 5, 3), 0, "two answers cannot speak for a quorum");
 }
+
+Test(redlock, an_inspection_takes_the_drift_off_like_a_grant)
+{
+    /* 10 s left, 1 %: 10000 - (100 + 2). */
+    cr_assert_eq(redlock_inspect_validity_ms(10000, 0.01), 9898);
+    cr_assert_eq(redlock_inspect_validity_ms(10000, 0.2), 7998);
+    /* The same figure a grant of that ttl with no elapsed time would get. */
+    cr_assert_eq(redlock_inspect_validity_ms(30000, 0.01), redlock_validity_ms(30000, 0, 0.01));
+    /* Nothing left to vouch for: 0, never negative; no expiry stays -1. */
+    cr_assert_eq(redlock_inspect_validity_ms(2, 0.01), 0);
+    cr_assert_eq(redlock_inspect_validity_ms(0, 0.01), 0);
+    cr_assert_eq(redlock_inspect_validity_ms(-1, 0.01), -1);
+}

@@ -86,20 +86,30 @@ Test(route, every_action_is_reached_by_exactly_one_route_and_method)
     int seen[ROUTE_A__COUNT] = {0};
     for (int r = 0; r < ROUTE__COUNT; r++)
         for (int m = 0; m < ROUTE_M__COUNT; m++)
-            seen[route_action(route_get(r), m)]++;
+            if (m != ROUTE_M_HEAD) /* HEAD mirrors GET (below) */
+                seen[route_action(route_get(r), m)]++;
     for (int a = ROUTE_A_NONE + 1; a < ROUTE_A__COUNT; a++)
         cr_assert_eq(seen[a], 1, "action %d is reached %d times", a, seen[a]);
+}
+
+Test(route, head_runs_what_get_runs_wherever_get_is_allowed)
+{
+    for (int r = 0; r < ROUTE__COUNT; r++)
+        cr_assert_eq(route_action(route_get(r), ROUTE_M_HEAD), route_action(route_get(r), ROUTE_M_GET),
+                     "route %d", r);
+    cr_assert_eq(route_method_id("HEAD"), ROUTE_M_HEAD);
+    cr_assert_str_eq(route_method_name(ROUTE_M_HEAD), "HEAD");
 }
 
 Test(route, allow_lists_the_methods_of_the_route_in_table_order)
 {
     char buf[64];
-    cr_assert_eq(route_allow(route_get(ROUTE_LOCK), buf, sizeof buf), strlen("GET, POST, PATCH, DELETE"));
-    cr_assert_str_eq(buf, "GET, POST, PATCH, DELETE");
+    cr_assert_eq(route_allow(route_get(ROUTE_LOCK), buf, sizeof buf), strlen("GET, HEAD, POST, PATCH, DELETE"));
+    cr_assert_str_eq(buf, "GET, HEAD, POST, PATCH, DELETE");
     route_allow(route_get(ROUTE_LOCKS), buf, sizeof buf);
-    cr_assert_str_eq(buf, "GET, POST, DELETE");
+    cr_assert_str_eq(buf, "GET, HEAD, POST, DELETE");
     route_allow(route_get(ROUTE_HEALTHZ), buf, sizeof buf);
-    cr_assert_str_eq(buf, "GET");
+    cr_assert_str_eq(buf, "GET, HEAD");
     cr_assert_eq(route_allow(route_get(ROUTE_OTHER), buf, sizeof buf), 0);
     cr_assert_str_eq(buf, "");
 }
@@ -111,7 +121,7 @@ Test(route, allow_is_cut_to_the_buffer_and_stays_terminated)
     size_t n = route_allow(route_get(ROUTE_LOCK), buf, sizeof buf);
     cr_assert_lt(n, sizeof buf);
     cr_assert_eq(strlen(buf), n);
-    cr_assert_str_eq(buf, "GET, POST");
+    cr_assert_str_eq(buf, "GET, HEAD");
     cr_assert_eq(route_allow(route_get(ROUTE_LOCK), buf, 0), 0);
 }
 
