@@ -87,6 +87,7 @@ static void run(hold *h, int kind)
     memcpy(h->op.lease, h->lease, h->lease_len + 1);
     h->op.lease_len = h->lease_len;
     h->op.ttl_ms = h->ttl_ms;
+    h->op.mode = h->mode; /* a permit's extension and release go by its semaphore */
     h->busy = 1;
     h->env->start_op(h->env->owner, &h->op);
 }
@@ -211,6 +212,7 @@ void hold_start(hold *h, const lockop *g, hold_cb cb, void *owner)
     h->cb = cb;
     h->owner = owner;
     h->ttl_ms = g->ttl_ms;
+    h->mode = g->mode;
     h->name_len = g->name_len;
     memcpy(h->name, g->name, g->name_len + 1);
     h->lease_len = g->lease_len;

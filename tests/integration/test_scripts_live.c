@@ -376,7 +376,7 @@ static void inspect(const char *name, char *lease, size_t lcap, char *owner, siz
     const char *keys[] = {key, readers};
     const char *args[] = {"b7"};
     redisReply *r = lock_script(SCRIPT_INSPECT, 2, keys, 1, args);
-    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 6, "%s",
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 7, "%s",
               r->type == REDIS_REPLY_ERROR ? r->str : "");
     snprintf(lease, lcap, "%s", r->element[0]->type == REDIS_REPLY_STRING ? r->element[0]->str : "");
     cr_assert_eq(r->element[3]->type, REDIS_REPLY_STRING);
@@ -460,7 +460,7 @@ Test(scripts_live, a_handoff_writes_the_waiters_own_owner)
     cr_assert(b && b->type == REDIS_REPLY_ARRAY && b->elements == 2, "%s",
               b && b->type == REDIS_REPLY_ERROR ? b->str : "");
     cr_assert_eq(b->element[0]->element[0]->integer, 3);
-    cr_assert_eq(b->element[1]->elements, 6, "inspect in a batch answers the owner and readers too");
+    cr_assert_eq(b->element[1]->elements, 7, "inspect in a batch answers the owner, readers and holds too");
     cr_assert_str_eq(b->element[1]->element[0]->str, "THIRD");
     cr_assert_str_eq(b->element[1]->element[3]->str, "third");
     freeReplyObject(b);
