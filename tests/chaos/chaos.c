@@ -750,9 +750,9 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
         if (permits > 0) {
             if (!json_int(j, "permits", &v) || v != permits)
                 set_shape(e, "201_permits_missing_or_not_as_asked");
-            if (json_int(j, "slot", &v) && v >= 0 && v < permits)
-                e->slot = (int)v;
-            else
+            if (json_int(j, "slot", &v) && v >= 0 && v < INT_MAX)
+                e->slot = (int)v; /* kept as evidence even when out of range */
+            if (e->slot < 0 || e->slot >= permits)
                 set_shape(e, "201_slot_missing_or_out_of_[0,permits)");
         } else if (e->mode == CHAOS_MODE_SHARED) {
             if (!json_is_string(mode) || strcmp(json_string_value(mode), "shared") != 0)
