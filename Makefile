@@ -64,6 +64,7 @@ all: $(BINDIR)/redlockd
 include service/service.mk
 include tests/tests.mk
 -include $(wildcard tests/*/*.mk)
+include clients/clients.mk
 
 .PHONY: clean
 clean:

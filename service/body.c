@@ -75,7 +75,6 @@ void body_inspected(jw *j, const body_lock *l)
             jw_key_int(j, "held", l->readers);
             jw_raw_fields(j, "\"free\":null");
         }
-        jw_key_uint(j, "fencing_token", l->fencing_token);
         jw_obj_close(j);
         return;
     }

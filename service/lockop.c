@@ -71,8 +71,21 @@ static void stop_waiting(lockop *op)
     }
 }
 
+/* An acquire's answer, counted by kind. */
+static void count_kind(lockop *op)
+{
+    int k = op->multi ? 3 : op->mode == LOCKOP_SHARED ? 1 : op->mode == LOCKOP_SEMAPHORE ? 2 : 0;
+    if (op->err == RL_OK)
+        count(op->env, CNT_KIND_GRANTED + k);
+    else if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED ||
+             op->err == RL_E_PERMITS_MISMATCH)
+        count(op->env, CNT_KIND_REFUSED + k);
+}
+
 static void complete(lockop *op)
 {
+    if (op->kind == LOCKOP_ACQUIRE || op->kind == LOCKOP_MACQUIRE)
+        count_kind(op);
     waitq_detach(&op->w);
     stop_waiting(op);
     op->done(op);
@@ -298,20 +311,13 @@ static void shared_send_acquire(lockop *op, round *rd)
     round_send(rd, SCRIPT_SHARED, 4, 5, argv, lens, round_all(op->env->rounds));
 }
 
-/* A reader's token is the name's as it stands: the largest counter among the
- * granting masters, which is at least the last exclusive grant's (a quorum of
- * masters holds that one, and two quorums meet).  Nothing to raise. */
-static uint64_t shared_plan_raise(lockop *op, const round *rd)
-{
-    op->token = 0;
-    for (size_t i = 0; i < rd->env->n; i++)
-        if (rd->replies[i].state == RL_SLOT_OK && rd->replies[i].fence > op->token)
-            op->token = rd->replies[i].fence;
-    return 0;
-}
+/* A reader's token is the name's as it stands (no bump): the largest counter among the
+ * granting masters, at least the last exclusive grant's; fenced like a writer's (raised
+ * to a quorum of granting masters when needed), so that every later writer's token is
+ * larger (docs/DESIGN.md, section 12). */
 
 static const lockop_shape shared_shape = {
-    shared_send_acquire, shared_plan_raise, one_send_raise, one_fenced, one_refused,
+    shared_send_acquire, one_plan_raise, one_send_raise, one_fenced, one_refused,
     one_send_release,
 };
 
@@ -562,6 +568,8 @@ static void acquire_succeeded(lockop *op)
 {
     lockop_env *env = op->env;
     op->err = RL_OK;
+    if (op->mode == LOCKOP_SEMAPHORE) /* distinct for permits held at once (DESIGN.md §12) */
+        op->token = op->token * SEM_MAX_PERMITS + (uint64_t)op->slot;
     op->w.in_flight = 0;
     count(env, CNT_ACQ_GRANTED);
     if (__atomic_load_n(&op->gone, __ATOMIC_RELAXED)) {
@@ -872,6 +880,14 @@ static void extend_done(round *rd)
         op->validity_ms = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
                                               op->env->conf->drift_factor);
         op->token = redlock_token(rd->replies, rd->env->n);
+        if (op->mode == LOCKOP_SEMAPHORE) {
+            /* the counter as it stands, on the permit's slot: at least its token */
+            int64_t slot = 0;
+            for (size_t i = 0; i < rd->env->n; i++)
+                if (rd->replies[i].state == RL_SLOT_OK)
+                    slot = rd->replies[i].count;
+            op->token = op->token * SEM_MAX_PERMITS + (uint64_t)slot;
+        }
         if (op->validity_ms > 0) {
             op->err = RL_OK;
             count(op->env, CNT_EXT_OK);
@@ -1079,5 +1095,6 @@ int lockop_held_known(lockop *op, const waitq_known *known)
     op->retry_after_ms = ra;
     count(op->env, CNT_HELD_LOCAL);
     count(op->env, CNT_ACQ_HELD);
+    count_kind(op);
     return 1;
 }

@@ -107,6 +107,17 @@ char *metrics_render(app *a, size_t *len)
         sb_printf(&b, "%s{outcome=\"%s\"} %llu\n", outcomes[k].metric, outcomes[k].label,
                   (unsigned long long)sum_counter(a, outcomes[k].c));
     }
+    static const char *const kinds[] = {"exclusive", "shared", "semaphore", "multi"};
+    sb_printf(&b, "# HELP redlockd_grants_total Acquires granted, by kind.\n"
+                  "# TYPE redlockd_grants_total counter\n");
+    for (int k = 0; k < 4; k++)
+        sb_printf(&b, "redlockd_grants_total{kind=\"%s\"} %llu\n", kinds[k],
+                  (unsigned long long)sum_counter(a, CNT_KIND_GRANTED + k));
+    sb_printf(&b, "# HELP redlockd_refusals_total Acquires answered 409 (held, contended, "
+                  "permits mismatch), by kind.\n# TYPE redlockd_refusals_total counter\n");
+    for (int k = 0; k < 4; k++)
+        sb_printf(&b, "redlockd_refusals_total{kind=\"%s\"} %llu\n", kinds[k],
+                  (unsigned long long)sum_counter(a, CNT_KIND_REFUSED + k));
     sb_printf(&b, "# HELP redlockd_fencing_raise_rounds_total Extra rounds to raise lagging fencing counters.\n"
                   "# TYPE redlockd_fencing_raise_rounds_total counter\nredlockd_fencing_raise_rounds_total %llu\n",
               (unsigned long long)sum_counter(a, CNT_RAISE_ROUNDS));

@@ -48,6 +48,10 @@ enum lockop_counter {
     CNT_SPLITS,         /* acquire rounds refused with no lease holding a quorum */
     CNT_HELD_LOCAL,     /* 409s answered from what the instance knew, without a round */
     CNT_GONE,           /* waiters dropped because their client closed the connection */
+    /* acquires answered, by kind (exclusive, shared, semaphore, multi-name): granted,
+     * and refused with a 409 (held, contended, permits mismatch) */
+    CNT_KIND_GRANTED, CNT_KIND_GRANTED_SHARED, CNT_KIND_GRANTED_SEM, CNT_KIND_GRANTED_MULTI,
+    CNT_KIND_REFUSED, CNT_KIND_REFUSED_SHARED, CNT_KIND_REFUSED_SEM, CNT_KIND_REFUSED_MULTI,
     CNT__COUNT
 };
 

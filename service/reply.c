@@ -14,7 +14,11 @@ static int int_at(const redisReply *r, size_t i, long long *v)
     return 1;
 }
 
-static void fail(redlock_reply *out) { out->state = RL_SLOT_FAILED; }
+static void fail(redlock_reply *out)
+{
+    out->state = RL_SLOT_FAILED;
+    out->released = 0; /* a malformed handoff reply releases nothing */
+}
 
 void reply_decode(int script, const redisReply *r, redlock_reply *out)
 {
@@ -87,10 +91,13 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         break;
     case SCRIPT_EXTEND:
     case SCRIPT_SEM_EXTEND:
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && int_at(r, 0, &a) &&
-            int_at(r, 1, &b) && b >= 0) {
+        if (r->type == REDIS_REPLY_ARRAY &&
+            (r->elements == 2 ||
+             (script == SCRIPT_SEM_EXTEND && r->elements == 3 && int_at(r, 2, &c) && c >= 0)) &&
+            int_at(r, 0, &a) && int_at(r, 1, &b) && b >= 0) {
             out->state = a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
             out->fence = (uint64_t)b;
+            out->count = r->elements == 3 ? c : 0; /* a permit's slot */
             return;
         }
         break;

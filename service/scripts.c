@@ -326,14 +326,14 @@
     "end"
 
 /* K: the semaphore's record.  As FN_EXTEND, over the semaphore's slots; the record
- * lives as long as the permit. */
+ * lives as long as the permit.  -> {1, F, slot} | {0, F}. */
 #define FN_SEM_EXTEND                                                                \
     "function(K, b, lease, ttl, pfx)\n"                                              \
     "  local k = sem_find(K[1], pfx, lease, false)\n"                                 \
     "  if not k then return {0, cur(b)} end\n"                                        \
     "  redis.call('PEXPIRE', k, ttl)\n"                                               \
     "  if redis.call('PTTL', K[1]) < tonumber(ttl) then redis.call('PEXPIRE', K[1], ttl) end\n" \
-    "  return {1, cur(b)}\n"                                                          \
+    "  return {1, cur(b), tonumber(string.sub(k, #pfx + 1))}\n"                        \
     "end"
 
 /* K: the semaphore's record -> {nil, longest pttl, F, "", permits taken, permits}. */

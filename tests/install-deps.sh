@@ -5,7 +5,7 @@
 set -eu
 PKGS="build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev
 libcriterion-dev libcurl4-openssl-dev redis-server redis-tools clang libclang-rt-14-dev
-valgrind curl python3 spin"
+valgrind curl python3 python3-venv python3-pip spin golang-go"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -101,7 +101,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (p.has_owner && !validate_owner(p.owner, strnlen(p.owner, sizeof p.owner)))
             abort();
-        if (size == 0 && (p.has_ttl || p.has_wait || p.has_lease || p.has_owner))
+        if (p.has_permits && (p.permits < 1 || p.permits > SEM_MAX_PERMITS))
+            abort();
+        if ((p.shared && !p.has_mode) || (p.reentrant && !p.has_reentrant))
+            abort();
+        if (size == 0 && (p.has_ttl || p.has_wait || p.has_lease || p.has_owner || p.has_mode ||
+                          p.has_permits || p.has_reentrant))
             abort();
 
         /* Limits from the last byte, so every branch of params_check is reachable. */
@@ -129,7 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         if (rc != RL_E_INVALID_JSON && rc != RL_E_INVALID_TTL && rc != RL_E_INVALID_WAIT &&
             rc != RL_E_INVALID_LEASE && rc != RL_E_INVALID_OWNER &&
-            rc != RL_E_INVALID_HOLD)
+            rc != RL_E_INVALID_HOLD && rc != RL_E_INVALID_MODE && rc != RL_E_INVALID_PERMITS &&
+            rc != RL_E_INVALID_REENTRANT)
             abort();
         if (rc == RL_E_INVALID_JSON && !msg[0])
             abort();

@@ -3,7 +3,8 @@
  * in validate.h.
  *
  * Input: byte 0 selects the key (ttl_ms, wait_ms, lease, or the bytes up to '=': owner,
- * hold and index have references too, any other key must be ignored),
+ * hold, index, mode, permits and reentrant have references too, any other key must be
+ * ignored),
  * the rest is the value as the HTTP layer hands it over (a C string, so it stops at
  * the first NUL).  The whole input is also given to validate_name and validate_lease
  * as raw bytes, and to validate_uint with a maximum picked from byte 0.
@@ -163,10 +164,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (!ok && p.has_index)
             abort();
+    } else if (strcmp(key, "mode") == 0) {
+        int ok = strcmp(value, "shared") == 0 || strcmp(value, "exclusive") == 0;
+        if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_MODE) || p.has_mode != ok ||
+            p.shared != (ok && value[0] == 's'))
+            abort();
+    } else if (strcmp(key, "permits") == 0) {
+        int ok = ref_uint(value, 1024, &want) == 0 && want >= 1;
+        if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_PERMITS) || p.has_permits != ok ||
+            (ok && p.permits != want))
+            abort();
+    } else if (strcmp(key, "reentrant") == 0) {
+        int ok = strcmp(value, "true") == 0 || strcmp(value, "false") == 0;
+        if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_REENTRANT) ||
+            p.has_reentrant != ok || p.reentrant != (ok && value[0] == 't'))
+            abort();
     } else {
         /* unknown keys are ignored */
         if (rc != RL_OK || p.has_ttl || p.has_wait || p.has_lease || p.has_owner ||
-            p.hold_stream || p.has_index)
+            p.hold_stream || p.has_index || p.has_mode || p.has_permits || p.has_reentrant)
             abort();
     }
 

@@ -47,14 +47,28 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
     switch (script) {
     case SCRIPT_ACQUIRE:
     case SCRIPT_HANDOFF:
-        if (arr && r->elements == 2 && is_int(r, 0, &a) &&
-            (a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) && is_int(r, 1, &b) && b >= 0) {
+    case SCRIPT_SHARED:
+    case SCRIPT_SEM_ACQUIRE:
+        /* a handoff whose old lease was a reader answers the acquire's reply + 10; one
+         * whose old lease counts reentrant holds left answers a refusal with 20 + left */
+        if (!arr || !is_int(r, 0, &a))
+            return RL_SLOT_FAILED;
+        if (script == SCRIPT_HANDOFF && a >= 21)
+            a = 0;
+        else if (script == SCRIPT_HANDOFF && a >= 10 && a <= 12)
+            a -= 10;
+        if (r->elements == 2 && (a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) &&
+            is_int(r, 1, &b) && b >= 0) {
             *fence = (uint64_t)b;
             return RL_SLOT_OK;
         }
-        if (arr && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
-                                         r->element[3]->type == REDIS_REPLY_STRING)) &&
-            is_int(r, 0, &a) && a == 0 && is_int(r, 1, &b) && is_int(r, 2, &c) && c >= 0) {
+        if (r->elements == 3 && a == 2 && is_int(r, 1, &b) && b >= 0 && is_int(r, 2, &c) && c >= 1) {
+            *fence = (uint64_t)b; /* {2, F, holds} */
+            return RL_SLOT_OK;
+        }
+        if ((r->elements == 3 || (r->elements == 4 && r->element[3] &&
+                                  r->element[3]->type == REDIS_REPLY_STRING)) &&
+            a == 0 && is_int(r, 1, &b) && is_int(r, 2, &c) && c >= 0) {
             *fence = (uint64_t)c;
             *pttl = b;
             return RL_SLOT_REFUSED;
@@ -67,18 +81,30 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
         }
         return RL_SLOT_FAILED;
     case SCRIPT_RELEASE:
+    case SCRIPT_SEM_RELEASE:
+        /* 1 released, 10 + n a reentrant hold less (n left), else not ours */
         if (r->type == REDIS_REPLY_INTEGER)
-            return r->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+            return r->integer == 1 || r->integer > 10 ? RL_SLOT_OK : RL_SLOT_REFUSED;
         return RL_SLOT_FAILED;
     case SCRIPT_EXTEND:
-        if (arr && r->elements == 2 && is_int(r, 0, &a) && is_int(r, 1, &b) && b >= 0) {
+    case SCRIPT_SEM_EXTEND:
+        if (arr && (r->elements == 2 || (script == SCRIPT_SEM_EXTEND && r->elements == 3 &&
+                                         is_int(r, 2, &c) && c >= 0)) &&
+            is_int(r, 0, &a) && is_int(r, 1, &b) && b >= 0) {
             *fence = (uint64_t)b;
             return a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
         }
         return RL_SLOT_FAILED;
     case SCRIPT_INSPECT:
-        if (arr && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
-                                         r->element[3]->type == REDIS_REPLY_STRING)) &&
+    case SCRIPT_SEM_INSPECT:
+        /* {value|nil, pttl, F[, owner[, count, count_pttl[, holds]]]} */
+        if (arr && r->elements >= 6 &&
+            (!is_int(r, 4, &a) || a < 0 || !is_int(r, 5, &b)))
+            return RL_SLOT_FAILED;
+        if (arr && r->elements == 7 && (!is_int(r, 6, &a) || a < 0))
+            return RL_SLOT_FAILED;
+        if (arr && (r->elements == 3 || (r->elements >= 4 && r->elements != 5 && r->elements <= 7 &&
+                                         r->element[3] && r->element[3]->type == REDIS_REPLY_STRING)) &&
             r->element[0] &&
             (r->element[0]->type == REDIS_REPLY_STRING || r->element[0]->type == REDIS_REPLY_NIL) &&
             is_int(r, 1, &b) && is_int(r, 2, &c) && c >= 0) {
@@ -108,24 +134,31 @@ static void check(int script, const redisReply *r)
     if (out.state != want)
         abort();
     int has_fence = script == SCRIPT_ACQUIRE || script == SCRIPT_RAISE || script == SCRIPT_EXTEND ||
-                    script == SCRIPT_INSPECT || script == SCRIPT_HANDOFF; /* release, ping: no */
+                    script == SCRIPT_INSPECT || script == SCRIPT_HANDOFF || script == SCRIPT_SHARED ||
+                    script == SCRIPT_SEM_ACQUIRE || script == SCRIPT_SEM_EXTEND ||
+                    script == SCRIPT_SEM_INSPECT; /* release, ping: no */
     if (want != RL_SLOT_FAILED && has_fence && out.fence != fence)
         abort();
-    if ((script == SCRIPT_INSPECT && want == RL_SLOT_OK) ||
-        ((script == SCRIPT_ACQUIRE || script == SCRIPT_HANDOFF) && want == RL_SLOT_REFUSED))
+    int acq = script == SCRIPT_ACQUIRE || script == SCRIPT_HANDOFF || script == SCRIPT_SHARED ||
+              script == SCRIPT_SEM_ACQUIRE;
+    int insp = script == SCRIPT_INSPECT || script == SCRIPT_SEM_INSPECT;
+    if ((insp && want == RL_SLOT_OK) || (acq && want == RL_SLOT_REFUSED))
         if (out.pttl != pttl)
             abort();
-    /* Only a handoff that replaced the old lease ({3, F}) counts as a release. */
+    /* A handoff counts as a release where the old lease was replaced ({3, F}), where it
+     * was a reader (+10), or where it counts a reentrant hold less (20 + left). */
     long long code;
-    int want_released = (script == SCRIPT_HANDOFF && want == RL_SLOT_OK && is_int(r, 0, &code) && code == 3) ||
+    int want_released = (script == SCRIPT_HANDOFF && want != RL_SLOT_FAILED && is_int(r, 0, &code) &&
+                         (code == 3 || (code >= 10 && code <= 12) || code >= 21) &&
+                         (want == RL_SLOT_OK || code != 3)) ||
                         (script == SCRIPT_FORCE && want == RL_SLOT_OK && r->integer == 1);
     if (out.released != want_released)
         abort();
     /* The value: an inspection's, or the holder a refusal names ({0,pttl,F,holder}). */
     const redisReply *v = NULL;
-    if (script == SCRIPT_INSPECT && want == RL_SLOT_OK && r->element[0]->type == REDIS_REPLY_STRING)
+    if (insp && want == RL_SLOT_OK && r->element[0]->type == REDIS_REPLY_STRING)
         v = r->element[0];
-    if ((script == SCRIPT_ACQUIRE || script == SCRIPT_HANDOFF) && want == RL_SLOT_REFUSED && r->elements == 4)
+    if (acq && want == RL_SLOT_REFUSED && r->elements == 4)
         v = r->element[3];
     if (out.has_value != (v != NULL))
         abort();
@@ -135,8 +168,8 @@ static void check(int script, const redisReply *r)
             abort();
     }
     /* The owner of an inspection: the 4th element, cut to REDLOCK_OWNER_MAX; none without. */
-    if (script == SCRIPT_INSPECT && want == RL_SLOT_OK) {
-        size_t n = r->elements == 4 ? r->element[3]->len : 0;
+    if (insp && want == RL_SLOT_OK) {
+        size_t n = r->elements >= 4 ? r->element[3]->len : 0;
         if (n > REDLOCK_OWNER_MAX)
             n = REDLOCK_OWNER_MAX;
         if (out.owner_len != n || (n && memcmp(out.owner, r->element[3]->str, n) != 0))
@@ -167,7 +200,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const int scripts[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE, SCRIPT_EXTEND,
                                   SCRIPT_INSPECT, SCRIPT_MARKER,  SCRIPT_PING,    SCRIPT__COUNT,
-                                  -1,             SCRIPT_PING + 1, SCRIPT_HANDOFF, SCRIPT_FORCE};
+                                  -1,             SCRIPT_PING + 1, SCRIPT_HANDOFF, SCRIPT_FORCE,
+                                  SCRIPT_SHARED,  SCRIPT_SEM_ACQUIRE, SCRIPT_SEM_RELEASE,
+                                  SCRIPT_SEM_EXTEND, SCRIPT_SEM_INSPECT};
     const size_t nscripts = sizeof scripts / sizeof scripts[0];
     if (huge_multibulk(data, size))
         return 0;

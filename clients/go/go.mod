@@ -1,0 +1,3 @@
+module redlockd.local/redlock
+
+go 1.19

@@ -1,0 +1,162 @@
+"""errors.py -- the service's error codes (api/openapi.yaml's Error enum), one table, and
+the exceptions they become.
+
+Every error the service answers is {"error": "<code>", "message": "<text>"}; ERRORS maps
+each code to the exception raised for it.  Catch by meaning:
+
+    RedlockError                 every error of this package (.code, .status, .message)
+      LockHeld                   409 lock_held: another lease holds it (.retry_after, s)
+        LockContended            409 lock_contended: votes split, nobody holds it
+      ServiceUnavailable         503: retry later or elsewhere
+        QuorumUnavailable        quorum_unavailable (.nodes_ok, .quorum)
+        ValidityExhausted, TooManyWaiters, TooManyStreams, ShuttingDown
+      LeaseLost                  404 lease_not_found, or a held lock's keep-alive failed
+      Unauthorized               401 unauthorized
+        Forbidden                403 forbidden (a valid token, not for this name/action)
+      InvalidRequest             400 invalid_* (a bug in the call: bad name, ttl, lease...)
+      ProtocolError              404 not_found, 405, 413, 500, an unknown code or a reply
+                                 that is not the API's
+      Unreachable                no answer: connection refused or reset, timed out
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+
+class RedlockError(Exception):
+    """Base of every error raised by this package.  code is the service's error code
+    (None when the service did not answer), status the HTTP status (0 without one),
+    body the decoded error body ({} without one)."""
+
+    def __init__(self, message: str, code: Optional[str] = None, status: int = 0,
+                 body: Optional[Dict[str, Any]] = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+        self.body = body or {}
+
+    def __str__(self) -> str:
+        if self.code:
+            return "%s (HTTP %d %s)" % (self.message, self.status, self.code)
+        return self.message
+
+
+class LockHeld(RedlockError):
+    """The lock is held by another lease (after waiting up to wait_ms, if given).
+    retry_after is when the holder's lock should expire, in seconds (float);
+    retry_after_ms the same in ms as the service said it."""
+
+    def __init__(self, message: str, code: Optional[str] = "lock_held", status: int = 409,
+                 body: Optional[Dict[str, Any]] = None):
+        super().__init__(message, code, status, body)
+        ms = self.body.get("retry_after_ms")
+        self.retry_after_ms: Optional[int] = ms if isinstance(ms, int) else None
+        self.retry_after: Optional[float] = None if ms is None else self.retry_after_ms / 1000.0
+
+
+class LockContended(LockHeld):
+    """Nobody holds a quorum, but concurrent attempts kept splitting the votes; retrying
+    after retry_after is expected to succeed."""
+
+
+class ServiceUnavailable(RedlockError):
+    """503: the service cannot answer this now; retry later (or on another instance)."""
+
+
+class QuorumUnavailable(ServiceUnavailable):
+    """Fewer than a quorum of masters answered in time (nodes_ok of quorum)."""
+
+    def __init__(self, message: str, code: Optional[str] = "quorum_unavailable",
+                 status: int = 503, body: Optional[Dict[str, Any]] = None):
+        super().__init__(message, code, status, body)
+        self.nodes_ok: Optional[int] = self.body.get("nodes_ok")
+        self.quorum: Optional[int] = self.body.get("quorum")
+
+
+class ValidityExhausted(ServiceUnavailable):
+    """A quorum granted, but the round took longer than the ttl allows (released again)."""
+
+
+class TooManyWaiters(ServiceUnavailable):
+    """The instance already parks its maximum of waiting acquirers."""
+
+
+class TooManyStreams(ServiceUnavailable):
+    """The instance already holds its maximum of streamed locks."""
+
+
+class ShuttingDown(ServiceUnavailable):
+    """The instance is stopping; retry on another."""
+
+
+class LeaseLost(RedlockError):
+    """The lease no longer holds the lock: the service answered lease_not_found, or the
+    keep-alive of a held lock could not keep it (Lock.lost is set)."""
+
+
+class Unauthorized(RedlockError):
+    """401: no token, or not one the service knows."""
+
+
+class Forbidden(Unauthorized):
+    """403: the token is valid but not for this name (its prefix) or this action."""
+
+
+class InvalidRequest(RedlockError):
+    """400: the request was refused as malformed (name, ttl, wait, lease, owner...)."""
+
+
+class ProtocolError(RedlockError):
+    """An answer this client does not expect: no such route, a method not allowed, a
+    body too large, an internal error of the service, or a reply that is not the API's."""
+
+
+class Unreachable(RedlockError):
+    """No answer from the service: the connection failed, was reset, or timed out."""
+
+
+# The service's error codes, exactly api/openapi.yaml's components.schemas.Error enum
+# (tests/test_client.py checks the two agree), and the exception each one raises.
+ERRORS: Dict[str, type] = {
+    "invalid_json": InvalidRequest,
+    "invalid_name": InvalidRequest,
+    "invalid_ttl": InvalidRequest,
+    "invalid_wait": InvalidRequest,
+    "invalid_lease": InvalidRequest,
+    "invalid_hold": InvalidRequest,
+    "invalid_index": InvalidRequest,
+    "invalid_owner": InvalidRequest,
+    "invalid_limit": InvalidRequest,
+    "invalid_force": InvalidRequest,
+    "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "not_found": ProtocolError,
+    "lease_not_found": LeaseLost,
+    "method_not_allowed": ProtocolError,
+    "lock_held": LockHeld,
+    "lock_contended": LockContended,
+    "body_too_large": ProtocolError,
+    "client_closed": ProtocolError,
+    "internal": ProtocolError,
+    "quorum_unavailable": QuorumUnavailable,
+    "validity_exhausted": ValidityExhausted,
+    "too_many_waiters": TooManyWaiters,
+    "too_many_streams": TooManyStreams,
+    "shutting_down": ShuttingDown,
+}
+
+
+def error_from_reply(status: int, body: Any) -> RedlockError:
+    """The exception for an error answer (status, decoded JSON body or None)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        code = body["error"]
+        message = body.get("message") if isinstance(body.get("message"), str) else code
+        cls = ERRORS.get(code)
+        if cls is None:   # a code newer than this client: judge by the status
+            cls = {401: Unauthorized, 403: Forbidden, 409: LockHeld,
+                   503: ServiceUnavailable}.get(status, ProtocolError)
+            if status == 400:
+                cls = InvalidRequest
+        return cls(message, code=code, status=status, body=body)
+    return ProtocolError("unexpected answer: HTTP %d" % status, status=status)

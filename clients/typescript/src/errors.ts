@@ -1,0 +1,173 @@
+// errors.ts -- the service's error codes (api/openapi.yaml, components.schemas.Error) and
+// the exceptions this client throws for them.  Clients act on `code`, never on `message`.
+
+/** Every `error` code the service answers, as api/openapi.yaml lists them (a test checks). */
+export const ERROR_CODES = [
+  "invalid_json",
+  "invalid_name",
+  "invalid_ttl",
+  "invalid_wait",
+  "invalid_lease",
+  "invalid_hold",
+  "invalid_index",
+  "invalid_owner",
+  "invalid_limit",
+  "invalid_force",
+  "unauthorized",
+  "forbidden",
+  "not_found",
+  "lease_not_found",
+  "method_not_allowed",
+  "lock_held",
+  "lock_contended",
+  "body_too_large",
+  "client_closed",
+  "internal",
+  "quorum_unavailable",
+  "validity_exhausted",
+  "too_many_waiters",
+  "too_many_streams",
+  "shutting_down",
+] as const;
+
+/** A code the service sends in an error body. */
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/**
+ * A code of this client's own, for what no answer of the service says:
+ * - `timeout`: no answer within the client's time limit (the request was abandoned);
+ * - `connection_failed`: the connection could not be made or broke before an answer;
+ * - `bad_response`: an answer that is not what the API document describes;
+ * - `lock_lost`: a held lock stopped being held (see LeaseLostError.reason).
+ */
+export type ClientErrorCode = "timeout" | "connection_failed" | "bad_response" | "lock_lost";
+
+/** Why a held lock (Client.hold, Client.using) stopped being held. */
+export type LossReason =
+  /** The service could not extend it on a quorum of masters (the stream's `lost` line). */
+  | "no_quorum"
+  /** The service found the masters no longer holding the lease. */
+  | "lease_lost"
+  /** Released by a DELETE with its lease from somewhere else, or broken by an admin (force). */
+  | "released"
+  /** The service is shutting down and released it. */
+  | "shutting_down"
+  /** The validity last announced ran out with no new line from the service. */
+  | "expired"
+  /** The stream ended or broke without saying why. */
+  | "disconnected";
+
+/** What the service's error body carried, beside `error` and `message`. */
+export type ErrorBody = { readonly [member: string]: unknown };
+
+/** Base class of every error this client throws (except the caller's own abort reasons). */
+export class RedlockError extends Error {
+  /** The service's `error` code, or one of the client's own. */
+  readonly code: ErrorCode | ClientErrorCode;
+  /** The HTTP status of the answer, if there was one. */
+  readonly status: number | undefined;
+  /** The answer's X-Request-Id (the service logs it), if there was one. */
+  readonly requestId: string | undefined;
+  /** The whole error body, if there was one. */
+  readonly body: ErrorBody | undefined;
+
+  constructor(
+    code: ErrorCode | ClientErrorCode,
+    message: string,
+    init: { status?: number; requestId?: string | null; body?: ErrorBody; cause?: unknown } = {},
+  ) {
+    super(message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.status = init.status;
+    this.requestId = init.requestId ?? undefined;
+    this.body = init.body;
+  }
+}
+
+/** 409 `lock_held` (another lease holds it) or `lock_contended` (votes kept splitting). */
+export class LockHeldError extends RedlockError {
+  /** When to try again, in ms (when the holder's lock should expire). */
+  readonly retryAfterMs: number;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    retryAfterMs: number,
+    init: { status?: number; requestId?: string | null; body?: ErrorBody } = {},
+  ) {
+    super(code, message, init);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** 503 `quorum_unavailable` or `validity_exhausted`: no quorum of masters granted in time. */
+export class QuorumUnavailableError extends RedlockError {}
+
+/**
+ * The lease is gone: 404 `lease_not_found` on an extend or release, or (code `lock_lost`)
+ * a held lock was lost; then `reason` says how.
+ */
+export class LeaseLostError extends RedlockError {
+  readonly reason: LossReason | undefined;
+
+  constructor(
+    code: "lease_not_found" | "lock_lost",
+    message: string,
+    init: { status?: number; requestId?: string | null; body?: ErrorBody; reason?: LossReason; cause?: unknown } = {},
+  ) {
+    super(code, message, init);
+    this.reason = init.reason;
+  }
+}
+
+/** 401 `unauthorized` (no token, or one the service does not know) or 403 `forbidden`. */
+export class UnauthorizedError extends RedlockError {}
+
+/** Whether `code` is one the service sends (it is in ERROR_CODES). */
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code);
+}
+
+/**
+ * The error for an answer that is not a success: the status, the parsed body (or undefined
+ * when it was not a JSON object), and the headers.
+ */
+export function errorFromAnswer(status: number, body: unknown, headers: Headers): RedlockError {
+  const requestId = headers.get("x-request-id");
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    return new RedlockError("bad_response", `HTTP ${status} without a JSON error body`, { status, requestId });
+  }
+  const b = body as ErrorBody;
+  const message = typeof b["message"] === "string" ? b["message"] : `HTTP ${status}`;
+  const code = b["error"];
+  if (!isErrorCode(code)) {
+    return new RedlockError("bad_response", `HTTP ${status} with an unknown error code ${JSON.stringify(code)}: ${message}`, {
+      status,
+      requestId,
+      body: b,
+    });
+  }
+  const init = { status, requestId, body: b };
+  switch (code) {
+    case "lock_held":
+    case "lock_contended": {
+      let retryAfterMs = typeof b["retry_after_ms"] === "number" ? b["retry_after_ms"] : NaN;
+      if (!Number.isFinite(retryAfterMs)) {
+        const seconds = Number(headers.get("retry-after"));
+        retryAfterMs = Number.isFinite(seconds) ? seconds * 1000 : 0;
+      }
+      return new LockHeldError(code, message, retryAfterMs, init);
+    }
+    case "quorum_unavailable":
+    case "validity_exhausted":
+      return new QuorumUnavailableError(code, message, init);
+    case "lease_not_found":
+      return new LeaseLostError(code, message, init);
+    case "unauthorized":
+    case "forbidden":
+      return new UnauthorizedError(code, message, init);
+    default:
+      return new RedlockError(code, message, init);
+  }
+}

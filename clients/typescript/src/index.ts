@@ -1,0 +1,29 @@
+// index.ts -- @redlockd/client: a dependency-free client of redlockd for Node 18+.
+
+export {
+  Client,
+  newLease,
+  type AcquireOptions,
+  type ClientOptions,
+  type ExtendOptions,
+  type HoldOptions,
+  type ListOptions,
+  type RequestOptions,
+  type StatusOptions,
+  type UsingRoutine,
+} from "./client.js";
+export {
+  ERROR_CODES,
+  LeaseLostError,
+  LockHeldError,
+  QuorumUnavailableError,
+  RedlockError,
+  UnauthorizedError,
+  isErrorCode,
+  type ClientErrorCode,
+  type ErrorBody,
+  type ErrorCode,
+  type LossReason,
+} from "./errors.js";
+export type { HeldLock } from "./hold.js";
+export type { Extension, Grant, ListedLock, LockList, LockState } from "./wire.js";

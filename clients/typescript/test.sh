@@ -1,0 +1,43 @@
+#!/bin/sh
+# test.sh -- the TypeScript client's whole suite, against the stack clients/stack.py starts
+# (REDLOCK_URL, REDLOCK_TEST_TOKEN, REDLOCK_TEST_MASTER_PIDS/PORTS in the environment):
+#   python3 clients/stack.py -- clients/typescript/test.sh      (or: make test-clients-typescript)
+# Type-checks and builds the library (src/ -> dist/) and the tests (test/, examples/ ->
+# build/) with the pinned typescript, then runs each test file with node:test, the one that
+# freezes masters last, then the README's example.  Installs nothing: the dev dependencies
+# come from `npm ci` in this directory (make test-clients runs it).
+set -eu
+cd "$(dirname "$0")"
+if [ ! -x node_modules/.bin/tsc ]; then
+  echo "clients/typescript/test.sh: node_modules/ missing: run 'npm ci' in clients/typescript" >&2
+  exit 2
+fi
+: "${REDLOCK_URL:?run me under python3 clients/stack.py -- clients/typescript/test.sh}"
+
+rm -rf dist build
+node_modules/.bin/tsc -p tsconfig.json
+node_modules/.bin/tsc -p tsconfig.test.json
+
+failed=0
+for t in types errors locks hold freeze; do
+  out=$(node --test "build/test/$t.test.js" 2>&1) && rc=0 || rc=$?
+  summary=$(printf '%s\n' "$out" | grep -E '^# (tests|pass|fail) ' | sed 's/^# //' | tr '\n' ' ')
+  if [ "$rc" != 0 ]; then
+    printf '%s\n' "$out"
+    echo "typescript: $t.test: FAILED ($summary)"
+    failed=1
+  else
+    echo "typescript: $t.test: $summary"
+  fi
+done
+
+# The README's example, as a user runs it (its output is in the README).
+if out=$(REDLOCK_TOKEN=$REDLOCK_TEST_TOKEN node examples/quickstart.mjs 2>&1); then
+  printf '%s\n' "$out" | sed 's/^/  /'
+  echo "typescript: examples/quickstart.mjs: ok"
+else
+  printf '%s\n' "$out"
+  echo "typescript: examples/quickstart.mjs: FAILED"
+  failed=1
+fi
+exit $failed

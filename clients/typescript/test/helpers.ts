@@ -1,0 +1,148 @@
+// helpers.ts -- what the tests share: the stack's environment (clients/stack.py), waits on a
+// condition with a deadline, the service's metrics, freezing masters, and a TCP relay that
+// can swallow an answer (a real lost answer, on a real connection).
+
+import { existsSync, readFileSync } from "node:fs";
+import net from "node:net";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { Client, type ClientOptions } from "@redlockd/client";
+
+function env(name: string): string {
+  const v = process.env[name];
+  if (v === undefined || v === "") {
+    throw new Error(`${name} is not set: run the tests with python3 clients/stack.py -- clients/typescript/test.sh`);
+  }
+  return v;
+}
+
+export const URL_ = env("REDLOCK_URL");
+export const TOKEN = env("REDLOCK_TEST_TOKEN");
+export const MASTER_PIDS = env("REDLOCK_TEST_MASTER_PIDS").split(",").map(Number);
+
+export function client(options: ClientOptions = {}): Client {
+  return new Client(URL_, { token: TOKEN, ...options });
+}
+
+let seq = 0;
+/** A lock name no other test uses (tests share one service). */
+export function uniqueName(what: string): string {
+  return `ts-test/${what}-${process.pid}-${++seq}`;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls `cond` until it returns a value other than undefined/false; throws at the deadline. */
+export async function waitFor<T>(what: string, cond: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10000): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const v = await cond();
+    if (v !== undefined && v !== false) return v;
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** One value of the service's /metrics (no labels), e.g. redlockd_parked_waiters. */
+export async function metric(name: string): Promise<number> {
+  const res = await fetch(`${URL_}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  const text = await res.text();
+  const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+  if (m === null) throw new Error(`no metric ${name} in /metrics`);
+  return Number(m[1]);
+}
+
+/** Whether the service says a quorum of masters answers. */
+export async function ready(): Promise<boolean> {
+  const res = await fetch(`${URL_}/readyz`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  await res.text();
+  return res.status === 200;
+}
+
+/**
+ * Runs `body` with the first `n` masters stopped (SIGSTOP); continues them (SIGCONT) after,
+ * also when `body` throws, and waits until the service is ready again.
+ */
+export async function withFrozenMasters<T>(n: number, body: () => Promise<T>): Promise<T> {
+  const pids = MASTER_PIDS.slice(0, n);
+  try {
+    for (const pid of pids) process.kill(pid, "SIGSTOP");
+    return await body();
+  } finally {
+    for (const pid of pids) process.kill(pid, "SIGCONT");
+    await waitFor("the service to be ready after the masters were continued", ready, 20000);
+  }
+}
+
+/** api/openapi.yaml of the repository this package sits in. */
+export function openapiText(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const p = join(dir, "api", "openapi.yaml");
+    if (existsSync(p)) return readFileSync(p, "utf8");
+    const up = dirname(dir);
+    if (up === dir) throw new Error("api/openapi.yaml not found above " + fileURLToPath(import.meta.url));
+    dir = up;
+  }
+}
+
+/**
+ * A TCP relay in front of the service.  The first `swallow` connections reach the service,
+ * but what it answers on them is kept here (in `swallowed`) and never sent on: the client
+ * sees no answer.  Later connections are relayed both ways.
+ */
+export class Relay {
+  readonly swallowed: string[] = [];
+  connections = 0;
+  private readonly server: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+
+  private constructor(private swallow: number) {
+    const target = new URL(URL_);
+    this.server = net.createServer((down) => {
+      this.connections++;
+      const swallowThis = this.swallow > 0;
+      if (swallowThis) this.swallow--;
+      const index = this.swallowed.length;
+      if (swallowThis) this.swallowed.push("");
+      const up = net.connect(Number(target.port), target.hostname);
+      for (const s of [down, up]) {
+        this.sockets.add(s);
+        s.on("close", () => this.sockets.delete(s));
+        s.on("error", () => {});
+      }
+      down.pipe(up);
+      if (swallowThis) up.on("data", (d: Buffer) => (this.swallowed[index] += d.toString("latin1")));
+      else up.pipe(down);
+      down.on("close", () => up.destroy());
+      up.on("close", () => down.destroy());
+    });
+  }
+
+  static async start(swallow: number): Promise<Relay> {
+    const r = new Relay(swallow);
+    await new Promise<void>((resolve) => r.server.listen(0, "127.0.0.1", resolve));
+    return r;
+  }
+
+  get url(): string {
+    const a = this.server.address() as net.AddressInfo;
+    return `http://127.0.0.1:${a.port}`;
+  }
+
+  /** The JSON body of the i-th swallowed answer (it must be complete). */
+  swallowedBody(i: number): unknown {
+    const raw = this.swallowed[i] ?? "";
+    const at = raw.indexOf("\r\n\r\n");
+    if (at < 0) throw new Error(`swallowed answer ${i} is incomplete: ${JSON.stringify(raw)}`);
+    return JSON.parse(raw.slice(at + 4));
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,75 @@
+// types.test.ts -- the declarations (dist/index.d.ts) as a caller meets them: what compiles
+// and what must not (each @ts-expect-error fails the build if the line compiles), and that
+// every class and value they declare exists at run time.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import * as api from "@redlockd/client";
+import {
+  Client,
+  type ClientErrorCode,
+  type ErrorCode,
+  type Grant,
+  type HeldLock,
+  LockHeldError,
+  type LossReason,
+  RedlockError,
+} from "@redlockd/client";
+
+// Never called: only compiled.
+export async function shapes(client: Client): Promise<void> {
+  const n: number = await client.using("a", async (lock, signal) => {
+    const token: number = lock.fencingToken;
+    const aborted: boolean = signal.aborted;
+    return aborted ? 0 : token;
+  });
+  const s: string = await client.using("a", { ttlMs: 1000, waitMs: 10, owner: "me", signal: AbortSignal.timeout(5) }, () => "sync");
+  // @ts-expect-error -- an unknown option (ttl is ttlMs)
+  await client.using("a", { ttl: 1000 }, async () => 1);
+  // @ts-expect-error -- the routine is required
+  await client.using("a", { ttlMs: 1000 });
+
+  const g: Grant = await client.acquire("a", { ttlMs: 1000, lease: api.newLease(), owner: undefined });
+  // @ts-expect-error -- a grant is read-only
+  g.fencingToken = 2;
+  await client.extend(g.name, g.lease, { ttlMs: 5000 });
+  await client.release(g.name, g.lease);
+  const st = await client.status("a", { index: "3", waitMs: 1000 });
+  // @ts-expect-error -- an index is a string (it may exceed a JSON number)
+  await client.status("a", { index: 3 });
+  const owner: string | null = st.owner;
+
+  const lock: HeldLock = await client.hold("a", { ttlMs: 3000 });
+  const released: boolean = await lock.release();
+  const left: number = lock.remainingMs;
+
+  try {
+    await client.acquire("a");
+  } catch (e) {
+    if (e instanceof LockHeldError) {
+      const ms: number = e.retryAfterMs;
+      void ms;
+    } else if (e instanceof RedlockError) {
+      const code: ErrorCode | ClientErrorCode = e.code;
+      if (e instanceof api.LeaseLostError) {
+        const why: LossReason | undefined = e.reason;
+        void why;
+      }
+      void code;
+    }
+  }
+  void [n, s, owner, released, left];
+}
+
+test("every value the declarations export exists at run time", () => {
+  for (const cls of [api.Client, api.RedlockError, api.LockHeldError, api.QuorumUnavailableError, api.LeaseLostError, api.UnauthorizedError]) {
+    assert.equal(typeof cls, "function");
+  }
+  assert.ok(new api.LockHeldError("lock_held", "m", 5) instanceof api.RedlockError);
+  assert.ok(new api.LeaseLostError("lock_lost", "m") instanceof Error);
+  assert.equal(new api.UnauthorizedError("forbidden", "m").name, "UnauthorizedError");
+  assert.match(api.newLease(), /^[A-Za-z0-9_-]{32}$/);
+  assert.ok(api.isErrorCode("lock_held") && !api.isErrorCode("lock_lost"));
+  assert.ok(Array.isArray(api.ERROR_CODES));
+});
