@@ -764,7 +764,7 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
         if (!json_is_true(json_object_get(j, "released")))
             set_shape(e, "200_released_not_true");
     } else if (e->op == CHAOS_INSPECT && st == 200 && cl->cx->hist.permits[e->name] > 0) {
-        /* a semaphore: {"name","permits":N|null,"held":k,"free":N-k|null,"fencing_token"} */
+        /* a semaphore: {"name","permits":N|null,"held":k,"free":N-k|null} */
         json_int_t permits = cl->cx->hist.permits[e->name], held, free_;
         json_t *jp = json_object_get(j, "permits");
         if (!json_int(j, "held", &held) || held < 0 || held > permits)
@@ -773,10 +773,6 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
                                   : !json_int(j, "permits", &v) || v != permits || !json_int(j, "free", &free_) ||
                                         free_ != permits - held)
             set_shape(e, "inspect_sem_permits_or_free_wrong");
-        if (json_int(j, "fencing_token", &v))
-            e->token = v;
-        else
-            set_shape(e, "inspect_sem_fencing_token_missing");
         if (json_object_get(j, "lease"))
             set_shape(e, "inspect_shows_the_lease");
         e->slot = json_int(j, "held", &held) ? (int)held : -1; /* evidence: permits held */

@@ -566,11 +566,36 @@ static void sweep_to(const hold *hs, long j, long *act, long *n_act)
     *n_act = w;
 }
 
+/* Sorts ix[0..k) (grants) by answer and fills pm with the prefix argmax of their tokens. */
+static void by_answer(const chaos_history *h, long *ix, long *pm, long k)
+{
+    g_sort_ev = h->ev;
+    qsort(ix, (size_t)k, sizeof *ix, cmp_idx_recv);
+    for (long j = 0; j < k; j++)
+        pm[j] = (j == 0 || h->ev[ix[j]].token > h->ev[pm[j - 1]].token) ? ix[j] : pm[j - 1];
+}
+
+/* Of the grants ix[0..k) (as by_answer left them) answered before t, the one with the
+ * largest token; -1 if none. */
+static long answered_before(const chaos_history *h, const long *ix, const long *pm, long k, int64_t t)
+{
+    long lo = 0, hi = k;
+    while (lo < hi) {
+        long mid = (lo + hi) / 2;
+        if (h->ev[ix[mid]].t_recv < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 ? pm[lo - 1] : -1;
+}
+
 long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
 {
     size_t sz = (size_t)h->n + 1;
     hold *xs = malloc(sz * sizeof *xs), *rs = malloc(sz * sizeof *rs);
     long *pm = malloc(sz * sizeof *pm), *act = malloc(sz * sizeof *act), *tx = malloc(sz * sizeof *tx);
+    long *rx = malloc(sz * sizeof *rx), *pm2 = malloc(sz * sizeof *pm2);
     stream_end *se = stream_ends(h);
     long readers = 0, streamed = 0, writers = 0, overlaps = 0, low = 0, checked = 0, together = 0, most = 0, shown = 0;
     double worst = 0;
@@ -578,13 +603,15 @@ long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE 
     size_t len = 0;
     FILE *ev = open_memstream(&buf, &len);
     FILE *eo = ev ? ev : out;
-    if (!xs || !rs || !pm || !act || !tx || !se) {
+    if (!xs || !rs || !pm || !act || !tx || !rx || !pm2 || !se) {
         fprintf(out, "chaos: judge: out of memory\n");
         free(xs);
         free(rs);
         free(pm);
         free(act);
         free(tx);
+        free(rx);
+        free(pm2);
         free(se);
         if (ev)
             fclose(ev);
@@ -646,33 +673,43 @@ long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE 
             if (n_act > most)
                 most = n_act;
         }
-        /* a reader's token: at least every writer's answered before it was asked */
-        g_sort_ev = h->ev;
-        qsort(tx, (size_t)nt, sizeof *tx, cmp_idx_recv);
-        for (long j = 0; j < nt; j++)
-            pm[j] = (j == 0 || h->ev[tx[j]].token > h->ev[pm[j - 1]].token) ? tx[j] : pm[j - 1];
-        for (long i = 0; i < h->n; i++) {
-            const chaos_event *r = &h->ev[i];
-            if (r->name != nm || !is_reader(h, r))
-                continue;
-            long lo = 0, hi = nt;
-            while (lo < hi) {
-                long mid = (lo + hi) / 2;
-                if (h->ev[tx[mid]].t_recv < r->t_send)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            checked += lo > 0;
-            if (lo > 0 && h->ev[pm[lo - 1]].token > r->token) {
+        /* tokens: a reader's is at least every writer's answered before it was asked,
+         * and a writer's above every reader's answered before it was asked */
+        long nrt = 0;
+        for (long i = 0; i < h->n; i++)
+            if (h->ev[i].name == nm && is_reader(h, &h->ev[i]))
+                rx[nrt++] = i;
+        by_answer(h, tx, pm, nt);
+        by_answer(h, rx, pm2, nrt);
+        for (long j = 0; j < nrt; j++) {
+            const chaos_event *r = &h->ev[rx[j]];
+            long w = answered_before(h, tx, pm, nt, r->t_send);
+            checked += w >= 0;
+            if (w >= 0 && h->ev[w].token > r->token) {
                 low++;
                 note_violation(o, 'j', nm, r->t_send);
                 if (shown++ < o->max_evidence) {
                     fprintf(eo, "    name %s: reader's token %" PRId64 " below token %" PRId64
                                 " of a writer answered before the reader asked\n",
-                            name_of(h, nm), r->token, h->ev[pm[lo - 1]].token);
-                    print_ev(h, o, eo, "writer", pm[lo - 1]);
-                    print_ev(h, o, eo, "reader", i);
+                            name_of(h, nm), r->token, h->ev[w].token);
+                    print_ev(h, o, eo, "writer", w);
+                    print_ev(h, o, eo, "reader", rx[j]);
+                }
+            }
+        }
+        for (long j = 0; j < nt; j++) {
+            const chaos_event *w = &h->ev[tx[j]];
+            long r = answered_before(h, rx, pm2, nrt, w->t_send);
+            checked += r >= 0;
+            if (r >= 0 && h->ev[r].token >= w->token) {
+                low++;
+                note_violation(o, 'j', nm, w->t_send);
+                if (shown++ < o->max_evidence) {
+                    fprintf(eo, "    name %s: writer's token %" PRId64 " not above token %" PRId64
+                                " of a reader answered before the writer asked\n",
+                            name_of(h, nm), w->token, h->ev[r].token);
+                    print_ev(h, o, eo, "reader", r);
+                    print_ev(h, o, eo, "writer", tx[j]);
                 }
             }
         }
@@ -685,14 +722,15 @@ long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE 
         st->shared_grants = readers;
         st->shared_streams = streamed;
         st->reader_writer = overlaps;
-        st->shared_low_tokens = low;
+        st->shared_bad_tokens = low;
         st->max_readers = most;
         st->readers_together = together;
     }
     fprintf(out, "chaos: %s (j) no reader with a writer: %ld shared grants (%ld streamed) beside %ld exclusive, %ld"
                  " readers' holds overlapping a writer's [holds as (a)]; readers together: up to %ld at once, %ld"
-                 " holds begun beside another reader; %ld readers' tokens below an earlier writer's (%ld readers"
-                 " asked after a writer's answer)\n",
+                 " holds begun beside another reader; tokens: %ld out of order between readers and writers"
+                 " [reader >= every earlier writer, writer > every earlier reader] (%ld grants asked after"
+                 " the other kind's answer)\n",
             v ? "FAIL" : "PASS", readers, streamed, writers, overlaps, most, together, low, checked);
     if (overlaps)
         fprintf(out, "    worst overlap %.3f ms; first %d shown:\n", worst, o->max_evidence);
@@ -704,6 +742,8 @@ long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE 
     free(pm);
     free(act);
     free(tx);
+    free(rx);
+    free(pm2);
     free(se);
     return v;
 }

@@ -94,9 +94,9 @@ typedef struct chaos_judge_stats {
      * of those late only by measured starvation), lines out of contract */
     long streams, extended, lost, released, closed, cut, late, late_lost, late_starved, bad_lines;
     /* chaos_judge_shared: shared grants (streamed ones among them), readers whose hold
-     * overlapped a writer's, readers' tokens below an earlier writer's, the most readers
-     * of one name at once, reader holds that began while another reader held */
-    long shared_grants, shared_streams, reader_writer, shared_low_tokens, max_readers, readers_together;
+     * overlapped a writer's, tokens out of order between readers and writers, the most
+     * readers of one name at once, reader holds that began while another reader held */
+    long shared_grants, shared_streams, reader_writer, shared_bad_tokens, max_readers, readers_together;
     /* chaos_judge_semaphores: permits granted (streamed ones among them), holds that
      * began with N already held, the token findings as (b)'s, and per semaphore name
      * (indexed like chaos_history.names) the most holders seen at once */
@@ -167,12 +167,13 @@ long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE
 long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
 /* (j) no reader with a writer: on each lock name, no shared grant's hold overlaps an
  *     exclusive grant's hold (holds as in (a), streamed ones too; readers may overlap each
- *     other).  And a shared grant's token is at least the token of every exclusive grant of
- *     the name answered before the reader was asked (A.t_recv < R.t_send): the reader gets
- *     the name's counter as it stands, which a quorum holding the writer's token raised.
- *     (Not the other way: a writer after a reader may get the reader's token again, since
- *     a counter raised on a minority by a failed attempt can show in a reader's token.)
- *     Exclusive grants are judged among themselves by (a) and (b) only. */
+ *     other).  And tokens between the two kinds (docs/DESIGN.md section 12): a reader's
+ *     token is at least the token of every exclusive grant of the name answered before the
+ *     reader was asked (W.t_recv < R.t_send), and an exclusive grant's token is above the
+ *     token of every reader answered before it was asked (R.t_recv < W.t_send): a reader's
+ *     token is fenced on a quorum like a writer's, and the next writer increments it.  A
+ *     reader of a name no writer held has token 0.  Exclusive grants among themselves are
+ *     (a)'s and (b)'s. */
 long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
 /* (k) semaphores, never more than N holders: on each name with permits N > 0, at no
  *     instant more than N holds (as in (a)) overlap; and its tokens are ordered as (b)

@@ -726,7 +726,7 @@ static void readers_planted(void (*plant)(chaos_history *), long want, const cha
 
 static void plant_writer_among_readers(chaos_history *h)
 {
-    long w = grant(h, 0, 100, 120, 7, 500); /* while five readers hold ((b)'s business: token 7 again) */
+    long w = grant(h, 0, 100, 120, 8, 500); /* while five readers hold ((b)'s business: token 8 again) */
     release(h, w, 130, 131, 200);
 }
 
@@ -756,6 +756,11 @@ static void plant_low_reader_token(chaos_history *h)
     reader(h, 0, 452, 470, 7, 100); /* asked after w2 (token 8) was answered */
 }
 
+static void plant_writer_token_not_above_a_reader(chaos_history *h)
+{
+    grant(h, 0, 760, 770, 8, 100); /* asked after the reader of token 8 answered at 460 (held until 755) */
+}
+
 static void shared_reader_with_a_writer_is_caught(void)
 {
     /* the writer overlaps five readers: each reader's hold is one finding */
@@ -765,6 +770,7 @@ static void shared_reader_with_a_writer_is_caught(void)
     /* the streamed reader [310, 680) overlaps w2 [400, 450) and the writer at 600 */
     readers_planted(plant_streamed_reader_past_its_writer, 2, "streamed shared grant");
     readers_planted(plant_low_reader_token, 1, "reader's token 7 below token 8 of a writer");
+    readers_planted(plant_writer_token_not_above_a_reader, 1, "writer's token 8 not above token 8 of a reader");
 
     /* touching holds are no overlap: a reader answered as the writer's release is sent */
     chaos_history h;
@@ -776,6 +782,11 @@ static void shared_reader_with_a_writer_is_caught(void)
     /* a reader asked before the writer's answer may carry the older token */
     reader(&h, 0, 4, 60, 2, 100);
     CHECK(judged(chaos_judge_shared, &h) == 0, "asked at 4, before the writer's answer at 5: not ordered");
+    /* nor is a writer asked before a reader's answer */
+    grant(&h, 0, 49, 200, 3, 100); /* readers held until 110 and 104 */
+    CHECK(judged(chaos_judge_shared, &h) == 0, "asked at 49, before the readers' answers at 50 and 60: not ordered");
+    grant(&h, 0, 61, 400, 4, 100);
+    CHECK(judged(chaos_judge_shared, &h) == 0, "asked at 61, after readers of tokens 2 and 3: token 4 is above");
     chaos_history_free(&h);
 }
 
