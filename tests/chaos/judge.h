@@ -61,7 +61,8 @@ typedef struct chaos_event {
                             thread's own, plus the service's most starved thread): time the
                             machine, not the service, held it up; widens bound (c) */
     int mode;            /* CHAOS_MODE_*: acquire, stream (and their lines, releases) */
-    int slot;            /* a semaphore's grant: the slot it answered; -1 otherwise */
+    int slot;            /* a semaphore's grant: the slot it answered; a semaphore's
+                            inspect: the permits it showed held (evidence only); -1 otherwise */
 } chaos_event;
 
 /* A growable history.  Zero-initialise, then chaos_history_add(); chaos_history_free(). */
