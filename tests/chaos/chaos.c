@@ -117,8 +117,12 @@ struct options {
     char proxy_bin[PATH_MAX];
     int duration_s;
     int clients;
-    int stream_clients; /* more client threads that hold their locks with hold=stream */
+    int shared_clients; /* more client threads taking shared locks on the same names */
+    int sem_clients;    /* more client threads taking semaphore permits */
+    int stream_clients; /* more client threads that hold with hold=stream (all three kinds) */
     int names;      /* hot names: every client picks among them */
+    int sem_names;  /* semaphore names (the semaphore clients' and streamers') */
+    int permits;    /* the first semaphore's permits; the i-th one's is permits + i */
     int cold_names; /* cold names: picked rarely, so masters can lose their state between grants */
     int node_timeout_ms;
     int margin_ms;
@@ -618,10 +622,14 @@ static int service_start(struct chaos *cx)
 
 /* ---- clients ---------------------------------------------------------------------- */
 
+/* What a client thread takes: exclusive locks, shared ones (on the same hot names),
+ * semaphore permits, or any of the three held with hold=stream. */
+enum client_role { ROLE_EXCLUSIVE, ROLE_SHARED, ROLE_SEMAPHORE, ROLE_STREAM };
+
 struct client {
     struct chaos *cx;
     int thread;
-    int streamer; /* holds with hold=stream (client_stream_once) */
+    int role;     /* enum client_role */
     int64_t end_ns;
     uint64_t rng;
     chaos_history local;
@@ -724,19 +732,50 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
             snprintf(lease, 129, "%s", json_string_value(jl));
         else
             set_shape(e, "201_lease_missing_or_invalid");
-        if (json_int(j, "fencing_token", &v) && v >= 1)
+        /* a reader's token is the name's last writer's: 0 if the name never had one
+         * ((j) checks it against the writers seen) */
+        int64_t least = e->mode == CHAOS_MODE_SHARED && cl->cx->hist.permits[e->name] == 0 ? 0 : 1;
+        if (json_int(j, "fencing_token", &v) && v >= least)
             e->token = v;
         else
-            set_shape(e, "201_fencing_token_missing_or_<1");
+            set_shape(e, least ? "201_fencing_token_missing_or_<1" : "201_fencing_token_missing_or_<0");
         if (json_int(j, "validity_ms", &v) && v > 0 && v <= e->ttl_ms)
             e->validity_ms = v;
         else
             set_shape(e, "201_validity_ms_missing_or_out_of_(0,ttl]");
         if (!json_int(j, "ttl_ms", &v) || v != e->ttl_ms)
             set_shape(e, "201_ttl_ms_missing_or_not_as_asked");
+        json_t *mode = json_object_get(j, "mode");
+        int permits = cl->cx->hist.permits[e->name];
+        if (permits > 0) {
+            if (!json_int(j, "permits", &v) || v != permits)
+                set_shape(e, "201_permits_missing_or_not_as_asked");
+            if (json_int(j, "slot", &v) && v >= 0 && v < INT_MAX)
+                e->slot = (int)v; /* kept as evidence even when out of range */
+            if (e->slot < 0 || e->slot >= permits)
+                set_shape(e, "201_slot_missing_or_out_of_[0,permits)");
+        } else if (e->mode == CHAOS_MODE_SHARED) {
+            if (!json_is_string(mode) || strcmp(json_string_value(mode), "shared") != 0)
+                set_shape(e, "201_shared_grant_without_mode_shared");
+        } else if (mode) {
+            set_shape(e, "201_exclusive_grant_with_a_mode");
+        }
     } else if (e->op == CHAOS_RELEASE && st == 200) {
         if (!json_is_true(json_object_get(j, "released")))
             set_shape(e, "200_released_not_true");
+    } else if (e->op == CHAOS_INSPECT && st == 200 && cl->cx->hist.permits[e->name] > 0) {
+        /* a semaphore: {"name","permits":N|null,"held":k,"free":N-k|null} */
+        json_int_t permits = cl->cx->hist.permits[e->name], held, free_;
+        json_t *jp = json_object_get(j, "permits");
+        if (!json_int(j, "held", &held) || held < 0 || held > permits)
+            set_shape(e, "inspect_sem_held_missing_or_out_of_[0,permits]");
+        else if (json_is_null(jp) ? !json_is_null(json_object_get(j, "free"))
+                                  : !json_int(j, "permits", &v) || v != permits || !json_int(j, "free", &free_) ||
+                                        free_ != permits - held)
+            set_shape(e, "inspect_sem_permits_or_free_wrong");
+        if (json_object_get(j, "lease"))
+            set_shape(e, "inspect_shows_the_lease");
+        e->slot = json_int(j, "held", &held) ? (int)held : -1; /* evidence: permits held */
     } else if (e->op == CHAOS_INSPECT && st == 200) {
         json_t *held = json_object_get(j, "held");
         if (!json_is_boolean(held))
@@ -752,8 +791,13 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
             set_shape(e, "inspect_held_without_validity");
         if (json_is_true(held) && (!json_int(j, "fencing_token", &v) || v < 1))
             set_shape(e, "inspect_held_with_token_<1");
+        json_t *readers = json_object_get(j, "readers"), *mode = json_object_get(j, "mode");
+        if (readers && (!json_int(j, "readers", &v) || v < 1 || !json_is_string(mode) ||
+                        strcmp(json_string_value(mode), "shared") != 0))
+            set_shape(e, "inspect_readers_<1_or_without_mode_shared");
+        else if (!readers && mode)
+            set_shape(e, "inspect_mode_without_readers");
     }
-    (void)cl;
     json_decref(j);
 }
 
@@ -771,15 +815,24 @@ static int client_timeout_ms(struct chaos *cx, int wait_ms)
     return wait_ms + 3 * cx->o.node_timeout_ms + cx->o.margin_ms + 5000;
 }
 
-/* One acquire of name nm (op: CHAOS_ACQUIRE, or CHAOS_STREAM for hold=stream), recorded.
+/* The path of name nm: a lock's, or a semaphore's. */
+static void name_path(struct chaos *cx, int nm, char *path, size_t size)
+{
+    snprintf(path, size, "/%s/%s", cx->hist.permits[nm] > 0 ? "semaphores" : "locks", cx->hist.names[nm]);
+}
+
+/* One acquire of name nm (op: CHAOS_ACQUIRE, or CHAOS_STREAM for hold=stream; mode:
+ * CHAOS_MODE_*, for a lock name; a semaphore name's permits go with it), recorded.
  * Returns the event's index in cl->local (-1 on out of memory); *status gets the outcome,
  * lease the lease of a grant ("" otherwise).  A streamed grant's lines are then read from
  * cl->sc; a grant that did not come as a stream has no lease here (its connection closed). */
-static long client_acquire(struct client *cl, int op, int nm, int64_t ttl, int64_t wait, int *status, char *lease)
+static long client_acquire(struct client *cl, int op, int nm, int mode, int64_t ttl, int64_t wait, int *status,
+                           char *lease)
 {
     struct chaos *cx = cl->cx;
     const char *name = cx->hist.names[nm];
-    char path[300], body[128], rid[64];
+    int permits = cx->hist.permits[nm];
+    char path[300], body[160], rid[64], extra[48] = "";
     http_response r;
     chaos_event e;
     memset(&e, 0, sizeof e);
@@ -789,9 +842,17 @@ static long client_acquire(struct client *cl, int op, int nm, int64_t ttl, int64
     e.link = -1;
     e.ttl_ms = ttl;
     e.wait_ms = wait;
+    e.mode = permits > 0 ? CHAOS_MODE_EXCLUSIVE : mode;
+    e.slot = -1;
     lease[0] = '\0';
-    snprintf(path, sizeof path, "/locks/%s%s", name, op == CHAOS_STREAM ? "?hold=stream" : "");
-    snprintf(body, sizeof body, "{\"ttl_ms\": %" PRId64 ", \"wait_ms\": %" PRId64 "}", ttl, wait);
+    name_path(cx, nm, path, sizeof path - 16);
+    if (op == CHAOS_STREAM)
+        strcat(path, "?hold=stream");
+    if (permits > 0)
+        snprintf(extra, sizeof extra, ", \"permits\": %d", permits);
+    else if (e.mode == CHAOS_MODE_SHARED)
+        snprintf(extra, sizeof extra, ", \"mode\": \"shared\"");
+    snprintf(body, sizeof body, "{\"ttl_ms\": %" PRId64 ", \"wait_ms\": %" PRId64 "%s}", ttl, wait, extra);
     snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
     int st = timed_request(cl, &e, "POST", path, body, rid, client_timeout_ms(cx, (int)wait), &r);
     digest(cl, &e, st, &r, rid, name, lease);
@@ -823,7 +884,9 @@ static void client_release(struct client *cl, long gi, const char *lease, int in
     d.name = nm;
     d.thread = cl->thread;
     d.link = gi;
-    snprintf(path, sizeof path, "/locks/%s", cx->hist.names[nm]);
+    d.mode = cl->local.ev[gi].mode;
+    d.slot = -1;
+    name_path(cx, nm, path, sizeof path);
     snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
     int st;
     if (in_body) {
@@ -850,7 +913,8 @@ static void client_inspect(struct client *cl, int nm)
     e.name = nm;
     e.thread = cl->thread;
     e.link = -1;
-    snprintf(path, sizeof path, "/locks/%s", cx->hist.names[nm]);
+    e.slot = -1;
+    name_path(cx, nm, path, sizeof path);
     snprintf(rid, sizeof rid, "chaos-%d-%ld", cl->thread, cl->seq++);
     int st = timed_request(cl, &e, "GET", path, NULL, rid, client_timeout_ms(cx, 0), &r);
     digest(cl, &e, st, &r, rid, cx->hist.names[nm], unused);
@@ -867,6 +931,34 @@ static int pick_name(struct client *cl)
     return nm;
 }
 
+/* A semaphore name (they follow the hot and cold names). */
+static int pick_sem_name(struct client *cl)
+{
+    const struct options *o = &cl->cx->o;
+    return o->names + o->cold_names + (int)rng_range(&cl->rng, 0, o->sem_names - 1);
+}
+
+/* What a request of this client is on: *nm a name, *mode the mode for a lock name.  A
+ * streamer takes an exclusive lock half the time, else a shared one or a permit. */
+static void pick_kind(struct client *cl, int *nm, int *mode)
+{
+    int role = cl->role;
+    *mode = CHAOS_MODE_EXCLUSIVE;
+    if (role == ROLE_STREAM) {
+        long r = rng_range(&cl->rng, 0, 3);
+        role = r < 2 ? ROLE_EXCLUSIVE : r == 2 ? ROLE_SHARED : ROLE_SEMAPHORE;
+        if (role == ROLE_SEMAPHORE && cl->cx->o.sem_names == 0)
+            role = ROLE_SHARED;
+    }
+    if (role == ROLE_SEMAPHORE) {
+        *nm = pick_sem_name(cl);
+        return;
+    }
+    *nm = pick_name(cl);
+    if (role == ROLE_SHARED)
+        *mode = CHAOS_MODE_SHARED;
+}
+
 /* After an acquire that was not granted (status st): a short pause. */
 static void pause_after(struct client *cl, int st)
 {
@@ -878,10 +970,22 @@ static void pause_after(struct client *cl, int st)
         sleep_ms(20); /* transport trouble: don't spin */
 }
 
+/* How long a grant is held before its release (or its expiry): 0..min(validity/3,
+ * max hold); a permit 0..min(validity/2, 4 x max hold), so that permits pile up to N. */
+static long hold_ms(struct client *cl, const chaos_event *g)
+{
+    const struct options *o = &cl->cx->o;
+    int sem = cl->cx->hist.permits[g->name] > 0;
+    long cap = sem ? 4L * o->max_hold : o->max_hold;
+    int64_t part = g->validity_ms / (sem ? 2 : 3);
+    return rng_range(&cl->rng, 0, part < cap ? (long)part : cap);
+}
+
 static void client_once(struct client *cl)
 {
     const struct options *o = &cl->cx->o;
-    int nm = pick_name(cl);
+    int nm, mode;
+    pick_kind(cl, &nm, &mode);
     if (rng_range(&cl->rng, 0, 99) < 5) {
         client_inspect(cl, nm);
         return;
@@ -890,13 +994,11 @@ static void client_once(struct client *cl)
     int64_t wait = rng_range(&cl->rng, 0, 1) ? 0 : rng_range(&cl->rng, 1, o->max_wait);
     char lease[129];
     int st;
-    long gi = client_acquire(cl, CHAOS_ACQUIRE, nm, ttl, wait, &st, lease);
+    long gi = client_acquire(cl, CHAOS_ACQUIRE, nm, mode, ttl, wait, &st, lease);
     if (gi < 0)
         return;
     if (st == 201 && lease[0]) {
-        int64_t validity = cl->local.ev[gi].validity_ms;
-        long hold_max = validity / 3 < o->max_hold ? (long)(validity / 3) : o->max_hold;
-        sleep_ms(rng_range(&cl->rng, 0, hold_max));
+        sleep_ms(hold_ms(cl, &cl->local.ev[gi]));
         if (ttl <= 400 && rng_range(&cl->rng, 0, 3) == 0)
             return; /* let it expire: the hand-over on expiry is the delicate case */
         client_release(cl, gi, lease, (int)rng_range(&cl->rng, 0, 1));
@@ -962,6 +1064,8 @@ static int stream_next(struct client *cl, struct stream_wait *w, int64_t deadlin
     l.thread = cl->thread;
     l.link = w->gi;
     l.ttl_ms = g->ttl_ms;
+    l.mode = g->mode;
+    l.slot = -1;
     l.t_send = w->from;
     l.t_recv = t;
     l.allow_ns = w->rd_from >= 0 && rd >= w->rd_from ? rd - w->rd_from : 0;
@@ -996,12 +1100,13 @@ static void client_stream_once(struct client *cl)
 {
     struct chaos *cx = cl->cx;
     const struct options *o = &cx->o;
-    int nm = pick_name(cl);
+    int nm, mode;
+    pick_kind(cl, &nm, &mode);
     int64_t ttl = rng_range(&cl->rng, o->min_ttl, o->max_ttl);
     int64_t wait = rng_range(&cl->rng, 0, 1) ? 0 : rng_range(&cl->rng, 1, o->max_wait);
     char lease[129];
     int st;
-    long gi = client_acquire(cl, CHAOS_STREAM, nm, ttl, wait, &st, lease);
+    long gi = client_acquire(cl, CHAOS_STREAM, nm, mode, ttl, wait, &st, lease);
     if (gi < 0 || !lease[0]) {
         http_client_disconnect(&cl->sc);
         if (st != 201)
@@ -1029,6 +1134,8 @@ static void client_stream_once(struct client *cl)
         c.thread = cl->thread;
         c.link = gi;
         c.ttl_ms = ttl;
+        c.mode = mode;
+        c.slot = -1;
         c.t_send = http_now_ns();
         http_client_disconnect(&cl->sc);
         c.t_recv = http_now_ns();
@@ -1048,7 +1155,7 @@ static void *client_main(void *arg)
         return NULL;
     }
     while (http_now_ns() < cl->end_ns && !atomic_load(&cl->cx->abort_run)) {
-        if (cl->streamer)
+        if (cl->role == ROLE_STREAM)
             client_stream_once(cl);
         else
             client_once(cl);
@@ -1078,7 +1185,9 @@ static void merge_local(struct chaos *cx, struct client *cl)
  * Returns the index of the first event added. */
 static long run_clients(struct chaos *cx, long ms, uint64_t salt)
 {
-    int n = cx->o.clients + cx->o.stream_clients; /* the streamers last */
+    const struct options *o = &cx->o;
+    /* exclusive, shared, semaphore, streamers: in that order */
+    int n = o->clients + o->shared_clients + o->sem_clients + o->stream_clients;
     struct client *cls = calloc((size_t)n, sizeof *cls);
     pthread_t *th = calloc((size_t)n, sizeof *th);
     long first = cx->hist.n;
@@ -1092,7 +1201,10 @@ static long run_clients(struct chaos *cx, long ms, uint64_t salt)
     for (int i = 0; i < n; i++) {
         cls[i].cx = cx;
         cls[i].thread = i;
-        cls[i].streamer = i >= cx->o.clients;
+        cls[i].role = i < o->clients                                      ? ROLE_EXCLUSIVE
+                      : i < o->clients + o->shared_clients                  ? ROLE_SHARED
+                      : i < o->clients + o->shared_clients + o->sem_clients ? ROLE_SEMAPHORE
+                                                                            : ROLE_STREAM;
         cls[i].sched_fd = -1;
         cls[i].end_ns = end;
         cls[i].rng = (cx->o.seed ^ (salt * 0x9E3779B97F4A7C15ULL)) + (uint64_t)(i + 1) * 0xD1B54A32D192ED03ULL;
@@ -1701,6 +1813,7 @@ static void settle_reading(struct chaos *cx, int *fds, long *rss, int target, lo
 struct counts {
     long op[3], by_status[3][6]; /* 2xx, 404, 409, 503, transport, other; a streamed acquire is an acquire */
     long requests, streams;      /* streams: streamed acquires asked */
+    long shared, permits;        /* shared acquires and permit acquires asked (streamed ones too) */
     long unavailable, exhausted, timeouts, connerr;
     long other; /* anything outside the documented statuses */
 };
@@ -1715,6 +1828,10 @@ static void count_range(const chaos_history *h, long from, long to, struct count
             continue; /* not a request: (i) counts the lines */
         c->requests++;
         c->streams += e->op == CHAOS_STREAM;
+        if (e->op == CHAOS_ACQUIRE || e->op == CHAOS_STREAM) {
+            c->permits += h->permits[e->name] > 0;
+            c->shared += h->permits[e->name] == 0 && e->mode == CHAOS_MODE_SHARED;
+        }
         if (e->op == CHAOS_STREAM)
             ev.op = CHAOS_ACQUIRE;
         c->op[e->op]++;
@@ -1883,7 +2000,7 @@ static void scenario_counter_loss(struct chaos *cx)
     if (client_open(cx, &cl, 0) < 0)
         return;
     for (int k = 0; k < 5; k++) {
-        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, 500, 200, &st, lease);
+        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, CHAOS_MODE_EXCLUSIVE, 500, 200, &st, lease);
         if (gi >= 0 && st == 201) {
             top = cl.local.ev[gi].token > top ? cl.local.ev[gi].token : top;
             client_release(&cl, gi, lease, 1);
@@ -1894,7 +2011,7 @@ static void scenario_counter_loss(struct chaos *cx)
         if (scenario_kill_empty(cx, m) < 0 || wait_master_ok(cx, m, 1, cx->o.max_ttl + 15000L) < 0)
             break;
         for (int k = 0; k < 3; k++) { /* life goes on, on another name */
-            long gi = client_acquire(&cl, CHAOS_ACQUIRE, 1, 500, 200, &st, lease);
+            long gi = client_acquire(&cl, CHAOS_ACQUIRE, 1, CHAOS_MODE_EXCLUSIVE, 500, 200, &st, lease);
             if (gi >= 0 && st == 201)
                 client_release(&cl, gi, lease, 1);
         }
@@ -1903,7 +2020,7 @@ static void scenario_counter_loss(struct chaos *cx)
     if (!atomic_load(&cx->abort_run)) {
         scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
         cx->fault_count[F_DROP]++;
-        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, 500, 200, &st, lease);
+        long gi = client_acquire(&cl, CHAOS_ACQUIRE, 0, CHAOS_MODE_EXCLUSIVE, 500, 200, &st, lease);
         int64_t tok = gi >= 0 && st == 201 ? cl.local.ev[gi].token : 0;
         printf("chaos: scenario counter-loss: %s through masters 0..%d only: status %d, token %" PRId64
                " (every earlier token was <= %" PRId64 ")\n",
@@ -2002,10 +2119,10 @@ static void scenario_held(struct chaos *cx, enum fault_kind loss)
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "drop");
     cx->fault_count[F_DROP]++;
     /* a warm-up client may have left the name to expire (ttl <= 400 ms): wait it out */
-    long hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, cx->o.max_ttl, 0, &st, hlease);
+    long hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, CHAOS_MODE_EXCLUSIVE, cx->o.max_ttl, 0, &st, hlease);
     for (int k = 0; k < 20 && hi >= 0 && st == 409; k++) {
         sleep_ms(100);
-        hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, cx->o.max_ttl, 0, &st, hlease);
+        hi = client_acquire(&holder, CHAOS_ACQUIRE, 0, CHAOS_MODE_EXCLUSIVE, cx->o.max_ttl, 0, &st, hlease);
     }
     scenario_cut_off(cx, QUORUM, N_MASTERS - 1, "pass");
     if (hi < 0 || st != 201) {
@@ -2047,7 +2164,7 @@ static void scenario_held(struct chaos *cx, enum fault_kind loss)
     long tries = 0, grants = 0, first_after_ms = -1;
     int64_t lost_at = cx->m[0].lost_at * 1000000LL; /* the restart, or the wipe */
     while (http_now_ns() < until && !atomic_load(&cx->abort_run)) {
-        long gi = client_acquire(&rival, CHAOS_ACQUIRE, 0, 500, 0, &st, rlease);
+        long gi = client_acquire(&rival, CHAOS_ACQUIRE, 0, CHAOS_MODE_EXCLUSIVE, 500, 0, &st, rlease);
         tries++;
         if (gi >= 0 && st == 201) {
             if (!grants++)
@@ -2067,19 +2184,26 @@ out:
     client_close(cx, &rival);
 }
 
-/* For each (a)/(b) violation, the most recent data-loss fault (kill_restart_empty,
+/* For each (a), (b), (j), (k) violation, the most recent data-loss fault (kill_restart_empty,
  * aof_cut, flushall) on any master that began before it, and whether that was within
  * 2 x max ttl + 2 s (what a master forgot expires within a ttl; a quarantine lasts about
  * one).  A violation with no data-loss fault before it came from the other kinds.  An
  * indication of the culprit, not a proof: a wiped fencing counter can bite much later. */
 static void print_violations_by_fault(struct chaos *cx, const chaos_judge_stats *js)
 {
-    long by[2][F_NKINDS], recent[2][F_NKINDS], none[2] = {0, 0}, total[2] = {0, 0};
+    static const char props[] = "abjk";
+    static const char *const prop_names[] = {"(a) mutual exclusion", "(b) fencing", "(j) no reader with a writer",
+                                             "(k) semaphores"};
+    enum { NP = sizeof props - 1 };
+    long by[NP][F_NKINDS], recent[NP][F_NKINDS], none[NP] = {0}, total[NP] = {0};
     memset(by, 0, sizeof by);
     memset(recent, 0, sizeof recent);
     long long window = 2LL * cx->o.max_ttl + 2000;
     for (long i = 0; i < js->n_v; i++) {
-        int p = js->v[i].prop == 'a' ? 0 : 1;
+        const char *pp = strchr(props, js->v[i].prop);
+        if (!pp || !*pp)
+            continue;
+        int p = (int)(pp - props);
         long long t = js->v[i].t_ns / 1000000;
         long best = -1;
         for (long r = 0; r < cx->n_frec; r++)
@@ -2094,11 +2218,11 @@ static void print_violations_by_fault(struct chaos *cx, const chaos_judge_stats 
         by[p][cx->frec[best].kind]++;
         recent[p][cx->frec[best].kind] += t - cx->frec[best].start_ms <= window;
     }
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < NP; p++) {
         if (!total[p])
             continue;
-        printf("chaos: %s: %ld violations%s; the last data-loss fault before each:", p ? "(b) fencing" : "(a) mutual exclusion",
-               total[p], js->n_v == CHAOS_MAX_VIOLATIONS ? " (first recorded)" : "");
+        printf("chaos: %s: %ld violations%s; the last data-loss fault before each:", prop_names[p], total[p],
+               js->n_v == CHAOS_MAX_VIOLATIONS ? " (first recorded)" : "");
         for (int k = 0; k < F_NKINDS; k++)
             if (by[p][k])
                 printf(" %s %ld (%ld within %lld ms),", fault_table[k].name, by[p][k], recent[p][k], window);
@@ -2114,10 +2238,15 @@ static void usage(FILE *f)
             "  --service PATH         redlockd binary (bin/redlockd)\n"
             "  --proxy PATH           faultproxy binary (next to this program)\n"
             "  --duration S           length of the fault phase in seconds (30)\n"
-            "  --clients N            client threads (8)\n"
-            "  --stream-clients N     more client threads holding with hold=stream (2)\n"
+            "  --clients N            client threads taking exclusive locks (8)\n"
+            "  --shared-clients N     more client threads taking shared locks on the same names (3)\n"
+            "  --sem-clients N        more client threads taking semaphore permits (4)\n"
+            "  --stream-clients N     more client threads holding with hold=stream: an exclusive\n"
+            "                         lock half the time, else a shared lock or a permit (3)\n"
             "  --names N              hot lock names (4)\n"
             "  --cold-names N         names picked by 2%% of requests only (4)\n"
+            "  --sem-names N          semaphore names (2)\n"
+            "  --permits N            permits of the first semaphore; the i-th has N + i (2)\n"
             "  --node-timeout-ms MS   the service's node timeout, also used by verdict (c) (50)\n"
             "  --margin-ms MS         allowance added to every latency bound (250)\n"
             "  --data-loss auto|on|off  faults that lose acknowledged writes too:\n"
@@ -2211,6 +2340,8 @@ static int judge_file(const char *path)
     v += chaos_judge_latency(&h, &o, stdout);
     v += chaos_judge_status(&h, &o, stdout);
     v += chaos_judge_streams(&h, &o, stdout);
+    v += chaos_judge_shared(&h, &o, stdout);
+    v += chaos_judge_semaphores(&h, &o, stdout);
     chaos_history_free(&h);
     return v ? 1 : 0;
 }
@@ -2221,8 +2352,12 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
     o->service_bin = "bin/redlockd";
     o->duration_s = 30;
     o->clients = 8;
-    o->stream_clients = 2;
+    o->shared_clients = 3;
+    o->sem_clients = 4;
+    o->stream_clients = 3;
     o->names = 4;
+    o->sem_names = 2;
+    o->permits = 2;
     o->cold_names = 4;
     o->node_timeout_ms = 50;
     o->margin_ms = 250;
@@ -2280,6 +2415,10 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
         INT_OPT("--duration", 1, 86400, o->duration_s)
         INT_OPT("--clients", 1, MAX_CLIENTS, o->clients)
         INT_OPT("--stream-clients", 0, MAX_CLIENTS, o->stream_clients)
+        INT_OPT("--shared-clients", 0, MAX_CLIENTS, o->shared_clients)
+        INT_OPT("--sem-clients", 0, MAX_CLIENTS, o->sem_clients)
+        INT_OPT("--sem-names", 0, 8, o->sem_names)
+        INT_OPT("--permits", 1, 1000, o->permits)
         INT_OPT("--names", 1, 26, o->names)
         INT_OPT("--cold-names", 0, 26, o->cold_names)
         INT_OPT("--node-timeout-ms", 1, 60000, o->node_timeout_ms)
@@ -2387,6 +2526,10 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
     }
     if (o->seed == 0)
         o->seed = 1;
+    if (o->sem_clients && !o->sem_names) {
+        fprintf(stderr, "chaos: --sem-clients needs --sem-names >= 1\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -2409,7 +2552,12 @@ int main(int argc, char **argv)
         snprintf(cx->hist.names[i], sizeof cx->hist.names[0], "chaos:%c", 'a' + i);
     for (int i = 0; i < o->cold_names; i++)
         snprintf(cx->hist.names[o->names + i], sizeof cx->hist.names[0], "chaos:cold-%c", 'a' + i);
-    cx->hist.n_names = o->names + o->cold_names;
+    for (int i = 0; i < o->sem_names; i++) {
+        int k = o->names + o->cold_names + i;
+        snprintf(cx->hist.names[k], sizeof cx->hist.names[0], "chaos:sem-%c", 'a' + i);
+        cx->hist.permits[k] = o->permits + i;
+    }
+    cx->hist.n_names = o->names + o->cold_names + o->sem_names;
 
     if (access(o->service_bin, X_OK) != 0) {
         fprintf(stderr, "chaos: %s is not an executable (build it with `make`)\n", o->service_bin);
@@ -2510,10 +2658,12 @@ int main(int argc, char **argv)
         printf("chaos: scenario %s, max ttl %d ms, the service %s --quarantine-ms\n", o->scenario, o->max_ttl,
                cx->quarantine_flag ? "has" : "lacks");
     else
-        printf("chaos: seed %" PRIu64 ", %d s of faults, %d clients + %d streamed holders on %d hot + %d cold names, ttl %d..%d ms, wait 0..%d ms, "
+        printf("chaos: seed %" PRIu64 ", %d s of faults, %d exclusive + %d shared clients + %d streamed holders on %d hot + %d cold names,"
+               " %d permit clients on %d semaphores (%d%s permits), ttl %d..%d ms, wait 0..%d ms, "
                "node timeout %d ms, data-loss faults %s\n",
-               o->seed, o->duration_s, o->clients, o->stream_clients, o->names, o->cold_names, o->min_ttl, o->max_ttl, o->max_wait, o->node_timeout_ms,
-               cx->data_loss_reason);
+               o->seed, o->duration_s, o->clients, o->shared_clients, o->stream_clients, o->names, o->cold_names,
+               o->sem_clients, o->sem_names, o->permits, o->sem_names > 1 ? "+i" : "", o->min_ttl, o->max_ttl,
+               o->max_wait, o->node_timeout_ms, cx->data_loss_reason);
     if (!o->scenario)
         printf("chaos: fault kinds dealt: %s\n", kinds);
     if (extra_has(cx, "--trust-fsync-always") && !o->scenario && kind_enabled(cx, F_AOF_CUT))
@@ -2687,6 +2837,10 @@ cleanup:
         strcat(failed, " (d)");
     if (chaos_judge_streams(&cx->hist, &jo, stdout))
         strcat(failed, " (i)");
+    if (chaos_judge_shared(&cx->hist, &jo, stdout))
+        strcat(failed, " (j)");
+    if (chaos_judge_semaphores(&cx->hist, &jo, stdout))
+        strcat(failed, " (k)");
 
     if (cx->svc_exited) {
         int st = cx->svc_status;
@@ -2753,6 +2907,16 @@ cleanup:
            " %ld lost (%ld late), %ld released, %ld closed by their client, %ld ended without a final line\n",
            c.requests, c.by_status[0][0], c.by_status[0][2], c.by_status[0][3] + c.by_status[1][3] + c.by_status[2][3],
            c.other, c.streams, js.streams, js.extended, js.lost, js.late_lost, js.released, js.closed, js.cut);
+    char most[512] = "";
+    for (int k = 0, off = 0; k < cx->hist.n_names && off < (int)sizeof most; k++)
+        if (cx->hist.permits[k] > 0)
+            off += snprintf(most + off, sizeof most - (size_t)off, "%s%s %ld of %d", off ? ", " : "",
+                            cx->hist.names[k], js.max_permits[k], cx->hist.permits[k]);
+    printf("chaos: totals of the new primitives: shared locks: %ld asked, %ld granted (%ld streamed), up to %ld readers"
+           " of one name at once, %ld reader holds begun beside another reader, %ld beside a writer; semaphores: %ld"
+           " asked, %ld permits granted (%ld streamed), most holders at once: %s; %ld above N\n",
+           c.shared, js.shared_grants, js.shared_streams, js.max_readers, js.readers_together, js.reader_writer,
+           c.permits, js.sem_grants, js.sem_streams, most[0] ? most : "no semaphores", js.sem_over);
     long total_faults = 0;
     int missing = 0;
     printf("chaos: faults injected:");
@@ -2787,7 +2951,10 @@ cleanup:
                 printf("%s %s %ld", first ? "" : ",", fault_table[k].name, cx->fault_count[k]);
                 first = 0;
             }
-        printf("; %ld streams granted, %ld lost (%ld late)\n", js.streams, js.lost, js.late_lost);
+        printf("; %ld streams granted, %ld lost (%ld late); %ld shared grants (%ld beside a writer, up to %ld readers"
+               " at once); %ld permits granted (%ld above N, most at once: %s)\n",
+               js.streams, js.lost, js.late_lost, js.shared_grants, js.reader_writer, js.max_readers, js.sem_grants,
+               js.sem_over, most[0] ? most : "no semaphores");
     }
     if ((exit_code == 0 && !o->keep) || o->discard)
         rm_rf(cx->dir);

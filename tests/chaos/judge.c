@@ -51,19 +51,25 @@ static const char *or_dash(const char *s)
 
 int chaos_history_save(const chaos_history *h, const chaos_judge_opts *o, FILE *f)
 {
-    fprintf(f, "# chaos history v2\n"); /* v2: S and L events (streamed holds) */
+    /* v2: S and L events (streamed holds); v3: the mode and slot columns, the permits line */
+    fprintf(f, "# chaos history v3\n");
     fprintf(f, "# opts node_timeout_ms=%" PRId64 " acquire_rounds=%d release_rounds=%d margin_ms=%" PRId64 "\n",
             o->node_timeout_ms, o->acquire_rounds, o->release_rounds, o->margin_ms);
     fprintf(f, "# names");
     for (int i = 0; i < h->n_names; i++)
         fprintf(f, " %s", h->names[i]);
-    fprintf(f, "\n# op\tname\tthread\tt_send_ns\tt_recv_ns\tstatus\terror\tshape\ttoken\tvalidity_ms\tttl_ms\twait_ms\tlink\tallow_ns\n");
+    fprintf(f, "\n# permits");
+    for (int i = 0; i < h->n_names; i++)
+        fprintf(f, " %d", h->permits[i]);
+    fprintf(f, "\n# op\tname\tthread\tt_send_ns\tt_recv_ns\tstatus\terror\tshape\ttoken\tvalidity_ms\tttl_ms\twait_ms\tlink"
+               "\tallow_ns\tmode\tslot\n");
     for (long i = 0; i < h->n; i++) {
         const chaos_event *e = &h->ev[i];
-        fprintf(f, "%c\t%d\t%d\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%ld\t%" PRId64 "\n",
+        fprintf(f, "%c\t%d\t%d\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%ld\t%" PRId64
+                   "\t%c\t%d\n",
                 op_letter[e->op], e->name, e->thread, e->t_send - o->t0, e->t_recv - o->t0, e->status,
                 or_dash(e->error), or_dash(e->shape), e->token, e->validity_ms, e->ttl_ms, e->wait_ms, e->link,
-                e->allow_ns);
+                e->allow_ns, e->mode == CHAOS_MODE_SHARED ? 's' : 'x', e->slot);
     }
     return ferror(f) ? -1 : 0;
 }
@@ -94,6 +100,13 @@ int chaos_history_load(chaos_history *h, chaos_judge_opts *o, FILE *f)
                 o->release_rounds = atoi(p + 15);
             if ((p = strstr(line, "margin_ms=")))
                 o->margin_ms = strtoll(p + 10, NULL, 10);
+            if (!strncmp(line, "# permits", 9)) {
+                char *save = NULL;
+                int k = 0;
+                for (char *t = strtok_r(line + 9, " \n", &save); t && k < CHAOS_MAX_NAMES;
+                     t = strtok_r(NULL, " \n", &save))
+                    h->permits[k++] = atoi(t);
+            }
             if (!strncmp(line, "# names", 7)) {
                 char *save = NULL;
                 for (char *t = strtok_r(line + 7, " \n", &save); t && h->n_names < CHAOS_MAX_NAMES;
@@ -104,12 +117,15 @@ int chaos_history_load(chaos_history *h, chaos_judge_opts *o, FILE *f)
         }
         chaos_event e;
         memset(&e, 0, sizeof e);
-        char op, err[64], shape[64];
-        int n = sscanf(line, "%c\t%d\t%d\t%" SCNd64 "\t%" SCNd64 "\t%d\t%63s\t%63s\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%ld\t%" SCNd64,
+        char op, err[64], shape[64], mode = 'x';
+        e.slot = -1;
+        int n = sscanf(line, "%c\t%d\t%d\t%" SCNd64 "\t%" SCNd64 "\t%d\t%63s\t%63s\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%ld\t%" SCNd64
+                             "\t%c\t%d",
                        &op, &e.name, &e.thread, &e.t_send, &e.t_recv, &e.status, err, shape, &e.token,
-                       &e.validity_ms, &e.ttl_ms, &e.wait_ms, &e.link, &e.allow_ns);
-        if (n != 14)
+                       &e.validity_ms, &e.ttl_ms, &e.wait_ms, &e.link, &e.allow_ns, &mode, &e.slot);
+        if ((n != 14 && n != 16) || (mode != 'x' && mode != 's')) /* 14: v2, exclusive locks only */
             return -1;
+        e.mode = mode == 's' ? CHAOS_MODE_SHARED : CHAOS_MODE_EXCLUSIVE;
         const char *opp = memchr(op_letter, op, sizeof op_letter);
         if (!opp || e.name < 0 || e.name >= CHAOS_MAX_NAMES)
             return -1;
@@ -197,6 +213,30 @@ static int is_token_grant(const chaos_event *e)
     return is_grant(e) && e->token >= 1;
 }
 
+static int is_sem_name(const chaos_history *h, int nm)
+{
+    return nm >= 0 && nm < CHAOS_MAX_NAMES && h->permits[nm] > 0;
+}
+
+/* The grants each verdict judges: exclusive grants of lock names ((a), (b)), shared
+ * ones ((j)), a semaphore's permits ((k)). */
+typedef int (*grant_kind)(const chaos_history *h, const chaos_event *e);
+
+static int is_writer(const chaos_history *h, const chaos_event *e)
+{
+    return is_grant(e) && !is_sem_name(h, e->name) && e->mode != CHAOS_MODE_SHARED;
+}
+
+static int is_reader(const chaos_history *h, const chaos_event *e)
+{
+    return is_grant(e) && !is_sem_name(h, e->name) && e->mode == CHAOS_MODE_SHARED;
+}
+
+static int is_permit(const chaos_history *h, const chaos_event *e)
+{
+    return is_grant(e) && is_sem_name(h, e->name);
+}
+
 /* A grant with its judged hold interval [start, end) and what ended it. */
 enum hold_end { END_VALIDITY, END_RELEASE, END_CLOSED, END_LINE };
 static const char *const end_names[] = {"validity ran out", "release sent", "stream closed by its client",
@@ -249,9 +289,14 @@ static void print_grant(const chaos_history *h, const chaos_judge_opts *o, FILE 
                         const hold *g)
 {
     const chaos_event *e = &h->ev[g->idx];
+    char kind[48];
+    snprintf(kind, sizeof kind, "%s%s", e->op == CHAOS_STREAM ? "streamed " : "",
+             is_sem_name(h, e->name) ? "permit " : e->mode == CHAOS_MODE_SHARED ? "shared " : "");
+    if (is_sem_name(h, e->name) && e->slot >= 0)
+        snprintf(kind + strlen(kind), sizeof kind - strlen(kind), "(slot %d) ", e->slot);
     fprintf(out, "      %s %sgrant #%ld thread %d: sent %.3f recv %.3f ms, token %" PRId64 ", validity %" PRId64
                  " ms, ttl %" PRId64 " ms, hold until %.3f ms (%s)\n",
-            label, e->op == CHAOS_STREAM ? "streamed " : "", g->idx, e->thread, rel_ms(o, e->t_send),
+            label, kind, g->idx, e->thread, rel_ms(o, e->t_send),
             rel_ms(o, e->t_recv), e->token, e->validity_ms, e->ttl_ms, rel_ms(o, g->end),
             e->op == CHAOS_STREAM && g->why == END_VALIDITY ? "the validity announced last ran out" : end_names[g->why]);
 }
@@ -263,8 +308,16 @@ static void note_violation(const chaos_judge_opts *o, char prop, int name, int64
         st->v[st->n_v++] = (chaos_violation){.prop = prop, .name = name, .t_ns = t_ns};
 }
 
-/* Sweep line over each name's holds sorted by start: a hold that starts before the
- * latest end seen so far overlaps the hold that owns that end. */
+/* The hold of grant i (judge.h, (a)); 0 if it is empty (ended before it began). */
+static int hold_of(const chaos_history *h, const stream_end *se, long i, int client_view, hold *g)
+{
+    *g = (hold){.idx = i, .start = h->ev[i].t_recv};
+    g->end = grant_end(h, se, i, client_view, &g->why);
+    return g->end > g->start;
+}
+
+/* Sweep line over each name's exclusive holds sorted by start: a hold that starts
+ * before the latest end seen so far overlaps the hold that owns that end. */
 static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FILE *out, int client_view,
                            long *n_grants, double *worst_ms, int print)
 {
@@ -283,13 +336,11 @@ static long judge_overlaps(const chaos_history *h, const chaos_judge_opts *o, FI
         long k = 0;
         for (long i = 0; i < h->n; i++) {
             const chaos_event *e = &h->ev[i];
-            if (e->name != nm || !is_grant(e))
+            if (e->name != nm || !is_writer(h, e))
                 continue;
             (*n_grants)++;
-            hold g = {.idx = i, .start = e->t_recv};
-            g.end = grant_end(h, se, i, client_view, &g.why);
-            if (g.end > g.start)
-                hs[k++] = g;
+            if (hold_of(h, se, i, client_view, &hs[k]))
+                k++;
         }
         qsort(hs, (size_t)k, sizeof *hs, cmp_hold_start);
         long owner = -1;
@@ -384,12 +435,70 @@ static void print_ev(const chaos_history *h, const chaos_judge_opts *o, FILE *ou
             label, i, e->thread, rel_ms(o, e->t_send), rel_ms(o, e->t_recv), e->token, e->validity_ms);
 }
 
+/* What one name's tokens showed (fence_name); shown counts evidence printed. */
+typedef struct fence_tally {
+    long grants, inversions, dups, shown;
+    double pairs;
+} fence_tally;
+
+/* Orders name nm's grants of kind `keep` by their tokens as (b) says, into t; evidence to
+ * eo, violations noted as prop.  ix and pm: scratch of h->n + 1 entries each. */
+static void fence_name(const chaos_history *h, const chaos_judge_opts *o, FILE *eo, int nm, grant_kind keep,
+                       char prop, long *ix, long *pm, fence_tally *t)
+{
+    long k = 0;
+    for (long i = 0; i < h->n; i++)
+        if (h->ev[i].name == nm && is_token_grant(&h->ev[i]) && keep(h, &h->ev[i]))
+            ix[k++] = i;
+    t->grants += k;
+    g_sort_ev = h->ev;
+    qsort(ix, (size_t)k, sizeof *ix, cmp_idx_recv);
+    for (long j = 0; j < k; j++) /* prefix argmax of token, by t_recv */
+        pm[j] = (j == 0 || h->ev[ix[j]].token > h->ev[pm[j - 1]].token) ? ix[j] : pm[j - 1];
+    for (long j = 0; j < k; j++) {
+        const chaos_event *b = &h->ev[ix[j]];
+        /* number of grants whose answer arrived before b was asked */
+        long lo = 0, hi = k;
+        while (lo < hi) {
+            long mid = (lo + hi) / 2;
+            if (h->ev[ix[mid]].t_recv < b->t_send)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        t->pairs += (double)lo;
+        if (lo > 0 && h->ev[pm[lo - 1]].token >= b->token) {
+            t->inversions++;
+            note_violation(o, prop, nm, b->t_send);
+            if (t->shown++ < o->max_evidence) {
+                fprintf(eo, "    name %s: token %" PRId64 " issued after token %" PRId64 " was already out\n",
+                        name_of(h, nm), b->token, h->ev[pm[lo - 1]].token);
+                print_ev(h, o, eo, "earlier", pm[lo - 1]);
+                print_ev(h, o, eo, "later  ", ix[j]);
+            }
+        }
+    }
+    qsort(ix, (size_t)k, sizeof *ix, cmp_idx_token);
+    for (long j = 1; j < k; j++) {
+        if (h->ev[ix[j]].token == h->ev[ix[j - 1]].token) {
+            t->dups++;
+            note_violation(o, prop, nm,
+                           h->ev[ix[j]].t_send > h->ev[ix[j - 1]].t_send ? h->ev[ix[j]].t_send
+                                                                       : h->ev[ix[j - 1]].t_send);
+            if (t->shown++ < o->max_evidence) {
+                fprintf(eo, "    name %s: token %" PRId64 " issued twice\n", name_of(h, nm), h->ev[ix[j]].token);
+                print_ev(h, o, eo, "one  ", ix[j - 1]);
+                print_ev(h, o, eo, "other", ix[j]);
+            }
+        }
+    }
+}
+
 long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
 {
     long *ix = malloc(((size_t)h->n + 1) * sizeof *ix);
-    long *pm = malloc(((size_t)h->n + 1) * sizeof *pm); /* prefix argmax of token, by t_recv */
-    long inversions = 0, dups = 0, grants = 0, shown = 0;
-    double pairs = 0;
+    long *pm = malloc(((size_t)h->n + 1) * sizeof *pm);
+    fence_tally t = {0};
     char *buf = NULL;
     size_t len = 0;
     FILE *ev = open_memstream(&buf, &len);
@@ -403,67 +512,337 @@ long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE
         free(buf);
         return 1;
     }
+    for (int nm = 0; nm < CHAOS_MAX_NAMES; nm++)
+        if (!is_sem_name(h, nm))
+            fence_name(h, o, eo, nm, is_writer, 'b', ix, pm, &t);
+    if (ev)
+        fclose(ev);
+    long v = t.inversions + t.dups;
+    if (o->stats) {
+        o->stats->inversions = t.inversions;
+        o->stats->duplicates = t.dups;
+    }
+    fprintf(out, "chaos: %s (b) fencing tokens: %ld grants, %.0f ordered pairs checked, %ld inversions, %ld duplicates\n",
+            v ? "FAIL" : "PASS", t.grants, t.pairs, t.inversions, t.dups);
+    if (v && buf)
+        fputs(buf, out);
+    free(buf);
+    free(ix);
+    free(pm);
+    return v;
+}
+
+/* ---- (j) readers and writers, (k) semaphores --------------------------------------- */
+
+static int cmp_hold_end(const void *a, const void *b)
+{
+    const hold *x = a, *y = b;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Among holds hs[0..k) sorted by start, the number with start < t (binary search). */
+static long starting_before(const hold *hs, long k, int64_t t)
+{
+    long lo = 0, hi = k;
+    while (lo < hi) {
+        long mid = (lo + hi) / 2;
+        if (hs[mid].start < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* One step of a sweep over holds sorted by start: drops from the live set act (n_act
+ * entries, indices into hs) every hold that ended by hs[j].start (holds are half-open),
+ * leaving those live when hs[j] begins; the caller then appends j. */
+static void sweep_to(const hold *hs, long j, long *act, long *n_act)
+{
+    long w = 0;
+    for (long a = 0; a < *n_act; a++)
+        if (hs[act[a]].end > hs[j].start)
+            act[w++] = act[a];
+    *n_act = w;
+}
+
+/* Sorts ix[0..k) (grants) by answer and fills pm with the prefix argmax of their tokens. */
+static void by_answer(const chaos_history *h, long *ix, long *pm, long k)
+{
     g_sort_ev = h->ev;
+    qsort(ix, (size_t)k, sizeof *ix, cmp_idx_recv);
+    for (long j = 0; j < k; j++)
+        pm[j] = (j == 0 || h->ev[ix[j]].token > h->ev[pm[j - 1]].token) ? ix[j] : pm[j - 1];
+}
+
+/* Of the grants ix[0..k) (as by_answer left them) answered before t, the one with the
+ * largest token; -1 if none. */
+static long answered_before(const chaos_history *h, const long *ix, const long *pm, long k, int64_t t)
+{
+    long lo = 0, hi = k;
+    while (lo < hi) {
+        long mid = (lo + hi) / 2;
+        if (h->ev[ix[mid]].t_recv < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 ? pm[lo - 1] : -1;
+}
+
+long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    size_t sz = (size_t)h->n + 1;
+    hold *xs = malloc(sz * sizeof *xs), *rs = malloc(sz * sizeof *rs);
+    long *pm = malloc(sz * sizeof *pm), *act = malloc(sz * sizeof *act), *tx = malloc(sz * sizeof *tx);
+    long *rx = malloc(sz * sizeof *rx), *pm2 = malloc(sz * sizeof *pm2);
+    stream_end *se = stream_ends(h);
+    long readers = 0, streamed = 0, writers = 0, overlaps = 0, low = 0, checked = 0, together = 0, most = 0, shown = 0;
+    double worst = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    if (!xs || !rs || !pm || !act || !tx || !rx || !pm2 || !se) {
+        fprintf(out, "chaos: judge: out of memory\n");
+        free(xs);
+        free(rs);
+        free(pm);
+        free(act);
+        free(tx);
+        free(rx);
+        free(pm2);
+        free(se);
+        if (ev)
+            fclose(ev);
+        free(buf);
+        return 1;
+    }
     for (int nm = 0; nm < CHAOS_MAX_NAMES; nm++) {
-        long k = 0;
-        for (long i = 0; i < h->n; i++)
-            if (h->ev[i].name == nm && is_token_grant(&h->ev[i]))
-                ix[k++] = i;
-        grants += k;
-        qsort(ix, (size_t)k, sizeof *ix, cmp_idx_recv);
-        for (long j = 0; j < k; j++)
-            pm[j] = (j == 0 || h->ev[ix[j]].token > h->ev[pm[j - 1]].token) ? ix[j] : pm[j - 1];
-        for (long j = 0; j < k; j++) {
-            const chaos_event *b = &h->ev[ix[j]];
-            /* number of grants whose answer arrived before b was asked */
-            long lo = 0, hi = k;
-            while (lo < hi) {
-                long mid = (lo + hi) / 2;
-                if (h->ev[ix[mid]].t_recv < b->t_send)
-                    lo = mid + 1;
-                else
-                    hi = mid;
+        if (is_sem_name(h, nm))
+            continue;
+        long nx = 0, nr = 0, nt = 0;
+        for (long i = 0; i < h->n; i++) {
+            const chaos_event *e = &h->ev[i];
+            if (e->name != nm)
+                continue;
+            if (is_writer(h, e)) {
+                writers++;
+                nx += hold_of(h, se, i, 0, &xs[nx]);
+                if (is_token_grant(e))
+                    tx[nt++] = i;
+            } else if (is_reader(h, e)) {
+                readers++;
+                streamed += e->op == CHAOS_STREAM;
+                nr += hold_of(h, se, i, 0, &rs[nr]);
             }
-            pairs += (double)lo;
-            if (lo > 0 && h->ev[pm[lo - 1]].token >= b->token) {
-                inversions++;
-                note_violation(o, 'b', nm, b->t_send);
+        }
+        if (!nr && !nt)
+            continue;
+        /* a reader beside a writer: some writer starts before the reader's end and ends
+         * after its start; by start order with the largest end so far (pm) */
+        qsort(xs, (size_t)nx, sizeof *xs, cmp_hold_start);
+        for (long j = 0; j < nx; j++)
+            pm[j] = (j == 0 || xs[j].end > xs[pm[j - 1]].end) ? j : pm[j - 1];
+        qsort(rs, (size_t)nr, sizeof *rs, cmp_hold_start);
+        for (long j = 0; j < nr; j++) {
+            long p = starting_before(xs, nx, rs[j].end);
+            if (p == 0 || xs[pm[p - 1]].end <= rs[j].start)
+                continue;
+            const hold *w = &xs[pm[p - 1]];
+            int64_t from = w->start > rs[j].start ? w->start : rs[j].start;
+            int64_t to = w->end < rs[j].end ? w->end : rs[j].end;
+            double ov = (double)(to - from) / 1e6;
+            overlaps++;
+            note_violation(o, 'j', nm, from);
+            if (ov > worst)
+                worst = ov;
+            if (shown++ < o->max_evidence) {
+                fprintf(eo, "    name %s: a reader and a writer for %.3f ms (from %.3f to %.3f ms)\n", name_of(h, nm),
+                        ov, rel_ms(o, from), rel_ms(o, to));
+                print_grant(h, o, eo, "writer", w);
+                print_grant(h, o, eo, "reader", &rs[j]);
+            }
+        }
+        /* readers together (legal): the most at once, and holds begun beside another */
+        long n_act = 0;
+        for (long j = 0; j < nr; j++) {
+            sweep_to(rs, j, act, &n_act);
+            together += n_act > 0;
+            act[n_act++] = j;
+            if (n_act > most)
+                most = n_act;
+        }
+        /* tokens: a reader's is at least every writer's answered before it was asked,
+         * and a writer's above every reader's answered before it was asked */
+        long nrt = 0;
+        for (long i = 0; i < h->n; i++)
+            if (h->ev[i].name == nm && is_reader(h, &h->ev[i]))
+                rx[nrt++] = i;
+        by_answer(h, tx, pm, nt);
+        by_answer(h, rx, pm2, nrt);
+        for (long j = 0; j < nrt; j++) {
+            const chaos_event *r = &h->ev[rx[j]];
+            long w = answered_before(h, tx, pm, nt, r->t_send);
+            checked += w >= 0;
+            if (w >= 0 && h->ev[w].token > r->token) {
+                low++;
+                note_violation(o, 'j', nm, r->t_send);
                 if (shown++ < o->max_evidence) {
-                    fprintf(eo, "    name %s: token %" PRId64 " issued after token %" PRId64 " was already out\n",
-                            name_of(h, nm), b->token, h->ev[pm[lo - 1]].token);
-                    print_ev(h, o, eo, "earlier", pm[lo - 1]);
-                    print_ev(h, o, eo, "later  ", ix[j]);
+                    fprintf(eo, "    name %s: reader's token %" PRId64 " below token %" PRId64
+                                " of a writer answered before the reader asked\n",
+                            name_of(h, nm), r->token, h->ev[w].token);
+                    print_ev(h, o, eo, "writer", w);
+                    print_ev(h, o, eo, "reader", rx[j]);
                 }
             }
         }
-        qsort(ix, (size_t)k, sizeof *ix, cmp_idx_token);
-        for (long j = 1; j < k; j++) {
-            if (h->ev[ix[j]].token == h->ev[ix[j - 1]].token) {
-                dups++;
-                note_violation(o, 'b', nm, h->ev[ix[j]].t_send > h->ev[ix[j - 1]].t_send ? h->ev[ix[j]].t_send
-                                                                                        : h->ev[ix[j - 1]].t_send);
+        for (long j = 0; j < nt; j++) {
+            const chaos_event *w = &h->ev[tx[j]];
+            long r = answered_before(h, rx, pm2, nrt, w->t_send);
+            checked += r >= 0;
+            if (r >= 0 && h->ev[r].token >= w->token) {
+                low++;
+                note_violation(o, 'j', nm, w->t_send);
                 if (shown++ < o->max_evidence) {
-                    fprintf(eo, "    name %s: token %" PRId64 " issued twice\n", name_of(h, nm), h->ev[ix[j]].token);
-                    print_ev(h, o, eo, "one  ", ix[j - 1]);
-                    print_ev(h, o, eo, "other", ix[j]);
+                    fprintf(eo, "    name %s: writer's token %" PRId64 " not above token %" PRId64
+                                " of a reader answered before the writer asked\n",
+                            name_of(h, nm), w->token, h->ev[r].token);
+                    print_ev(h, o, eo, "reader", r);
+                    print_ev(h, o, eo, "writer", tx[j]);
                 }
             }
         }
     }
     if (ev)
         fclose(ev);
-    long v = inversions + dups;
+    long v = overlaps + low;
     if (o->stats) {
-        o->stats->inversions = inversions;
-        o->stats->duplicates = dups;
+        chaos_judge_stats *st = o->stats;
+        st->shared_grants = readers;
+        st->shared_streams = streamed;
+        st->reader_writer = overlaps;
+        st->shared_bad_tokens = low;
+        st->max_readers = most;
+        st->readers_together = together;
     }
-    fprintf(out, "chaos: %s (b) fencing tokens: %ld grants, %.0f ordered pairs checked, %ld inversions, %ld duplicates\n",
-            v ? "FAIL" : "PASS", grants, pairs, inversions, dups);
+    fprintf(out, "chaos: %s (j) no reader with a writer: %ld shared grants (%ld streamed) beside %ld exclusive, %ld"
+                 " readers' holds overlapping a writer's [holds as (a)]; readers together: up to %ld at once, %ld"
+                 " holds begun beside another reader; tokens: %ld out of order between readers and writers"
+                 " [reader >= every earlier writer, writer > every earlier reader] (%ld grants asked after"
+                 " the other kind's answer)\n",
+            v ? "FAIL" : "PASS", readers, streamed, writers, overlaps, most, together, low, checked);
+    if (overlaps)
+        fprintf(out, "    worst overlap %.3f ms; first %d shown:\n", worst, o->max_evidence);
     if (v && buf)
         fputs(buf, out);
     free(buf);
+    free(xs);
+    free(rs);
+    free(pm);
+    free(act);
+    free(tx);
+    free(rx);
+    free(pm2);
+    free(se);
+    return v;
+}
+
+long chaos_judge_semaphores(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
+{
+    size_t sz = (size_t)h->n + 1;
+    hold *hs = malloc(sz * sizeof *hs), *live = malloc(sz * sizeof *live);
+    long *ix = malloc(sz * sizeof *ix), *pm = malloc(sz * sizeof *pm), *act = malloc(sz * sizeof *act);
+    stream_end *se = stream_ends(h);
+    long grants = 0, streamed = 0, over = 0, shown = 0, n_sem = 0;
+    fence_tally t = {0};
+    char per_name[512] = "";
+    size_t pn = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    if (!hs || !live || !ix || !pm || !act || !se) {
+        fprintf(out, "chaos: judge: out of memory\n");
+        free(hs);
+        free(live);
+        free(ix);
+        free(pm);
+        free(act);
+        free(se);
+        if (ev)
+            fclose(ev);
+        free(buf);
+        return 1;
+    }
+    for (int nm = 0; nm < CHAOS_MAX_NAMES; nm++) {
+        if (!is_sem_name(h, nm))
+            continue;
+        long permits = h->permits[nm], k = 0, most = 0, n_act = 0;
+        n_sem++;
+        for (long i = 0; i < h->n; i++) {
+            const chaos_event *e = &h->ev[i];
+            if (e->name != nm || !is_permit(h, e))
+                continue;
+            grants++;
+            streamed += e->op == CHAOS_STREAM;
+            k += hold_of(h, se, i, 0, &hs[k]);
+        }
+        qsort(hs, (size_t)k, sizeof *hs, cmp_hold_start);
+        for (long j = 0; j < k; j++) {
+            sweep_to(hs, j, act, &n_act);
+            if (n_act >= permits) { /* hs[j] is holder N + 1 (or more) */
+                over++;
+                note_violation(o, 'k', nm, hs[j].start);
+                if (shown++ < o->max_evidence) {
+                    long n_live = 0;
+                    for (long a = 0; a < n_act; a++)
+                        live[n_live++] = hs[act[a]];
+                    qsort(live, (size_t)n_live, sizeof *live, cmp_hold_end);
+                    int64_t to = live[0].end < hs[j].end ? live[0].end : hs[j].end;
+                    fprintf(eo, "    name %s (%ld permits): %ld holders at once from %.3f to %.3f ms\n",
+                            name_of(h, nm), permits, n_act + 1, rel_ms(o, hs[j].start), rel_ms(o, to));
+                    for (long a = 0; a < n_live && a < 8; a++)
+                        print_grant(h, o, eo, "holder", &live[a]);
+                    print_grant(h, o, eo, "and   ", &hs[j]);
+                }
+            }
+            act[n_act++] = j;
+            if (n_act > most)
+                most = n_act;
+        }
+        if (o->stats)
+            o->stats->max_permits[nm] = most;
+        if (pn < sizeof per_name)
+            pn += (size_t)snprintf(per_name + pn, sizeof per_name - pn, "%s%s %ld of %ld", pn ? ", " : "",
+                                   name_of(h, nm), most, permits);
+        fence_name(h, o, eo, nm, is_permit, 'k', ix, pm, &t);
+    }
+    if (ev)
+        fclose(ev);
+    long v = over + t.inversions + t.dups;
+    if (o->stats) {
+        chaos_judge_stats *st = o->stats;
+        st->sem_grants = grants;
+        st->sem_streams = streamed;
+        st->sem_over = over;
+        st->sem_inversions = t.inversions;
+        st->sem_duplicates = t.dups;
+    }
+    fprintf(out, "chaos: %s (k) semaphores, never more than N holders: %ld permits granted (%ld streamed) on %ld"
+                 " names, %ld holds begun with all N permits already held [holds as (a)]; most at once: %s;"
+                 " tokens: %.0f ordered pairs checked, %ld inversions, %ld duplicates\n",
+            v ? "FAIL" : "PASS", grants, streamed, n_sem, over, pn ? per_name : "no semaphore names", t.pairs,
+            t.inversions, t.dups);
+    if (v && buf)
+        fputs(buf, out);
+    free(buf);
+    free(hs);
+    free(live);
     free(ix);
     free(pm);
+    free(act);
+    free(se);
     return v;
 }
 

@@ -32,6 +32,12 @@ enum chaos_op { CHAOS_ACQUIRE = 0, CHAOS_RELEASE = 1, CHAOS_INSPECT = 2, CHAOS_S
 
 #define CHAOS_MAX_NAMES 64
 
+/* chaos_event.mode: how a request on a lock name asked for it.  A semaphore's requests
+ * (on a name with chaos_history.permits > 0) are exclusive here: their mode is the
+ * name's. */
+#define CHAOS_MODE_EXCLUSIVE 0
+#define CHAOS_MODE_SHARED 1 /* "mode":"shared": a reader */
+
 /* One request as the client saw it.  Times are CLOCK_MONOTONIC nanoseconds taken by the
  * client: t_send just before the first byte of the request was written, t_recv just after
  * the last byte of the response was read (for a timeout: when the client gave up). */
@@ -54,6 +60,9 @@ typedef struct chaos_event {
     int64_t allow_ns;    /* CPU starvation measured while this request was out (the client
                             thread's own, plus the service's most starved thread): time the
                             machine, not the service, held it up; widens bound (c) */
+    int mode;            /* CHAOS_MODE_*: acquire, stream (and their lines, releases) */
+    int slot;            /* a semaphore's grant: the slot it answered; a semaphore's
+                            inspect: the permits it showed held (evidence only); -1 otherwise */
 } chaos_event;
 
 /* A growable history.  Zero-initialise, then chaos_history_add(); chaos_history_free(). */
@@ -61,13 +70,15 @@ typedef struct chaos_history {
     chaos_event *ev;
     long n, cap;
     char names[CHAOS_MAX_NAMES][64];
+    int permits[CHAOS_MAX_NAMES]; /* 0: a lock name; N > 0: a semaphore of N permits */
     int n_names;
 } chaos_history;
 
-/* One (a) or (b) violation: the property, the name, and when it happened (CLOCK_MONOTONIC
- * ns: the start of the overlap; the later grant's t_send for a token inversion/duplicate). */
+/* One (a), (b), (j) or (k) violation: the property, the name, and when it happened
+ * (CLOCK_MONOTONIC ns: the start of the overlap; the later grant's t_send for a token
+ * inversion/duplicate, the reader's for a reader's token below a writer's). */
 typedef struct chaos_violation {
-    char prop; /* 'a' or 'b' */
+    char prop; /* 'a', 'b', 'j' or 'k' */
     int name;
     int64_t t_ns;
 } chaos_violation;
@@ -83,6 +94,15 @@ typedef struct chaos_judge_stats {
      * line, lines late (lost or extended after the validity last announced had ended; and
      * of those late only by measured starvation), lines out of contract */
     long streams, extended, lost, released, closed, cut, late, late_lost, late_starved, bad_lines;
+    /* chaos_judge_shared: shared grants (streamed ones among them), readers whose hold
+     * overlapped a writer's, tokens out of order between readers and writers, the most
+     * readers of one name at once, reader holds that began while another reader held */
+    long shared_grants, shared_streams, reader_writer, shared_bad_tokens, max_readers, readers_together;
+    /* chaos_judge_semaphores: permits granted (streamed ones among them), holds that
+     * began with N already held, the token findings as (b)'s, and per semaphore name
+     * (indexed like chaos_history.names) the most holders seen at once */
+    long sem_grants, sem_streams, sem_over, sem_inversions, sem_duplicates;
+    long max_permits[CHAOS_MAX_NAMES];
     long n_v;
     chaos_violation v[CHAOS_MAX_VIOLATIONS];
 } chaos_judge_stats;
@@ -118,7 +138,8 @@ int chaos_history_load(chaos_history *h, chaos_judge_opts *o, FILE *f);
  *     the client cannot act before it has the answer, stops when it sends the release, and
  *     the service only promises the lock until start-of-its-round + validity, a moment no
  *     earlier than t_send + validity.  Both bounds are thus inside the true hold, so any two
- *     overlapping holds of one name are a real double grant, never a measuring artefact. */
+ *     overlapping holds of one name are a real double grant, never a measuring artefact.
+ *     Exclusive grants of lock names only: readers are (j)'s, semaphores (k)'s. */
 long chaos_judge_mutex(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
 /*     A streamed holder (CHAOS_STREAM) holds from when its grant line was read until the
  *     earliest of: its release sent (a DELETE with the lease), its decision to close the
@@ -135,7 +156,7 @@ long chaos_judge_mutex(const chaos_history *h, const chaos_judge_opts *o, FILE *
 long chaos_judge_mutex_client_view(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
 /* (b) fencing: for grants A, B of one name with A.t_recv < B.t_send (A's answer was in
  *     before B was asked, so A was issued first), B.token > A.token; and no token is
- *     issued twice for one name. */
+ *     issued twice for one name.  Exclusive grants of lock names only, as (a). */
 long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
 /* (i) streamed holds: each "lost" line, and each "extended" line, is read before the
  *     validity announced last before it ends for the client (read of that line +
@@ -145,6 +166,21 @@ long chaos_judge_fencing(const chaos_history *h, const chaos_judge_opts *o, FILE
  *     its hold was over).  Every line is as documented (shape), and none follows a final
  *     one.  Fills the stream counts of o->stats. */
 long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (j) no reader with a writer: on each lock name, no shared grant's hold overlaps an
+ *     exclusive grant's hold (holds as in (a), streamed ones too; readers may overlap each
+ *     other).  And tokens between the two kinds (docs/DESIGN.md section 12): a reader's
+ *     token is at least the token of every exclusive grant of the name answered before the
+ *     reader was asked (W.t_recv < R.t_send), and an exclusive grant's token is above the
+ *     token of every reader answered before it was asked (R.t_recv < W.t_send): a reader's
+ *     token is fenced on a quorum like a writer's, and the next writer increments it.  A
+ *     reader of a name no writer held has token 0.  Exclusive grants among themselves are
+ *     (a)'s and (b)'s. */
+long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (k) semaphores, never more than N holders: on each name with permits N > 0, at no
+ *     instant more than N holds (as in (a)) overlap; and its tokens are ordered as (b)
+ *     orders a lock's (for grants A, B with A.t_recv < B.t_send, B.token > A.token; no
+ *     token twice).  (a) and (b) leave semaphore names alone. */
+long chaos_judge_semaphores(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
 /* (c) latency: acquire answered within wait_ms + acquire_rounds x node_timeout + margin,
  *     release and inspect within release_rounds x node_timeout + margin, each plus the
  *     event's measured starvation allowance (allow_ns).  A client-side timeout (the client

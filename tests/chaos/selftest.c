@@ -623,6 +623,407 @@ static void history_survives_a_save_and_load(void)
     chaos_history_free(&back);
 }
 
+/* ---- (j) readers and writers, (k) semaphores -------------------------------------- */
+
+/* hist_init() plus name 2, "sem", a semaphore of `permits` permits. */
+static void hist_init_sem(chaos_history *h, int permits)
+{
+    hist_init(h);
+    strcpy(h->names[2], "sem");
+    h->permits[2] = permits;
+    h->n_names = 3;
+}
+
+static long reader(chaos_history *h, int name, double sent, double recv, int64_t token, int64_t validity)
+{
+    long g = grant(h, name, sent, recv, token, validity);
+    h->ev[g].mode = CHAOS_MODE_SHARED;
+    return g;
+}
+
+/* A permit of the semaphore "sem" (name 2), on slot `slot`. */
+static long permit(chaos_history *h, double sent, double recv, int64_t token, int64_t validity, int slot)
+{
+    long g = grant(h, 2, sent, recv, token, validity);
+    h->ev[g].slot = slot;
+    return g;
+}
+
+/* Runs judge fn with stats; the report in *report (caller frees). */
+static long run_stats(judge_fn fn, const chaos_history *h, chaos_judge_stats *st, char **report)
+{
+    chaos_judge_opts o;
+    chaos_judge_opts_default(&o);
+    memset(st, 0, sizeof *st);
+    o.stats = st;
+    size_t len;
+    FILE *f = open_memstream(report, &len);
+    if (!f)
+        exit(1);
+    long v = fn(h, &o, f);
+    fclose(f);
+    return v;
+}
+
+/* A writer, then five readers at once (two released, three left to expire, one
+ * streamed and closed), then a writer after the last reader's hold. */
+static void build_readers(chaos_history *h)
+{
+    hist_init(h);
+    long w = grant(h, 0, 0, 5, 7, 500);
+    release(h, w, 50, 51, 200);
+    long r1 = reader(h, 0, 45, 50, 7, 300); /* asked during the writer's hold, answered at its release */
+    release(h, r1, 200, 201, 200);
+    long r2 = reader(h, 0, 52, 60, 7, 300);
+    release(h, r2, 250, 251, 200);
+    reader(h, 0, 60, 70, 7, 300);           /* held until 60 + 300 */
+    reader(h, 0, 61, 80, 7, 300);           /* until 361 */
+    long s = reader(h, 0, 62, 90, 7, 300);
+    h->ev[s].op = CHAOS_STREAM;
+    sline(h, s, CHAOS_LINE_EXTENDED, 150, 290, NULL); /* until 440 */
+    sline(h, s, CHAOS_LINE_CLOSED, 400, 0, NULL);
+    long w2 = grant(h, 0, 300, 400, 8, 500); /* after every reader's hold */
+    release(h, w2, 450, 451, 200);
+    reader(h, 0, 455, 460, 8, 300);
+}
+
+static void shared_readers_together_pass(void)
+{
+    chaos_history h;
+    build_readers(&h);
+    chaos_judge_stats st;
+    char *rep;
+    CHECK(run_stats(chaos_judge_shared, &h, &st, &rep) == 0 && strstr(rep, "PASS (j)") && st.shared_grants == 6 &&
+              st.shared_streams == 1 && st.max_readers == 5 && st.readers_together == 4 && st.reader_writer == 0,
+          "five readers at once between two writers: %s", rep);
+    free(rep);
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "(a) leaves readers alone");
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "(b) leaves readers' shared token 7 alone");
+    CHECK(judged(chaos_judge_status, &h) == 0 && judged(chaos_judge_streams, &h) == 0, "(d), (i) as usual");
+    chaos_history_free(&h);
+
+    /* a reader of a name no writer ever held: token 0 */
+    hist_init(&h);
+    reader(&h, 1, 0, 5, 0, 100);
+    reader(&h, 1, 1, 6, 0, 100);
+    CHECK(judged(chaos_judge_shared, &h) == 0, "token 0 with no writer before");
+    chaos_history_free(&h);
+}
+
+/* build_readers() with one more event planted by plant(); (j) must find `want`
+ * violations and its report name `why`. */
+static void readers_planted(void (*plant)(chaos_history *), long want, const char *why)
+{
+    chaos_history h;
+    build_readers(&h);
+    plant(&h);
+    char *rep;
+    long v = run(chaos_judge_shared, &h, &rep);
+    CHECK(v == want && strstr(rep, "FAIL (j)") && strstr(rep, why), "want %ld: %s", want, rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
+static void plant_writer_among_readers(chaos_history *h)
+{
+    long w = grant(h, 0, 100, 120, 8, 500); /* while five readers hold ((b)'s business: token 8 again) */
+    release(h, w, 130, 131, 200);
+}
+
+static void plant_reader_in_a_writer(chaos_history *h)
+{
+    reader(h, 0, 405, 420, 8, 100); /* inside w2's hold [400, 450) */
+}
+
+static void plant_reader_before_a_writer_let_go(chaos_history *h)
+{
+    reader(h, 0, 30, 49.5, 7, 100); /* 0.5 ms before the first writer's release */
+}
+
+static void plant_streamed_reader_past_its_writer(chaos_history *h)
+{
+    /* a streamed reader cut at 430 is held until 390 + 290 = 680: the reader at 460
+     * is fine, but a writer answered at 600 is beside it */
+    long s = reader(h, 0, 300, 310, 8, 300);
+    h->ev[s].op = CHAOS_STREAM;
+    sline(h, s, CHAOS_LINE_EXTENDED, 390, 290, NULL);
+    sline(h, s, CHAOS_LINE_CUT, 430, 0, NULL);
+    grant(h, 0, 590, 600, 9, 100);
+}
+
+static void plant_low_reader_token(chaos_history *h)
+{
+    reader(h, 0, 452, 470, 7, 100); /* asked after w2 (token 8) was answered */
+}
+
+static void plant_writer_token_not_above_a_reader(chaos_history *h)
+{
+    grant(h, 0, 760, 770, 8, 100); /* asked after the reader of token 8 answered at 460 (held until 755) */
+}
+
+static void shared_reader_with_a_writer_is_caught(void)
+{
+    /* the writer overlaps five readers: each reader's hold is one finding */
+    readers_planted(plant_writer_among_readers, 5, "a reader and a writer");
+    readers_planted(plant_reader_in_a_writer, 1, "a reader and a writer for 30.000 ms (from 420.000 to 450.000 ms)");
+    readers_planted(plant_reader_before_a_writer_let_go, 1, "for 0.500 ms");
+    /* the streamed reader [310, 680) overlaps w2 [400, 450) and the writer at 600 */
+    readers_planted(plant_streamed_reader_past_its_writer, 2, "streamed shared grant");
+    readers_planted(plant_low_reader_token, 1, "reader's token 7 below token 8 of a writer");
+    readers_planted(plant_writer_token_not_above_a_reader, 1, "writer's token 8 not above token 8 of a reader");
+
+    /* touching holds are no overlap: a reader answered as the writer's release is sent */
+    chaos_history h;
+    hist_init(&h);
+    long w = grant(&h, 0, 0, 5, 3, 500);
+    release(&h, w, 50, 51, 200);
+    reader(&h, 0, 10, 50, 3, 100);
+    CHECK(judged(chaos_judge_shared, &h) == 0, "[5,50) then [50,..)");
+    /* a reader asked before the writer's answer may carry the older token */
+    reader(&h, 0, 4, 60, 2, 100);
+    CHECK(judged(chaos_judge_shared, &h) == 0, "asked at 4, before the writer's answer at 5: not ordered");
+    /* nor is a writer asked before a reader's answer */
+    grant(&h, 0, 49, 200, 3, 100); /* readers held until 110 and 104 */
+    CHECK(judged(chaos_judge_shared, &h) == 0, "asked at 49, before the readers' answers at 50 and 60: not ordered");
+    grant(&h, 0, 61, 400, 4, 100);
+    CHECK(judged(chaos_judge_shared, &h) == 0, "asked at 61, after readers of tokens 2 and 3: token 4 is above");
+    chaos_history_free(&h);
+}
+
+static void semaphore_n_holders_pass(void)
+{
+    chaos_history h;
+    hist_init_sem(&h, 2);
+    long p1 = permit(&h, 0, 5, 1, 500, 0);
+    long p2 = permit(&h, 1, 10, 2, 500, 1);
+    release(&h, p1, 50, 51, 200);
+    permit(&h, 20, 50, 3, 100, 0); /* the third starts as the first's release is sent */
+    release(&h, p2, 120, 121, 200);
+    grant(&h, 0, 0, 1, 1, 500); /* a lock beside it: no permit */
+    chaos_judge_stats st;
+    char *rep;
+    CHECK(run_stats(chaos_judge_semaphores, &h, &st, &rep) == 0 && strstr(rep, "PASS (k)") && st.sem_grants == 3 &&
+              st.max_permits[2] == 2 && strstr(rep, "sem 2 of 2"),
+          "two permits of two at once: %s", rep);
+    free(rep);
+    CHECK(judged(chaos_judge_mutex, &h) == 0 && judged(chaos_judge_fencing, &h) == 0,
+          "(a) and (b) leave semaphore names alone");
+    CHECK(judged(chaos_judge_shared, &h) == 0, "(j) too");
+    chaos_history_free(&h);
+
+    hist_init_sem(&h, 5);
+    for (int i = 0; i < 5; i++)
+        permit(&h, i, 10 + i, 1 + i, 300, i);
+    CHECK(run_stats(chaos_judge_semaphores, &h, &st, &rep) == 0 && st.max_permits[2] == 5, "five of five: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
+static void semaphore_n_plus_one_holders_are_caught(void)
+{
+    chaos_history h;
+    hist_init_sem(&h, 2);
+    long p1 = permit(&h, 0, 5, 1, 500, 0);
+    permit(&h, 1, 10, 2, 500, 1);
+    release(&h, p1, 50, 51, 200);
+    permit(&h, 20, 49, 3, 100, 0); /* 1 ms before the first's release: three at once */
+    chaos_judge_stats st;
+    char *rep;
+    CHECK(run_stats(chaos_judge_semaphores, &h, &st, &rep) == 1 && st.sem_over == 1 && st.max_permits[2] == 3 &&
+              strstr(rep, "FAIL (k)") && strstr(rep, "name sem (2 permits): 3 holders at once from 49.000 to 50.000 ms") &&
+              strstr(rep, "permit (slot 0) grant"),
+          "three holders of two permits: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+
+    /* with one permit a semaphore is a lock: two overlapping holds fail */
+    hist_init_sem(&h, 1);
+    permit(&h, 0, 5, 1, 100, 0);
+    permit(&h, 10, 99.9, 2, 100, 0); /* the first holds until 0 + 100 */
+    CHECK(judged(chaos_judge_semaphores, &h) == 1, "two holders of one permit");
+    chaos_history_free(&h);
+
+    /* streamed permits are holds like the rest */
+    hist_init_sem(&h, 2);
+    long s = permit(&h, 0, 5, 1, 300, 0);
+    h.ev[s].op = CHAOS_STREAM;
+    sline(&h, s, CHAOS_LINE_EXTENDED, 100, 290, NULL); /* held until 390 */
+    sline(&h, s, CHAOS_LINE_CLOSED, 380, 0, NULL);
+    permit(&h, 200, 210, 2, 300, 1);
+    permit(&h, 300, 370, 3, 300, 0);
+    CHECK(judged(chaos_judge_semaphores, &h) == 1, "a third permit while a stream still holds");
+    chaos_history_free(&h);
+}
+
+static void semaphore_token_regressions_are_caught(void)
+{
+    chaos_history h;
+    hist_init_sem(&h, 3);
+    permit(&h, 0, 5, 5, 100, 0);
+    permit(&h, 1, 6, 4, 100, 1); /* concurrent with the first: not ordered */
+    permit(&h, 10, 12, 6, 100, 2);
+    CHECK(judged(chaos_judge_semaphores, &h) == 0, "5, 4 (concurrent), then 6");
+    permit(&h, 200, 210, 6, 100, 0); /* after every one of them */
+    chaos_judge_stats st;
+    char *rep;
+    CHECK(run_stats(chaos_judge_semaphores, &h, &st, &rep) == 2 && st.sem_inversions == 1 && st.sem_duplicates == 1 &&
+              strstr(rep, "FAIL (k)") && strstr(rep, "name sem: token 6 issued twice"),
+          "token 6 again: an inversion and a duplicate: %s", rep);
+    free(rep);
+    h.ev[h.n - 1].token = 3;
+    CHECK(run(chaos_judge_semaphores, &h, &rep) == 1 && strstr(rep, "token 3 issued after token 6"), "3 after 6: %s",
+          rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
+/* A long legal mixed history: on name 0, writers one after the other with groups of
+ * readers between them (readers' holds touching the writers' ends); on "sem" (N
+ * permits), N lanes of holds back to back, so all N are held almost all the time. */
+static void permit_tokens_by_answer(chaos_history *h);
+
+static void build_mixed(chaos_history *h, int rounds, int permits)
+{
+    hist_init_sem(h, permits);
+    double t = 0;
+    int64_t tok = 1;
+    for (int i = 0; i < rounds; i++) {
+        long w = grant(h, 0, t - (double)rnd(0, 20), t, tok, rnd(50, 300));
+        double end = t + (double)rnd(1, 40);
+        release(h, w, end, end + 1, 200);
+        double readers_end = end;
+        for (int k = rnd(0, 6); k > 0; k--) {
+            double recv = end + (double)rnd(0, 30);
+            long r = reader(h, 0, end - (double)rnd(0, 10), recv, tok, rnd(50, 300));
+            double rel = recv + (double)rnd(0, 40);
+            release(h, r, rel, rel + 1, 200);
+            if (rel > readers_end)
+                readers_end = rel;
+        }
+        tok += rnd(1, 3);
+        t = readers_end + (double)rnd(0, 3);
+    }
+    double lane[64] = {0};
+    for (int i = 0; i < rounds * permits; i++) {
+        int l = (int)rnd(0, permits - 1);
+        double recv = lane[l];
+        /* held until its release (validity outlasts it): no gap in the lane */
+        long p = permit(h, recv - (double)rnd(0, 20), recv, 0, rnd(100, 300), l);
+        double rel = recv + (double)rnd(1, 40);
+        release(h, p, rel, rel + 1, 200);
+        lane[l] = rel;
+    }
+    permit_tokens_by_answer(h);
+}
+
+static const chaos_history *g_hist; /* for qsort */
+
+static int cmp_recv(const void *a, const void *b)
+{
+    const chaos_event *x = &g_hist->ev[*(const long *)a], *y = &g_hist->ev[*(const long *)b];
+    if (x->t_recv != y->t_recv)
+        return x->t_recv < y->t_recv ? -1 : 1;
+    return *(const long *)a < *(const long *)b ? -1 : 1;
+}
+
+/* The permits' tokens 1, 2, ... in the order of their answers: a permit asked after
+ * another's answer has a larger one. */
+static void permit_tokens_by_answer(chaos_history *h)
+{
+    long *ix = malloc(((size_t)h->n + 1) * sizeof *ix), k = 0;
+    if (!ix)
+        exit(1);
+    for (long i = 0; i < h->n; i++)
+        if (h->ev[i].name == 2 && h->ev[i].op == CHAOS_ACQUIRE)
+            ix[k++] = i;
+    g_hist = h;
+    qsort(ix, (size_t)k, sizeof *ix, cmp_recv);
+    for (long j = 0; j < k; j++)
+        h->ev[ix[j]].token = j + 1;
+    free(ix);
+}
+
+static void mixed_long_history_passes_and_planted_faults_are_found(void)
+{
+    chaos_history h;
+    build_mixed(&h, 2000, 3);
+    chaos_judge_stats st;
+    char *rep;
+    CHECK(run_stats(chaos_judge_shared, &h, &st, &rep) == 0 && st.shared_grants > 4000, "legal readers: %s", rep);
+    free(rep);
+    CHECK(run_stats(chaos_judge_semaphores, &h, &st, &rep) == 0 && st.max_permits[2] == 3, "legal permits: %s", rep);
+    free(rep);
+    CHECK(judged(chaos_judge_mutex, &h) == 0 && judged(chaos_judge_fencing, &h) == 0, "legal writers");
+    /* a writer from the middle of the run whose successor comes 1 ms or more after its
+     * release is sent (a reader then held for 0.5 ms from that release is legal) */
+    long w = -1, prev = -1, seen = 0;
+    for (long i = 0; i < h.n && w < 0; i++) {
+        if (h.ev[i].op != CHAOS_ACQUIRE || h.ev[i].name != 0 || h.ev[i].mode != CHAOS_MODE_EXCLUSIVE)
+            continue;
+        if (++seen > 1000 && h.ev[i].t_recv >= h.ev[h.ev[prev].link].t_send + MS(1))
+            w = prev;
+        prev = i;
+    }
+    CHECK(w >= 0, "a writer with a gap after it");
+    int64_t let_go = h.ev[h.ev[w].link].t_send;
+    long r = reader(&h, 0, 0, 0, h.ev[w].token, 1);
+    h.ev[r].t_send = let_go - MS(1);
+    h.ev[r].t_recv = let_go - MS(0.5); /* held [let_go - 0.5, let_go) */
+    CHECK(judged(chaos_judge_shared, &h) == 1, "one reader planted inside a writer's hold");
+    h.ev[r].t_send = let_go - MS(0.5);
+    h.ev[r].t_recv = let_go; /* held [let_go, let_go + 0.5): touching, legal */
+    CHECK(judged(chaos_judge_shared, &h) == 0, "the same reader answered as the writer let go");
+    h.ev[r].token = h.ev[w].token - 1;
+    h.ev[r].t_send = h.ev[w].t_recv + 1;
+    CHECK(judged(chaos_judge_shared, &h) == 1, "its token below the writer's answered before it was asked");
+    chaos_history_free(&h);
+
+    /* a fourth permit anywhere in the run (all three lanes are always held) */
+    build_mixed(&h, 2000, 3);
+    long p = permit(&h, 0, 0, 0, 100, 0);
+    h.ev[p].t_recv = MS(20000);
+    h.ev[p].t_send = h.ev[p].t_recv - MS(1);
+    release(&h, p, 20010, 20011, 200);
+    permit_tokens_by_answer(&h); /* its token in order */
+    CHECK(run_stats(chaos_judge_semaphores, &h, &st, &rep) >= 1 && st.sem_over >= 1 && st.max_permits[2] == 4,
+          "N + 1 holders: %s", rep);
+    free(rep);
+    chaos_history_free(&h);
+}
+
+static void mixed_history_survives_a_save_and_load(void)
+{
+    chaos_history h, back;
+    build_mixed(&h, 100, 2);
+    plant_reader_in_a_writer(&h); /* name 0, at 405..420: somewhere in the run */
+    chaos_judge_opts o, o2;
+    chaos_judge_opts_default(&o);
+    reload(&h, &o, &back, &o2);
+    int same = back.n == h.n && back.n_names == 3 && back.permits[2] == 2 && back.permits[0] == 0;
+    for (long i = 0; same && i < h.n; i++)
+        same = back.ev[i].mode == h.ev[i].mode && back.ev[i].slot == h.ev[i].slot;
+    CHECK(same, "modes, slots and permits come back");
+    CHECK(judged(chaos_judge_shared, &back) == judged(chaos_judge_shared, &h) &&
+              judged(chaos_judge_semaphores, &back) == judged(chaos_judge_semaphores, &h),
+          "same (j) and (k) after a reload");
+    chaos_history_free(&h);
+    chaos_history_free(&back);
+
+    /* a v2 history (no mode, no slot, no permits line) still loads: exclusive locks */
+    static const char v2[] = "# chaos history v2\n# names alpha\n"
+                             "A\t0\t0\t0\t5000000\t201\t-\t-\t1\t100\t110\t0\t-1\t0\n"
+                             "A\t0\t0\t1000000\t6000000\t201\t-\t-\t2\t100\t110\t0\t-1\t0\n";
+    FILE *f = fmemopen((void *)v2, sizeof v2 - 1, "r");
+    memset(&back, 0, sizeof back);
+    CHECK(f && chaos_history_load(&back, &o2, f) == 0 && back.n == 2 && back.ev[1].mode == CHAOS_MODE_EXCLUSIVE &&
+              back.permits[0] == 0,
+          "a v2 history loads");
+    if (f)
+        fclose(f);
+    CHECK(judged(chaos_judge_mutex, &back) == 1, "and is judged as before");
+    chaos_history_free(&back);
+}
+
 /* ---- starvation accounting --------------------------------------------------------- */
 
 static void spin_ms(long ms)
@@ -1008,6 +1409,13 @@ int main(int argc, char **argv)
     RUN(streams_late_lost_and_fencing_are_caught());
     RUN(clean_long_history_passes_and_one_planted_fault_is_found());
     RUN(history_survives_a_save_and_load());
+    RUN(shared_readers_together_pass());
+    RUN(shared_reader_with_a_writer_is_caught());
+    RUN(semaphore_n_holders_pass());
+    RUN(semaphore_n_plus_one_holders_are_caught());
+    RUN(semaphore_token_regressions_are_caught());
+    RUN(mixed_long_history_passes_and_planted_faults_are_found());
+    RUN(mixed_history_survives_a_save_and_load());
     RUN(resources_judge_rss_by_the_build());
     RUN(sanitizers_are_read_from_the_binary());
     RUN(schedstat_measures_time_spent_waiting_for_a_cpu());
