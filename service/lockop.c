@@ -529,6 +529,8 @@ static void acquire_failed(lockop *op, rl_err err)
     }
     if (err == RL_E_PERMITS_MISMATCH)
         op->wait_deadline_us = 0; /* waiting would not change the masters' number */
+    if (err == RL_E_QUORUM_UNAVAILABLE)
+        waitq_unavailable(&op->w, op->nodes_ok);
     if (__atomic_load_n(&op->gone, __ATOMIC_RELAXED)) {
         op->wait_deadline_us = 0; /* nobody to answer: stop here */
         op->err = RL_E_CLIENT_CLOSED;
@@ -736,6 +738,10 @@ static void on_answer(waiter *w, rl_err why, int64_t retry_after_ms)
         op->retry_after_ms = retry_after_ms;
         count(op->env, CNT_HELD_LOCAL);
         count(op->env, CNT_ACQ_HELD);
+    } else if (why == RL_E_QUORUM_UNAVAILABLE) {
+        op->err = why; /* the attempt it followed found no quorum moments ago */
+        op->nodes_ok = (size_t)retry_after_ms;
+        count(op->env, CNT_ACQ_UNAVAILABLE);
     } else if (why == RL_E_CLIENT_CLOSED) {
         op->err = why;
         count(op->env, CNT_GONE);

@@ -18,6 +18,8 @@ struct waitq {
     int retry_due;        /* the head's turn came while another attempt was in flight */
     int watched;          /* following the name's release announcements */
     int multi;            /* the private queue of one multi-name waiter */
+    int unavailable;      /* the attempt that just ended found no quorum of masters */
+    size_t unavailable_ok; /* ... and this many answered */
     int64_t known_until_us; /* until then the name is known held by known_lease */
     int64_t known_free_us;  /* when that lock should expire */
     size_t known_len;
@@ -517,6 +519,8 @@ static void serve_followers(waitq *q)
             env->hooks->answer(f, RL_E_CLIENT_CLOSED, 0);
         else if (known_held(q, f, now))
             env->hooks->answer(f, RL_E_LOCK_HELD, (q->known_free_us - now + 999) / 1000);
+        else if (q->unavailable)
+            env->hooks->answer(f, RL_E_QUORUM_UNAVAILABLE, (int64_t)q->unavailable_ok);
         else
             env->hooks->attempt(f);
     }
@@ -543,6 +547,16 @@ void waitq_attempt_ended(waiter *w)
     if (q->inflight == w)
         q->inflight = NULL;
     serve_followers(q);
+    q->unavailable = 0;
+}
+
+void waitq_unavailable(waiter *w, size_t nodes_ok)
+{
+    waitq *q = w->nq;
+    if (!q || w->multi || q->inflight != w)
+        return;
+    q->unavailable = 1;
+    q->unavailable_ok = nodes_ok;
 }
 
 static void wake_queue(waitq *q)

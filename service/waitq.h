@@ -72,8 +72,10 @@ typedef struct waitq_hooks {
     /* w's turn: send its attempt (waitq_begin() first). */
     void (*attempt)(waiter *w);
     /* w is out of every queue and answered without a round: RL_E_LOCK_HELD (known
-     * held; retry_after_ms set), RL_E_CLIENT_CLOSED or RL_E_SHUTTING_DOWN.  A waiter
-     * whose attempt is in flight only stops waiting (its round answers). */
+     * held; retry_after_ms set), RL_E_QUORUM_UNAVAILABLE (the attempt it followed
+     * found no quorum; retry_after_ms is then how many masters answered it),
+     * RL_E_CLIENT_CLOSED or RL_E_SHUTTING_DOWN.  A waiter whose attempt is in flight
+     * only stops waiting (its round answers). */
     void (*answer)(waiter *w, rl_err why, int64_t retry_after_ms);
     /* w's wait is over: it is out of its queue; answer with its last result (unless
      * its attempt is in flight, whose round answers). */
@@ -149,6 +151,12 @@ void waitq_granted(waitq_env *env, waiter *w, int64_t validity_ms);
 
 /* A refused attempt of w's saw the name held by lease for free_in_ms. */
 void waitq_held(waitq_env *env, waiter *w, const char *lease, size_t len, int64_t free_in_ms);
+
+/* w's attempt (the name's in flight) found fewer than a quorum of masters: the no-wait
+ * acquires following it are answered so (503) when it ends, instead of trying again at
+ * once, which would double their wait behind masters that just failed to answer.
+ * Call before waitq_attempt_ended(). */
+void waitq_unavailable(waiter *w, size_t nodes_ok);
 
 /* w's attempt ended: its followers and a head waiter whose turn came go on. */
 void waitq_attempt_ended(waiter *w);
