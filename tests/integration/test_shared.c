@@ -627,3 +627,39 @@ Test(shared, a_multi_name_lock_takes_modes_per_name)
         h_resp_free(&r);
     }
 }
+
+Test(shared, readers_and_permits_need_a_quorum_and_two_instances_agree)
+{
+    h_require_local(&C);
+    h_service other;
+    h_service_start(&C, &other, NULL);
+    void *curl = NULL;
+    h_resp r;
+    /* A reader here keeps a writer out there, and a permit there counts here. */
+    cr_assert_eq(post("/locks/two.a?mode=shared&ttl_ms=10000", NULL, NULL, 0, NULL), 201);
+    h_http_to(other.url, &curl, "POST", "/locks/two.a", NULL, &r);
+    cr_assert_eq(r.status, 409, "a writer on the other instance: %s", r.body);
+    h_resp_free(&r);
+    h_http_to(other.url, &curl, "POST", "/locks/two.a?mode=shared", NULL, &r);
+    cr_assert_eq(r.status, 201, "a reader on the other instance: %s", r.body);
+    h_resp_free(&r);
+    h_http_to(other.url, &curl, "POST", "/semaphores/two.s?permits=1&ttl_ms=10000", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    h_resp_free(&r);
+    cr_assert_eq(post("/semaphores/two.s?permits=1", NULL, NULL, 0, NULL), 409, "its one permit is taken");
+    curl_easy_cleanup(curl);
+    h_service_stop(&other);
+    /* Three masters frozen: no quorum for either, 503 within the bound. */
+    for (int i = 0; i < 3; i++)
+        h_redis_freeze(&C.masters[i]);
+    h_http(&C, "POST", "/locks/two.b?mode=shared", NULL, &r);
+    cr_assert_eq(r.status, 503, "%s", r.body);
+    cr_assert_str_eq(h_str(&r, "error"), "quorum_unavailable");
+    h_resp_free(&r);
+    h_http(&C, "POST", "/semaphores/two.t?permits=2", NULL, &r);
+    cr_assert_eq(r.status, 503, "%s", r.body);
+    cr_assert_str_eq(h_str(&r, "error"), "quorum_unavailable");
+    h_resp_free(&r);
+    for (int i = 0; i < 3; i++)
+        h_redis_thaw(&C.masters[i]);
+}
