@@ -31,8 +31,8 @@ PY=/usr/bin/python3
 TMP=$(mktemp -d /tmp/redlockd-check.XXXXXX)
 REDIS_PID= FIRST_PID=
 cleanup() {
-    [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null
-    [ -n "$FIRST_PID" ] && kill "$FIRST_PID" 2>/dev/null
+    [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
+    [ -z "$FIRST_PID" ] || kill "$FIRST_PID" 2>/dev/null || true
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -100,7 +100,7 @@ if [ -x "$ROOT/bin/redlockd" ]; then
     if [ -n "$port" ]; then
         inuse=0; "$ROOT/bin/redlockd" --masters 127.0.0.1:1 --listen "127.0.0.1:$port" > "$TMP/second.log" 2>&1 || inuse=$?
     fi
-    kill "$FIRST_PID" 2>/dev/null; wait "$FIRST_PID" 2>/dev/null || true
+    kill "$FIRST_PID" 2>/dev/null || true; wait "$FIRST_PID" 2>/dev/null || true; FIRST_PID=
     if [ "$inuse" != none ] && [ "$bad" != 0 ] && [ "$inuse" != 1 ] && [ "$inuse" != "$bad" ] \
         && [[ "$prevent" == *" $bad "* ]] && [[ "$prevent" == *" $inuse "* ]]; then
         ok "RestartPreventExitStatus=$(echo $prevent) covers a bad configuration (exit $bad) and an address in use (exit $inuse)"
