@@ -10,7 +10,7 @@
 # Fragments under tests/*/ add their own targets.
 
 CC       ?= cc
-PKGS     := libmicrohttpd jansson hiredis
+PKGS     := libmicrohttpd jansson hiredis gnutls
 V        ?= 0
 SANITIZER ?=
 

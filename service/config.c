@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "log.h"
 #include "version.h"
 
@@ -105,6 +107,18 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
     const char *hp = s;
     char shown[300]; /* what we may print: never the password */
     snprintf(shown, sizeof shown, "%s", s);
+    if (strncmp(s, "rediss://", 9) == 0) {
+        const char *at = strrchr(s + 9, '@');
+        if (at)
+            snprintf(shown, sizeof shown, "rediss://***@%s", at + 1);
+        snprintf(err, errlen,
+                 "invalid master '%s': TLS to masters (rediss://) needs a TLS-capable hiredis "
+                 "(1.0 or later, built with TLS), and this redlockd is built on hiredis %d.%d "
+                 "without it; encrypt that hop with a TLS tunnel next to redlockd (e.g. stunnel) "
+                 "and list the tunnel's local end as redis://: see deploy/README.md",
+                 shown, HIREDIS_MAJOR, HIREDIS_MINOR);
+        return -1;
+    }
     if (strncmp(s, "redis://", 8) == 0) {
         hp = s + 8;
         const char *at = strrchr(hp, '@');
@@ -112,18 +126,25 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
             const char *cred = hp;
             size_t clen = (size_t)(at - hp);
             const char *colon = memchr(cred, ':', clen);
-            /* redis://:password@host or redis://user:password@host (user ignored
-             * by Redis < 6 AUTH; we send AUTH password only) */
+            /* redis://:password@host (the default user), redis://user:password@host (an
+             * ACL user, Redis 6 and later: AUTH user password), redis://password@host. */
             const char *pw = colon ? colon + 1 : cred;
             size_t pwlen = colon ? (size_t)(at - colon - 1) : clen;
+            size_t ulen = colon ? (size_t)(colon - cred) : 0;
+            snprintf(shown, sizeof shown, "redis://***@%s", at + 1);
             if (pwlen == 0 || pwlen >= sizeof m->password) {
                 snprintf(err, errlen, "invalid master 'redis://***@%s': bad password", at + 1);
                 return -1;
             }
+            if (ulen >= sizeof m->user || memchr(cred, ' ', ulen)) {
+                snprintf(err, errlen, "invalid master 'redis://***@%s': bad user name", at + 1);
+                return -1;
+            }
+            memcpy(m->user, cred, ulen);
+            m->user[ulen] = '\0';
             memcpy(m->password, pw, pwlen);
             m->password[pwlen] = '\0';
             hp = at + 1;
-            snprintf(shown, sizeof shown, "redis://***@%s", hp);
         }
     }
     char hostport[300];
@@ -151,6 +172,18 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
     else
         snprintf(m->address, sizeof m->address, "%s:%d", m->host, m->port);
     return 0;
+}
+
+int config_master_auth_argv(const config_master *m, const char *argv[3])
+{
+    if (!m->password[0])
+        return 0;
+    int n = 0;
+    argv[n++] = "AUTH";
+    if (m->user[0])
+        argv[n++] = m->user;
+    argv[n++] = m->password;
+    return n;
 }
 
 int config_parse_masters(config *cfg, const char *list, char *err, size_t errlen)
@@ -210,8 +243,8 @@ struct opt {
 #define OFF(f) offsetof(config, f)
 static const struct opt opts[] = {
     {"masters", "REDLOCK_MASTERS", OPT_MASTERS, 0, 0, 0,
-     "comma-separated masters: host:port, redis://[:pw@]host:port[/db], unix:///p.sock"},
-    {"listen", "REDLOCK_LISTEN", OPT_LISTEN, 0, 0, 0, "HOST:PORT to serve HTTP on"},
+     "comma-separated masters: host:port, redis://[[user]:pw@]host:port[/db], unix:///p.sock"},
+    {"listen", "REDLOCK_LISTEN", OPT_LISTEN, 0, 0, 0, "where to serve HTTP (port 0: any free port)"},
     {"node-timeout-ms", "REDLOCK_NODE_TIMEOUT_MS", OPT_LONG, OFF(node_timeout_ms), 1, 60000,
      "per master, per round"},
     {"drift-factor", "REDLOCK_DRIFT_FACTOR", OPT_DOUBLE, OFF(drift_factor), 0, 0,
@@ -231,7 +264,7 @@ static const struct opt opts[] = {
     {"max-streams", "REDLOCK_MAX_STREAMS", OPT_LONG, OFF(max_streams), 0, 1000000,
      "locks held for open streams (hold=stream), whole process"},
     {"quarantine-ms", "REDLOCK_QUARANTINE_MS", OPT_LONG, OFF(quarantine_ms), 0, 86400000L * 30,
-     "how long a master that restarted or lost its data stays out of quorums (default: max ttl)"},
+     "how long a master that restarted or lost its data stays out of quorums"},
     {"trust-fsync-always", "REDLOCK_TRUST_FSYNC_ALWAYS", OPT_BOOL, OFF(trust_fsync_always), 0, 1,
      "1: a restarted master running AOF with appendfsync always skips the delay (not after a restore)"},
     {"header-timeout-ms", "REDLOCK_HEADER_TIMEOUT_MS", OPT_LONG, OFF(header_timeout_ms), 100, 3600000,
@@ -243,21 +276,102 @@ static const struct opt opts[] = {
     {"tls-cert", "REDLOCK_TLS_CERT", OPT_PATH, OFF(tls_cert), 0, 0, "PEM certificate: serve HTTPS"},
     {"tls-key", "REDLOCK_TLS_KEY", OPT_PATH, OFF(tls_key), 0, 0, "PEM private key for --tls-cert"},
     {"redis-password-file", "REDLOCK_REDIS_PASSWORD_FILE", OPT_PATH, OFF(redis_password_file), 0, 0,
-     "AUTH password for masters whose URL carries none"},
+     "AUTH password (first line) for masters whose URL carries none"},
     {"log-format", "REDLOCK_LOG_FORMAT", OPT_LOGFMT, 0, 0, 0, "json or text"},
     {"log-level", "REDLOCK_LOG_LEVEL", OPT_LOGLEVEL, 0, 0, 0, "error, warn, info or debug"},
 };
 #undef OFF
 
+static const char *value_name(enum opt_kind k)
+{
+    switch (k) {
+    case OPT_MASTERS: return "LIST";
+    case OPT_LISTEN: return "HOST:PORT";
+    case OPT_DOUBLE: return "F";
+    case OPT_PREFIX: return "P";
+    case OPT_LOGFMT: return "json|text";
+    case OPT_LOGLEVEL: return "L";
+    case OPT_PATH: return "FILE";
+    case OPT_BOOL: return "0|1";
+    case OPT_LONG:
+    case OPT_INT: break;
+    }
+    return "N";
+}
+
+/* The built-in default of o, as --help shows it (from config_defaults(): the one place
+ * the defaults are set). */
+static void default_text(const config *d, const struct opt *o, char *out, size_t cap)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    const char *base = (const char *)d + o->offset;
+    switch (o->kind) {
+    case OPT_MASTERS: {
+        size_t len = 0;
+        out[0] = '\0';
+        for (size_t i = 0; i < d->n_masters && len < cap; i++)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", d->masters[i].address);
+        return;
+    }
+    case OPT_LISTEN:
+        snprintf(out, cap, "%s:%d", d->listen_host, d->listen_port);
+        return;
+    case OPT_LONG:
+        if (o->offset == offsetof(config, quarantine_ms) && d->quarantine_ms < 0)
+            snprintf(out, cap, "the max ttl");
+        else
+            snprintf(out, cap, "%ld", *(const long *)base);
+        return;
+    case OPT_INT:
+        if (o->offset == offsetof(config, threads))
+            snprintf(out, cap, "the number of CPUs, at most 64 (here %d)", d->threads);
+        else
+            snprintf(out, cap, "%d", *(const int *)base);
+        return;
+    case OPT_DOUBLE:
+        snprintf(out, cap, "%g", *(const double *)base);
+        return;
+    case OPT_PREFIX:
+        snprintf(out, cap, "%s", d->key_prefix);
+        return;
+    case OPT_PATH:
+        snprintf(out, cap, "%s", *base ? base : "none");
+        return;
+    case OPT_BOOL:
+        snprintf(out, cap, "%d", *(const int *)base);
+        return;
+    case OPT_LOGFMT:
+        snprintf(out, cap, "%s", d->log_json ? "json" : "text");
+        return;
+    case OPT_LOGLEVEL:
+        snprintf(out, cap, "%s", d->log_level >= 0 && d->log_level <= 3 ? levels[d->log_level] : "?");
+        return;
+    }
+    snprintf(out, cap, "?");
+}
+
 static void print_help(void)
 {
+    static config d; /* large (64 masters): not on the stack */
+    config_defaults(&d);
     printf("usage: redlockd [options]\n"
-           "       redlockd --probe URL   (exit 0 if GET URL answers 200)\n\n"
+           "       redlockd --probe [URL]   exit 0 if GET URL answers 200 (http:// or https://,\n"
+           "                                the certificate is not verified); without URL, GET\n"
+           "                                /healthz on the listener that REDLOCK_LISTEN and\n"
+           "                                REDLOCK_TLS_CERT configure\n\n"
            "Redlock over HTTP: POST/DELETE/PATCH/GET /locks/<name>.\n\n"
            "options (each also read from the environment variable shown; the flag wins):\n");
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        printf("  --%-18s %-26s %s\n", opts[i].flag, opts[i].env, opts[i].help);
-    printf("  --help                 this text\n  --version              the version\n");
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        char flag[64], dflt[700];
+        snprintf(flag, sizeof flag, "--%s %s", opts[i].flag, value_name(opts[i].kind));
+        default_text(&d, &opts[i], dflt, sizeof dflt);
+        printf("  %-30s %s\n      %s\n      default: %s\n", flag, opts[i].env, opts[i].help, dflt);
+    }
+    printf("  --help                         this text\n"
+           "  --version                      the version\n\n"
+           "exit status: 0 after SIGTERM/SIGINT, 2 bad configuration, %d the listen address is\n"
+           "in use (another process holds it), 1 other failures at start.\n",
+           CONFIG_EXIT_ADDRESS_IN_USE);
 }
 
 static int apply(config *cfg, const struct opt *o, const char *val, const char *origin,

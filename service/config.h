@@ -14,6 +14,7 @@ typedef struct config_master {
     char host[256];      /* TCP host (empty for a unix socket) */
     int port;            /* TCP port (0 for a unix socket) */
     char unix_path[256]; /* unix socket path (empty for TCP) */
+    char user[128];      /* ACL user (redis://user:pw@...): AUTH user pw; empty: AUTH pw */
     char password[256];  /* AUTH password, empty for none */
     int db;              /* SELECT index, 0 by default */
 } config_master;
@@ -46,6 +47,11 @@ typedef struct config {
     int log_level;         /* LOG_LEVEL_ERROR..LOG_LEVEL_DEBUG from log.h */
 } config;
 
+/* redlockd's exit status when the listen address is in use (EADDRINUSE): apart from
+ * other start failures (1) so that a supervisor can refuse to restart-loop on it
+ * (deploy/redlockd.service's RestartPreventExitStatus). */
+#define CONFIG_EXIT_ADDRESS_IN_USE 3
+
 /* Outcome of config_load(). */
 enum { CONFIG_OK = 0, CONFIG_EXIT = 1, CONFIG_ERROR = -1 };
 
@@ -57,9 +63,16 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen);
 /* Set the defaults only (used by tests and by config_load). */
 void config_defaults(config *cfg);
 
-/* Parse one master: "host:port", "[v6]:port", "redis://[:password@]host:port[/db]",
- * "unix:///path.sock".  Returns 0, or -1 with a message in err. */
+/* Parse one master: "host:port", "[v6]:port", "redis://[[user]:password@]host:port[/db]",
+ * "unix:///path.sock".  "rediss://" (TLS) is refused with a message saying why (this
+ * hiredis has no TLS) and what to do instead.  Returns 0, or -1 with a message in err
+ * that never shows the password. */
 int config_parse_master(const char *s, config_master *out, char *err, size_t errlen);
+
+/* The AUTH command for master m, for redisAsyncCommandArgv: fills argv with "AUTH",
+ * [user,] password and returns the count (3 with an ACL user, 2 without), or 0 when m
+ * has no password (no AUTH to send).  argv points into m. */
+int config_master_auth_argv(const config_master *m, const char *argv[3]);
 
 /* Parse a comma-separated master list into cfg->masters.  Returns 0 or -1 + err. */
 int config_parse_masters(config *cfg, const char *list, char *err, size_t errlen);

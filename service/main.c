@@ -1,6 +1,8 @@
 /* main.c -- the redlockd process: configuration, the listening socket, the workers,
- * and an orderly stop on SIGTERM/SIGINT.  Also `redlockd --probe URL`, a dependency-
- * free health probe for container HEALTHCHECKs. */
+ * and an orderly stop on SIGTERM/SIGINT.  Also `redlockd --probe [URL]`, a health probe
+ * (http or https) for container HEALTHCHECKs that needs no curl in the image.
+ * Exit status: 2 bad configuration, CONFIG_EXIT_ADDRESS_IN_USE (3) the listen address
+ * is taken, 1 other failures at start, 0 after SIGTERM/SIGINT. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gnutls/gnutls.h>
+
 #include "app.h"
 #include "config.h"
 #include "jw.h"
@@ -27,17 +31,81 @@
 #include "metrics.h"
 #include "worker.h"
 
-/* ---- --probe URL ---- */
+/* ---- --probe [URL] ---- */
+
+/* One probe connection: plain TCP, or TLS over it (GnuTLS, which libmicrohttpd's HTTPS
+ * already brings).  The probe asks whether the service answers, not who it is: the
+ * server's certificate is not verified (it is usually issued for a name other than the
+ * loopback address the probe uses), and the probe sends no secret. */
+typedef struct probe_conn {
+    int fd;
+    gnutls_session_t tls; /* NULL: plain */
+    gnutls_certificate_credentials_t cred;
+} probe_conn;
+
+static int probe_send(probe_conn *c, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t k = c->tls ? gnutls_record_send(c->tls, buf, len) : write(c->fd, buf, len);
+        if (k == GNUTLS_E_INTERRUPTED || (k < 0 && !c->tls && errno == EINTR))
+            continue;
+        if (k <= 0)
+            return -1;
+        buf += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+static ssize_t probe_recv(probe_conn *c, char *buf, size_t cap)
+{
+    for (;;) {
+        ssize_t k = c->tls ? gnutls_record_recv(c->tls, buf, cap) : read(c->fd, buf, cap);
+        if (k == GNUTLS_E_INTERRUPTED || (k < 0 && !c->tls && errno == EINTR))
+            continue;
+        return k; /* a timeout (SO_RCVTIMEO) ends it as an error */
+    }
+}
+
+static int probe_tls_start(probe_conn *c, const char *host, char *err, size_t errlen)
+{
+    int rc = gnutls_certificate_allocate_credentials(&c->cred);
+    if (rc == GNUTLS_E_SUCCESS)
+        rc = gnutls_init(&c->tls, GNUTLS_CLIENT);
+    if (rc == GNUTLS_E_SUCCESS)
+        rc = gnutls_set_default_priority(c->tls);
+    if (rc == GNUTLS_E_SUCCESS)
+        rc = gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred);
+    struct in6_addr ip;
+    if (rc == GNUTLS_E_SUCCESS && inet_pton(AF_INET, host, &ip) != 1 &&
+        inet_pton(AF_INET6, host, &ip) != 1) /* SNI takes names, not addresses */
+        rc = gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, host, strlen(host));
+    if (rc != GNUTLS_E_SUCCESS) {
+        snprintf(err, errlen, "TLS set-up: %s", gnutls_strerror(rc));
+        return -1;
+    }
+    gnutls_transport_set_int(c->tls, c->fd);
+    gnutls_handshake_set_timeout(c->tls, 3000);
+    do
+        rc = gnutls_handshake(c->tls);
+    while (rc < 0 && !gnutls_error_is_fatal(rc) && rc != GNUTLS_E_AGAIN);
+    if (rc < 0) {
+        snprintf(err, errlen, "TLS handshake: %s", gnutls_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
 
 static int probe(const char *url)
 {
     char host[256], path[512] = "/";
-    int port = 80;
-    if (strncmp(url, "http://", 7) != 0) {
-        fprintf(stderr, "redlockd --probe: only http:// URLs\n");
+    int tls = strncmp(url, "https://", 8) == 0;
+    int port = tls ? 443 : 80;
+    if (!tls && strncmp(url, "http://", 7) != 0) {
+        fprintf(stderr, "redlockd --probe: only http:// and https:// URLs\n");
         return 2;
     }
-    const char *hp = url + 7;
+    const char *hp = url + (tls ? 8 : 7);
     const char *slash = strchr(hp, '/');
     char hostport[300];
     size_t hl = slash ? (size_t)(slash - hp) : strlen(hp);
@@ -51,7 +119,7 @@ static int probe(const char *url)
         snprintf(path, sizeof path, "%s", slash);
     if (config_parse_hostport(hostport, host, sizeof host, &port) != 0) {
         snprintf(host, sizeof host, "%.255s", hostport);
-        port = 80;
+        port = tls ? 443 : 80;
     }
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     char ps[16];
@@ -60,38 +128,89 @@ static int probe(const char *url)
         fprintf(stderr, "redlockd --probe: cannot resolve '%s'\n", host);
         return 1;
     }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    probe_conn c = {.fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0)};
     int rc = 1;
-    if (fd < 0)
+    char err[200];
+    if (c.fd < 0)
         goto out;
     struct timeval tv = {.tv_sec = 3};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(c.fd, res->ai_addr, res->ai_addrlen) != 0) {
         fprintf(stderr, "redlockd --probe: cannot connect to %s: %s\n", hostport, strerror(errno));
+        goto out;
+    }
+    if (tls && probe_tls_start(&c, host, err, sizeof err) != 0) {
+        fprintf(stderr, "redlockd --probe: %s: %s\n", hostport, err);
         goto out;
     }
     char req[1024];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, hostport);
-    if (write(fd, req, (size_t)n) != n)
+    if (n < 0 || (size_t)n >= sizeof req || probe_send(&c, req, (size_t)n) != 0) {
+        fprintf(stderr, "redlockd --probe: cannot send the request to %s\n", hostport);
         goto out;
-    char resp[64] = "";
-    ssize_t k = read(fd, resp, sizeof resp - 1);
-    if (k > 0) {
-        resp[k] = '\0';
-        rc = strncmp(resp, "HTTP/1.1 200", 12) == 0 || strncmp(resp, "HTTP/1.0 200", 12) == 0 ? 0 : 1;
-        if (rc)
-            fprintf(stderr, "redlockd --probe: %.*s\n", (int)strcspn(resp, "\r\n"), resp);
     }
+    /* The status line, however the answer is cut into reads (TLS records). */
+    char resp[64] = "";
+    size_t got = 0;
+    while (got < 12) {
+        ssize_t k = probe_recv(&c, resp + got, sizeof resp - 1 - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    resp[got] = '\0';
+    if (got < 12) {
+        fprintf(stderr, "redlockd --probe: no HTTP answer from %s\n", hostport);
+        goto out;
+    }
+    rc = strncmp(resp, "HTTP/1.1 200", 12) == 0 || strncmp(resp, "HTTP/1.0 200", 12) == 0 ? 0 : 1;
+    if (rc)
+        fprintf(stderr, "redlockd --probe: %.*s\n", (int)strcspn(resp, "\r\n"), resp);
 out:
-    if (fd >= 0)
-        close(fd);
+    if (c.tls)
+        gnutls_deinit(c.tls);
+    if (c.cred)
+        gnutls_certificate_free_credentials(c.cred);
+    if (c.fd >= 0)
+        close(c.fd);
     freeaddrinfo(res);
     return rc;
 }
 
+/* `redlockd --probe [flags]`: GET /healthz on the listener the configuration (the
+ * environment, then the flags) describes: https when --tls-cert is set, and a wildcard
+ * listen address probed on its loopback. */
+static int probe_own(int argc, char **argv)
+{
+    static config cfg;
+    char err[600];
+    int rc = config_load(&cfg, argc, argv, err, sizeof err);
+    if (rc == CONFIG_EXIT)
+        return 0;
+    if (rc == CONFIG_ERROR) {
+        fprintf(stderr, "redlockd --probe: %s\n", err);
+        return 2;
+    }
+    if (cfg.listen_port == 0) {
+        fprintf(stderr, "redlockd --probe: the listener's port is 0 (any free port): give the URL\n");
+        return 2;
+    }
+    const char *host = cfg.listen_host;
+    if (strcmp(host, "0.0.0.0") == 0)
+        host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        host = "::1";
+    char url[400];
+    snprintf(url, sizeof url, "%s://%s%s%s:%d/healthz", cfg.tls_cert[0] ? "https" : "http",
+             strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", cfg.listen_port);
+    return probe(url);
+}
+
 /* ---- listening socket ---- */
 
+/* Bind and listen on the configured address.  Returns 0, -2 when the address is in use
+ * (EADDRINUSE), -1 on another failure (logged). */
 static int listen_on(app *a)
 {
     config *c = &a->cfg;
@@ -104,7 +223,7 @@ static int listen_on(app *a)
         log_msg(&a->log, LOG_LEVEL_ERROR, "cannot resolve listen address '%s': %s", c->listen_host, gai_strerror(gai));
         return -1;
     }
-    int fd = -1;
+    int fd = -1, in_use = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
@@ -113,13 +232,16 @@ static int listen_on(app *a)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0)
             break;
-        log_msg(&a->log, LOG_LEVEL_ERROR, "cannot listen on %s:%d: %s", c->listen_host, c->listen_port, strerror(errno));
+        if (errno == EADDRINUSE)
+            in_use = 1;
+        log_msg(&a->log, LOG_LEVEL_ERROR, "cannot listen on %s:%d: %s%s", c->listen_host, c->listen_port,
+                strerror(errno), errno == EADDRINUSE ? " (another process holds it)" : "");
         close(fd);
         fd = -1;
     }
     freeaddrinfo(res);
     if (fd < 0)
-        return -1;
+        return in_use ? -2 : -1;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -217,8 +339,11 @@ static int make_origin(char *out, size_t cap)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--probe") == 0)
-        return probe(argv[2]);
+    if (argc >= 2 && strcmp(argv[1], "--probe") == 0) {
+        if (argc == 3 && strncmp(argv[2], "--", 2) != 0)
+            return probe(argv[2]);
+        return probe_own(argc - 1, argv + 1); /* argv[1] stands for the program name */
+    }
 
     static app a; /* the one application context; everything below gets a pointer */
     char err[600];
@@ -251,8 +376,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     raise_fd_limit(&a);
-    if (listen_on(&a) != 0)
-        return 1;
+    rc = listen_on(&a);
+    if (rc != 0)
+        return rc == -2 ? CONFIG_EXIT_ADDRESS_IN_USE : 1;
 
     a.nworkers = (size_t)a.cfg.threads;
     a.workers = calloc(a.nworkers, sizeof *a.workers);

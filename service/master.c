@@ -373,9 +373,10 @@ static void on_connect(const redisAsyncContext *cac, int status)
      * closes the attempt and a later one tries again. */
     int n = 0;
     int ok = 1;
-    if (m->cfg->password[0]) {
-        const char *argv[] = {"AUTH", m->cfg->password};
-        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)-1, 2, argv, NULL) == REDIS_OK;
+    const char *auth[3];
+    int nauth = config_master_auth_argv(m->cfg, auth); /* AUTH [user] password */
+    if (nauth) {
+        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)-1, nauth, auth, NULL) == REDIS_OK;
         n++;
     }
     if (m->cfg->db) {

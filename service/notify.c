@@ -110,10 +110,10 @@ static void on_connect(const redisAsyncContext *cac, int status)
     s->ev.connected = 1;
     s->backoff_ms = 100;
     redisAsyncContext *ac = (redisAsyncContext *)cac;
-    if (s->cfg->password[0]) {
-        const char *argv[] = {"AUTH", s->cfg->password};
-        redisAsyncCommandArgv(ac, NULL, NULL, 2, argv, NULL);
-    }
+    const char *auth[3];
+    int nauth = config_master_auth_argv(s->cfg, auth); /* AUTH [user] password */
+    if (nauth)
+        redisAsyncCommandArgv(ac, NULL, NULL, nauth, auth, NULL);
     /* First a channel nobody publishes on, kept for the connection's life: hiredis
      * leaves subscribed mode whenever the count of channels falls to 0, and a
      * SUBSCRIBE whose answer comes after that (an UNSUBSCRIBE of the last name, then a

@@ -1,11 +1,13 @@
 #!/bin/sh
 # install-deps.sh -- install the Debian packages that building and testing need.
 # Runs apt-get only for what is missing, and only as root; otherwise it prints the
-# command to run.  Used by `make test` (and `make deps`).
+# command to run.  Used by `make test` (and `make deps`).  prometheus is there for promtool
+# (make metrics-check); where systemd runs, its package also starts a Prometheus server on
+# :9090 (`systemctl disable --now prometheus` if unwanted).
 set -eu
 PKGS="build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev
 libcriterion-dev libcurl4-openssl-dev redis-server redis-tools clang libclang-rt-14-dev
-valgrind curl python3 python3-venv python3-pip spin golang-go"
+valgrind curl python3 python3-venv python3-pip spin golang-go prometheus openssl"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

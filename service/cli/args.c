@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The largest ttl/wait/grace accepted on the command line; the server applies its own,
- * usually smaller, limits (--max-ttl-ms, --max-wait-ms). */
-#define CLI_MS_MAX (24L * 3600L * 1000L)
+/* The largest --grace. */
+#define CLI_GRACE_MAX (24L * 3600L * 1000L)
 
 static const char usage_text[] =
     "usage: redlock run NAME [--shared] [--ttl MS] [--wait MS] [--grace MS]\n"
@@ -29,6 +28,7 @@ static const char usage_text[] =
     "       redlock sem extend  NAME --lease L [--ttl MS] [--quiet]\n"
     "       redlock sem status  NAME [--quiet]\n"
     "       redlock --help | --version\n"
+    "  (each also takes --url, --token, --cacert; acquire and run also -E N)\n"
     "\n"
     "A client for redlockd, the Redlock lock service: a distributed flock.\n"
     "\n"
@@ -62,8 +62,16 @@ static const char usage_text[] =
     "  --url URL       service URL (env REDLOCK_URL, default " CLI_DEFAULT_URL ")\n"
     "  --token TOKEN   send Authorization: Bearer TOKEN (env REDLOCK_TOKEN, better:\n"
     "                  arguments are visible to other users in ps)\n"
-    "  --ttl MS        lease time to live in ms (default: the server's)\n"
-    "  --wait MS       wait up to MS for a held lock (default 0: fail at once)\n"
+    "  --cacert FILE   CA certificates (PEM) to verify an https:// service with\n"
+    "                  (env CURL_CA_BUNDLE, then SSL_CERT_FILE; default: the system's)\n"
+    "  --ttl MS        lease time to live in ms, 1..2592000000 (default: the server's,\n"
+    "                  whose --max-ttl-ms, 3600000 unless configured, is the real limit)\n"
+    "  --wait MS       wait up to MS for a held lock, 0..86400000 (default 0: fail at\n"
+    "                  once; the server's --max-wait-ms, 60000 unless configured, applies)\n"
+    "  -E, --conflict-exit-code N\n"
+    "                  acquire, run: exit N (0..255) when the lock is held by someone\n"
+    "                  else, after --wait if given (default 75, as for an unreachable\n"
+    "                  service or no quorum: give another N to tell them apart)\n"
     "  --lease L       the lease (env REDLOCK_LEASE; '-' reads it from stdin)\n"
     "  --owner ID      acquire, run, elect: who holds it (1..256 printable characters),\n"
     "                  shown by the service to others; never secret\n"
@@ -80,8 +88,9 @@ static const char usage_text[] =
     "  -q, --quiet     do not print the JSON (elect: the line saying it leads)\n"
     "  -h, --help      this text;  -V, --version  the version\n"
     "\n"
-    "exit status: 0 success (run, elect: CMD's status), 75 lock held, quorum unavailable,\n"
-    "service unreachable or (run, elect) lock lost, 1 other errors, 2 usage errors.\n";
+    "exit status: 0 success (run, elect: CMD's status); 75 lock held (or the\n"
+    "--conflict-exit-code), quorum unavailable, service unreachable or (run, elect) lock\n"
+    "lost; 1 other errors; 2 usage errors.\n";
 
 const char *cli_usage(void) { return usage_text; }
 
@@ -95,6 +104,7 @@ void cli_opts_init(cli_opts *o, cli_getenv_fn getenv_fn)
     o->ttl_ms = -1;
     o->wait_ms = -1;
     o->grace_ms = CLI_DEFAULT_GRACE_MS;
+    o->conflict_exit = CLI_EXIT_TEMPFAIL;
     if (getenv_fn == NULL)
         return;
     if ((v = getenv_fn("REDLOCK_URL")) != NULL && v[0] != '\0')
@@ -103,6 +113,11 @@ void cli_opts_init(cli_opts *o, cli_getenv_fn getenv_fn)
         o->token = v;
     if ((v = getenv_fn("REDLOCK_LEASE")) != NULL && v[0] != '\0')
         o->env_lease = v;
+    /* As curl(1): CURL_CA_BUNDLE first, then OpenSSL's SSL_CERT_FILE. */
+    if ((v = getenv_fn("CURL_CA_BUNDLE")) != NULL && v[0] != '\0')
+        o->cacert = v;
+    else if ((v = getenv_fn("SSL_CERT_FILE")) != NULL && v[0] != '\0')
+        o->cacert = v;
 }
 
 int cli_parse_ms(const char *s, long min, long max, long *out)
@@ -140,14 +155,32 @@ static cli_cmd command_of(const char *s)
 /* The options that take a value. */
 enum {
     OPT_URL, OPT_TOKEN, OPT_TTL, OPT_WAIT, OPT_LEASE, OPT_GRACE, OPT_OWNER, OPT_PERMITS,
-    OPT__COUNT
+    OPT_CACERT, OPT_CONFLICT, OPT__COUNT
 };
 
 static const char *const value_opts[OPT__COUNT] = {
     [OPT_URL] = "url",     [OPT_TOKEN] = "token", [OPT_TTL] = "ttl",
     [OPT_WAIT] = "wait",   [OPT_LEASE] = "lease", [OPT_GRACE] = "grace",
-    [OPT_OWNER] = "owner", [OPT_PERMITS] = "permits",
+    [OPT_OWNER] = "owner", [OPT_PERMITS] = "permits", [OPT_CACERT] = "cacert",
+    [OPT_CONFLICT] = "conflict-exit-code",
 };
+
+/* A count of milliseconds for --NAME in [min, max], or -1 with a message that says
+ * which limit a number broke. */
+static int parse_ms_opt(const char *flag, const char *val, long min, long max, const char *limit,
+                        long *out, char *err, size_t errlen)
+{
+    long v;
+    if (cli_parse_ms(val, min, max, out) == 0)
+        return 0;
+    if (cli_parse_ms(val, 0, LONG_MAX, &v) != 0)
+        snprintf(err, errlen, "--%s: '%s' is not a whole number of milliseconds", flag, val);
+    else if (v < min)
+        snprintf(err, errlen, "--%s: %s is below %ld", flag, val, min);
+    else
+        snprintf(err, errlen, "--%s: %s ms is above %ld%s", flag, val, max, limit);
+    return -1;
+}
 
 /* Match "--name" or "--name=value" against the value options.  Returns the index and
  * sets *inline_value (NULL for the "--name value" form), or -1 if not one of them. */
@@ -179,23 +212,34 @@ static int set_value_opt(cli_opts *o, int opt, const char *val, char *err, size_
         o->token = val[0] != '\0' ? val : NULL;
         return 0;
     case OPT_TTL:
-        if (cli_parse_ms(val, 1, CLI_MS_MAX, &o->ttl_ms) != 0) {
-            snprintf(err, errlen, "--ttl: '%s' is not a number of milliseconds >= 1", val);
-            return -1;
-        }
-        return 0;
+        return parse_ms_opt("ttl", val, 1, CLI_TTL_MAX,
+                            " (30 days), the largest ttl any redlockd accepts; the service's "
+                            "own limit is its --max-ttl-ms (3600000 unless configured)",
+                            &o->ttl_ms, err, errlen);
     case OPT_WAIT:
-        if (cli_parse_ms(val, 0, CLI_MS_MAX, &o->wait_ms) != 0) {
-            snprintf(err, errlen, "--wait: '%s' is not a number of milliseconds >= 0", val);
-            return -1;
-        }
-        return 0;
+        return parse_ms_opt("wait", val, 0, CLI_WAIT_MAX,
+                            " (24 h), the largest wait any redlockd accepts; the service's "
+                            "own limit is its --max-wait-ms (60000 unless configured)",
+                            &o->wait_ms, err, errlen);
     case OPT_GRACE:
-        if (cli_parse_ms(val, 0, CLI_MS_MAX, &o->grace_ms) != 0) {
-            snprintf(err, errlen, "--grace: '%s' is not a number of milliseconds >= 0", val);
+        return parse_ms_opt("grace", val, 0, CLI_GRACE_MAX, " (24 h)", &o->grace_ms, err,
+                            errlen);
+    case OPT_CACERT:
+        if (val[0] == '\0') {
+            snprintf(err, errlen, "--cacert must not be empty");
             return -1;
         }
+        o->cacert = val;
         return 0;
+    case OPT_CONFLICT: {
+        long n;
+        if (cli_parse_ms(val, 0, 255, &n) != 0) {
+            snprintf(err, errlen, "--conflict-exit-code: '%s' is not an exit code 0..255", val);
+            return -1;
+        }
+        o->conflict_exit = (int)n;
+        return 0;
+    }
     case OPT_OWNER: {
         size_t n = strlen(val);
         int printable = n >= 1 && n <= CLI_OWNER_MAX;
@@ -319,9 +363,21 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
             continue;
         }
         if (a[0] == '-' && a[1] != '\0') {
-            /* Short flags, possibly grouped: -q, -h, -V. */
+            /* Short flags, possibly grouped: -q, -h, -V; -E N (or -EN) ends a group. */
             for (const char *p = a + 1; *p != '\0'; p++) {
-                if (*p == 'q') {
+                if (*p == 'E') {
+                    const char *val = p[1] != '\0' ? p + 1 : NULL;
+                    if (val == NULL) {
+                        if (i + 1 >= argc) {
+                            snprintf(err, errlen, "-E needs a value");
+                            return -1;
+                        }
+                        val = argv[++i];
+                    }
+                    if (set_value_opt(o, OPT_CONFLICT, val, err, errlen) != 0)
+                        return -1;
+                    break;
+                } else if (*p == 'q') {
                     o->quiet = 1;
                 } else if (*p == 'h') {
                     want_help = 1;
@@ -376,6 +432,11 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
     if (o->owner != NULL && o->cmd != CLI_CMD_ACQUIRE && o->cmd != CLI_CMD_RUN &&
         o->cmd != CLI_CMD_ELECT) {
         snprintf(err, errlen, "--owner is for acquire, run and elect");
+        return -1;
+    }
+    if (o->conflict_exit != CLI_EXIT_TEMPFAIL && o->cmd != CLI_CMD_ACQUIRE &&
+        o->cmd != CLI_CMD_RUN) {
+        snprintf(err, errlen, "--conflict-exit-code is for acquire and run");
         return -1;
     }
     if (o->cmd == CLI_CMD_ELECT && (o->wait_ms >= 0 || o->lease != NULL ||

@@ -14,13 +14,20 @@
  * (1024), answering 400 invalid_permits above it. */
 #define CLI_PERMITS_MAX 1000000L
 
+/* The largest --ttl: the largest --max-ttl-ms a redlockd accepts (30 days); and --wait:
+ * the largest --max-wait-ms (24 h).  The service's own limits (by default 3600000 and
+ * 60000) are usually smaller; it answers 400 naming them. */
+#define CLI_TTL_MAX (30L * 24L * 3600L * 1000L)
+#define CLI_WAIT_MAX (24L * 3600L * 1000L)
+
 /* Exit codes shared by every command (sysexits.h names where one exists). */
 enum {
     CLI_EXIT_OK = 0,
     CLI_EXIT_FAILURE = 1,  /* the server refused the request (4xx/5xx other than below) */
     CLI_EXIT_USAGE = 2,    /* bad command line */
-    CLI_EXIT_TEMPFAIL = 75 /* EX_TEMPFAIL: lock held, quorum unavailable, service unreachable,
-                            * or (run, elect) the lock was lost while CMD ran */
+    CLI_EXIT_TEMPFAIL = 75 /* EX_TEMPFAIL: lock held (unless --conflict-exit-code), quorum
+                            * unavailable, service unreachable, or (run, elect) the lock
+                            * was lost while CMD ran */
 };
 
 typedef enum {
@@ -56,6 +63,10 @@ typedef struct cli_opts {
     long wait_ms;           /* -1: not given (the server's default, 0) */
     long grace_ms;          /* run, elect: SIGTERM -> SIGKILL grace */
     int quiet;              /* do not print the JSON on stdout */
+    int conflict_exit;      /* acquire, run: exit code when the lock is held by someone else
+                             * (HTTP 409), like flock's -E; default CLI_EXIT_TEMPFAIL */
+    const char *cacert;     /* CA bundle (PEM) to verify an https:// service with: --cacert,
+                             * else CURL_CA_BUNDLE, else SSL_CERT_FILE; NULL: libcurl's */
     char **argv;            /* run, elect: CMD and its arguments, NULL-terminated
                              * (borrowed) */
     int argc;               /* run, elect: number of words in argv */
@@ -64,7 +75,8 @@ typedef struct cli_opts {
 /* Environment lookup, getenv() in production, a table in tests. */
 typedef const char *(*cli_getenv_fn)(const char *key);
 
-/* Set the defaults, then apply the environment through getenv_fn (may be NULL). */
+/* Set the defaults, then apply the environment through getenv_fn (may be NULL):
+ * REDLOCK_URL, REDLOCK_TOKEN, REDLOCK_LEASE, CURL_CA_BUNDLE, SSL_CERT_FILE. */
 void cli_opts_init(cli_opts *o, cli_getenv_fn getenv_fn);
 
 /* Parse argv (argv[0] is the program name).  Options may come before or after the

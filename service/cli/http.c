@@ -1,10 +1,13 @@
 /* http.c -- JSON requests to redlockd over one libcurl multi handle (see http.h). */
 #include "cli/http.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -18,6 +21,7 @@ struct cli_http {
     CURLM *multi;
     char *base_url;     /* without trailing '/' */
     char *auth_header;  /* "Authorization: Bearer ..." or NULL */
+    char *cacert;       /* CURLOPT_CAINFO, or NULL: libcurl's default */
     cli_req *inflight;  /* requests added to multi, linked by next */
     const char *collection; /* "semaphores", or NULL for "locks" (static string) */
 };
@@ -59,7 +63,8 @@ static void cloexec_new_fds(const unsigned char *before)
     }
 }
 
-cli_http *cli_http_new(const char *base_url, const char *token, char *err, size_t errlen)
+cli_http *cli_http_new(const char *base_url, const char *token, const char *cacert, char *err,
+                       size_t errlen)
 {
     cli_http *h = NULL;
     unsigned char open_before[FD_SCAN];
@@ -84,6 +89,18 @@ cli_http *cli_http_new(const char *base_url, const char *token, char *err, size_
         if (h->auth_header == NULL)
             goto oom;
         snprintf(h->auth_header, len, "Authorization: Bearer %s", token);
+    }
+    if (cacert != NULL) {
+        /* Only an https service is verified: a bad SSL_CERT_FILE in the environment does
+         * not stop plain-HTTP use. */
+        if (strncasecmp(h->base_url, "https://", 8) == 0 && access(cacert, R_OK) != 0) {
+            snprintf(err, errlen, "CA certificates '%s' (--cacert, CURL_CA_BUNDLE or "
+                     "SSL_CERT_FILE): %s", cacert, strerror(errno));
+            goto fail;
+        }
+        h->cacert = strdup(cacert);
+        if (h->cacert == NULL)
+            goto oom;
     }
     for (int fd = 0; fd < FD_SCAN; fd++)
         open_before[fd] = fcntl(fd, F_GETFD) >= 0;
@@ -147,6 +164,7 @@ void cli_http_free(cli_http *h)
         free(h->auth_header);
     }
     free(h->base_url);
+    free(h->cacert);
     free(h);
 }
 
@@ -256,6 +274,8 @@ static int req_setup(cli_http *h, cli_req *r, const char *method, const char *na
     SETOPT(CURLOPT_WRITEDATA, r);
     SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
     SETOPT(CURLOPT_PRIVATE, r);
+    if (h->cacert != NULL)
+        SETOPT(CURLOPT_CAINFO, h->cacert);
     SETOPT(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
     SETOPT(CURLOPT_TIMEOUT_MS, r->stream ? 0L : timeout_ms > 0 ? timeout_ms : 1L);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS,

@@ -12,10 +12,14 @@
 typedef struct cli_http cli_http;
 typedef struct cli_req cli_req;
 
-/* A client for base_url ("http://host:port", trailing '/' allowed) sending
- * "Authorization: Bearer <token>" when token is not NULL.  The strings are copied.
- * Call curl_global_init() first.  Returns NULL with a message in err on failure. */
-cli_http *cli_http_new(const char *base_url, const char *token, char *err, size_t errlen);
+/* A client for base_url ("http://host:port" or "https://...", trailing '/' allowed)
+ * sending "Authorization: Bearer <token>" when token is not NULL, and verifying an https
+ * service against the CA certificates in cacert (a PEM file) when it is not NULL (else
+ * libcurl's default bundle).  The strings are copied.  Call curl_global_init() first.
+ * Returns NULL with a message in err on failure (an https URL and a cacert that cannot
+ * be read included). */
+cli_http *cli_http_new(const char *base_url, const char *token, const char *cacert, char *err,
+                       size_t errlen);
 
 /* Cancels every request still in flight (their cli_req stay valid until freed).
  * cli_http_free(NULL) is a no-op. */

@@ -227,8 +227,9 @@ int cli_ops_do(const cli_opts *o, cli_http *h)
             goto out;
         }
     }
-    rc = cli_exit_for_status(status);
-    if (rc != CLI_EXIT_OK) {
+    rc = o->cmd == CLI_CMD_ACQUIRE ? cli_exit_for_acquire(status, o->conflict_exit)
+                                   : cli_exit_for_status(status);
+    if (rc != CLI_EXIT_OK || status == 409) {
         cli_ops_describe(err, sizeof(err), what, o->name, cli_http_url(h), r);
         fprintf(stderr, "redlock: %s\n", err);
     }

@@ -14,6 +14,11 @@ int cli_exit_for_status(long status)
     return CLI_EXIT_FAILURE;
 }
 
+int cli_exit_for_acquire(long status, int conflict_exit)
+{
+    return status == 409 ? conflict_exit : cli_exit_for_status(status);
+}
+
 int cli_exit_for_wait(int wstatus)
 {
     if (WIFEXITED(wstatus))

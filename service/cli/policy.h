@@ -12,6 +12,11 @@
  * 1 for anything else. */
 int cli_exit_for_status(long status);
 
+/* Exit code for the answer to an acquire (POST): as cli_exit_for_status, except that
+ * 409 (the lock is held by someone else, also after a wait) gives conflict_exit (the
+ * --conflict-exit-code, 75 by default). */
+int cli_exit_for_acquire(long status, int conflict_exit);
+
 /* Exit code for a waitpid() status: the exit status, or 128+N if killed by signal N. */
 int cli_exit_for_wait(int wstatus);
 

@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         goto out;
     }
     curl_ready = 1;
-    h = cli_http_new(o.url, o.token, err, sizeof(err));
+    h = cli_http_new(o.url, o.token, o.cacert, err, sizeof(err));
     if (h == NULL) {
         fprintf(stderr, "redlock: %s\n", err);
         goto out;

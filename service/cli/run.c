@@ -161,8 +161,8 @@ static int acquire(run_ctx *c)
         cli_ops_describe(msg, sizeof(msg), o->sem ? "sem acquire" : "acquire", o->name,
                          cli_http_url(c->h), r);
         fprintf(stderr, "redlock: %s\n", msg);
-        rc = cli_exit_for_status(cli_req_status(r));
-        if (rc == CLI_EXIT_OK)
+        rc = cli_exit_for_acquire(cli_req_status(r), o->conflict_exit);
+        if (rc == CLI_EXIT_OK && cli_req_status(r) != 409) /* a 2xx other than 200/201 */
             rc = CLI_EXIT_FAILURE;
         goto out;
     }

@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -79,8 +80,10 @@ def read(path):
 
 
 def http_get(url, timeout=2.0):
+    # An https service here has a test certificate: readiness is not about trust.
+    ctx = ssl._create_unverified_context() if url.startswith("https:") else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -134,13 +137,14 @@ class Env:
                            capture_output=True, text=True, timeout=10)
         return r.stdout.strip()
 
-    def start_service(self, stub=None):
-        """Start a service (stub_server.py if stub, else as --stub says); returns
+    def start_service(self, stub=None, extra=(), scheme="http"):
+        """Start a service (stub_server.py if stub, else as --stub says; extra: more
+        flags for redlockd, scheme "https" with --tls-cert among them); returns
         (Popen, url).  The first one is self.url."""
         stub = self.args.stub if stub is None else stub
         for attempt in range(5):
             port = free_port()
-            url = "http://127.0.0.1:%d" % port
+            url = "%s://127.0.0.1:%d" % (scheme, port)
             log = os.path.join(self.tmp, "service-%d.log" % port)
             with open(log, "w") as logf:
                 if stub:
@@ -153,6 +157,7 @@ class Env:
                     cmd = [os.path.abspath(self.args.redlockd),
                            "--listen", "127.0.0.1:%d" % port, "--node-timeout-ms", "250",
                            "--masters", ",".join("127.0.0.1:%d" % m for m in self.masters)]
+                    cmd += list(extra)
                 p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
             self.procs.append(p)
             # /readyz: a quorum of masters trusted by every worker (a new cluster's
@@ -191,7 +196,8 @@ class Env:
 
     def env(self, url=None, **extra):
         e = dict(os.environ)
-        for k in ("REDLOCK_URL", "REDLOCK_TOKEN", "REDLOCK_LEASE"):
+        for k in ("REDLOCK_URL", "REDLOCK_TOKEN", "REDLOCK_LEASE", "CURL_CA_BUNDLE",
+                  "SSL_CERT_FILE"):
             e.pop(k, None)
         e["REDLOCK_URL"] = url or self.url
         e.update(extra)
@@ -510,6 +516,86 @@ def unreachable_service_is_a_temporary_failure(env):
     check(not os.path.exists(marker), "CMD ran without the lock")
     r = env.cli("status", "x", url=url)
     check(r.returncode == TEMPFAIL, "status: %r" % (r,))
+
+
+@test
+def conflict_exit_code_tells_held_from_unreachable(env):
+    name = env.name("conflict")
+    r = env.cli("acquire", name, "--ttl", "20000", "--quiet")
+    check(r.returncode == 0, "acquire: %r" % (r,))
+    r = env.cli("acquire", name, "-E", "3", "--quiet")
+    check(r.returncode == 3 and "held by someone else" in r.stderr, "acquire -E 3: %r" % (r,))
+    marker = env.path("never")
+    r = env.cli("run", name, "--conflict-exit-code", "4", "--", "touch", marker)
+    check(r.returncode == 4 and "held" in r.stderr, "run -E 4: %r" % (r,))
+    check(not os.path.exists(marker), "CMD ran without the lock")
+    # After a wait that runs out, too (flock -w).
+    t0 = time.monotonic()
+    r = env.cli("run", name, "--wait", "300", "-E", "5", "--", "touch", marker)
+    check(r.returncode == 5 and time.monotonic() - t0 >= 0.3, "run --wait -E 5: %r" % (r,))
+    check(not os.path.exists(marker), "CMD ran without the lock")
+    r = env.cli("acquire", name, "-E", "0", "--quiet")
+    check(r.returncode == 0 and "held" in r.stderr, "-E 0: %r" % (r,))
+    # The service unreachable: still 75, whatever -E says.
+    url = "http://127.0.0.1:%d" % free_port()
+    r = env.cli("run", name, "-E", "3", "--", "touch", marker, url=url)
+    check(r.returncode == TEMPFAIL and "cannot reach" in r.stderr, "unreachable: %r" % (r,))
+    r = env.cli("acquire", name, "-E", "3", url=url)
+    check(r.returncode == TEMPFAIL, "unreachable acquire: %r" % (r,))
+    r = env.cli("--help")
+    check("--conflict-exit-code" in r.stdout and "-E" in r.stdout, "help: " + r.stdout)
+
+
+@test
+def too_large_ttl_names_the_real_limit(env):
+    if env.args.stub:
+        raise Skip("the limit is the real service's")
+    name = env.name("bigttl")
+    r = env.cli("acquire", name, "--ttl", "3600001")
+    check(r.returncode == 1 and "invalid_ttl" in r.stderr and "3600000" in r.stderr,
+          "above the service's --max-ttl-ms: %r" % (r,))
+    r = env.cli("run", name, "--ttl", "2592000001", "--", "true")
+    check(r.returncode == 2 and "above 2592000000" in r.stderr and "--max-ttl-ms" in r.stderr,
+          "above any service's limit: %r" % (r,))
+
+
+@test
+def https_service_verified_with_cacert_or_the_ca_environment(env):
+    if env.args.stub:
+        raise Skip("needs redlockd's --tls-cert")
+    d = env.path("tls")
+    os.makedirs(d)
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    other = os.path.join(d, "other.pem")
+    for c, k in ((cert, key), (other, os.path.join(d, "other-key.pem"))):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                        "-keyout", k, "-out", c], check=True, capture_output=True)
+    _, url = env.start_service(stub=False, extra=["--tls-cert", cert, "--tls-key", key],
+                               scheme="https")
+    name = env.name("tls")
+    r = env.cli("status", name, url=url)
+    check(r.returncode == TEMPFAIL and "cannot reach" in r.stderr and "certificate" in r.stderr,
+          "an unknown CA must not be trusted: %r" % (r,))
+    r = env.cli("status", name, "--cacert", cert, url=url)
+    check(r.returncode == 0 and json.loads(r.stdout)["held"] is False, "--cacert: %r" % (r,))
+    r = env.cli("run", name, "--cacert", cert, "--", "true", url=url)
+    check(r.returncode == 0, "run over https: %r" % (r,))
+    r = env.cli("status", name, url=url, env_extra={"SSL_CERT_FILE": cert})
+    check(r.returncode == 0, "SSL_CERT_FILE: %r" % (r,))
+    r = env.cli("status", name, url=url, env_extra={"CURL_CA_BUNDLE": cert})
+    check(r.returncode == 0, "CURL_CA_BUNDLE: %r" % (r,))
+    r = env.cli("status", name, url=url, env_extra={"CURL_CA_BUNDLE": other, "SSL_CERT_FILE": cert})
+    check(r.returncode == TEMPFAIL and "certificate" in r.stderr,
+          "CURL_CA_BUNDLE comes before SSL_CERT_FILE: %r" % (r,))
+    r = env.cli("status", name, "--cacert", cert, url=url, env_extra={"CURL_CA_BUNDLE": other})
+    check(r.returncode == 0, "--cacert wins over the environment: %r" % (r,))
+    missing = os.path.join(d, "missing.pem")
+    r = env.cli("status", name, "--cacert", missing, url=url)
+    check(r.returncode == 1 and missing in r.stderr, "unreadable --cacert: %r" % (r,))
+    # Plain HTTP ignores a CA file, even a missing one.
+    r = env.cli("status", name, env_extra={"SSL_CERT_FILE": missing})
+    check(r.returncode == 0, "http with SSL_CERT_FILE set: %r" % (r,))
 
 
 @test

@@ -384,6 +384,112 @@ Test(args, a_bad_lease_is_refused_without_echoing_it)
     cr_assert_null(strstr(err, "SSSS"), "the message echoes the lease: %s", err);
 }
 
+Test(args, conflict_exit_code_like_flocks_E)
+{
+    cli_opts o;
+    char err[256];
+    const char *a[] = {"redlock", "acquire", "n", "-E", "3", NULL};
+    const char *b[] = {"redlock", "run", "n", "-qE7", "--", "true", NULL};
+    const char *c[] = {"redlock", "acquire", "n", "--conflict-exit-code=0", NULL};
+    const char *d[] = {"redlock", "run", "n", "--conflict-exit-code", "255", "true", NULL};
+    const char *dflt[] = {"redlock", "acquire", "n", NULL};
+
+    cr_assert_eq(parse(&o, NULL, dflt, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.conflict_exit, 75, "75 unless given");
+    cr_assert_eq(parse(&o, NULL, a, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.conflict_exit, 3);
+    cr_assert_eq(parse(&o, NULL, b, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.conflict_exit, 7);
+    cr_assert_eq(o.quiet, 1);
+    cr_assert_str_eq(o.argv[0], "true");
+    cr_assert_eq(parse(&o, NULL, c, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.conflict_exit, 0);
+    cr_assert_eq(parse(&o, NULL, d, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.conflict_exit, 255);
+    cr_assert_str_eq(o.argv[0], "true");
+}
+
+Test(args, conflict_exit_code_refuses_bad_values_and_other_commands)
+{
+    cli_opts o;
+    char err[256];
+    const char *big[] = {"redlock", "acquire", "n", "-E", "256", NULL};
+    const char *neg[] = {"redlock", "acquire", "n", "--conflict-exit-code", "-1", NULL};
+    const char *none[] = {"redlock", "acquire", "n", "-E", NULL};
+    const char *status[] = {"redlock", "status", "n", "-E", "3", NULL};
+    const char *elect[] = {"redlock", "elect", "n", "-E", "3", "--", "true", NULL};
+
+    cr_assert_eq(parse(&o, NULL, big, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "0..255") != NULL, "%s", err);
+    cr_assert_eq(parse(&o, NULL, neg, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "--conflict-exit-code") != NULL, "%s", err);
+    cr_assert_eq(parse(&o, NULL, none, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "needs a value") != NULL, "%s", err);
+    cr_assert_eq(parse(&o, NULL, status, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "acquire and run") != NULL, "%s", err);
+    cr_assert_eq(parse(&o, NULL, elect, err, sizeof(err)), -1);
+}
+
+Test(args, too_large_ttl_and_wait_name_the_real_limits)
+{
+    cli_opts o;
+    char err[512];
+    const char *ttl[] = {"redlock", "acquire", "n", "--ttl", "2592000001", NULL};
+    const char *ok[] = {"redlock", "acquire", "n", "--ttl", "2592000000", "--wait", "86400000",
+                        NULL};
+    const char *wait[] = {"redlock", "acquire", "n", "--wait", "86400001", NULL};
+    const char *zero[] = {"redlock", "acquire", "n", "--ttl", "0", NULL};
+
+    cr_assert_eq(parse(&o, NULL, ttl, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "above 2592000000") != NULL, "%s", err);
+    cr_assert(strstr(err, "--max-ttl-ms (3600000") != NULL, "%s", err);
+    cr_assert_null(strstr(err, "not a"), "a number is called a number: %s", err);
+    cr_assert_eq(parse(&o, NULL, ok, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.ttl_ms, 2592000000L);
+    cr_assert_eq(parse(&o, NULL, wait, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "above 86400000") != NULL, "%s", err);
+    cr_assert(strstr(err, "--max-wait-ms (60000") != NULL, "%s", err);
+    cr_assert_eq(parse(&o, NULL, zero, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "below 1") != NULL, "%s", err);
+}
+
+static const char *const ca_env[][2] = {
+    {"CURL_CA_BUNDLE", "/etc/curl-bundle.pem"},
+    {"SSL_CERT_FILE", "/etc/ssl-cert-file.pem"},
+};
+
+static const char *env_both(const char *key)
+{
+    for (size_t i = 0; i < sizeof(ca_env) / sizeof(ca_env[0]); i++)
+        if (strcmp(ca_env[i][0], key) == 0)
+            return ca_env[i][1];
+    return NULL;
+}
+
+static const char *env_ssl_only(const char *key)
+{
+    return strcmp(key, "SSL_CERT_FILE") == 0 ? "/etc/ssl-cert-file.pem" : NULL;
+}
+
+Test(args, cacert_from_flag_then_curl_ca_bundle_then_ssl_cert_file)
+{
+    cli_opts o;
+    char err[256];
+    const char *plain[] = {"redlock", "status", "n", NULL};
+    const char *flag[] = {"redlock", "status", "n", "--cacert", "/my/ca.pem", NULL};
+    const char *empty[] = {"redlock", "status", "n", "--cacert=", NULL};
+
+    cr_assert_eq(parse(&o, NULL, plain, err, sizeof(err)), 0);
+    cr_assert_null(o.cacert, "libcurl's default unless told");
+    cr_assert_eq(parse(&o, env_ssl_only, plain, err, sizeof(err)), 0);
+    cr_assert_str_eq(o.cacert, "/etc/ssl-cert-file.pem");
+    cr_assert_eq(parse(&o, env_both, plain, err, sizeof(err)), 0);
+    cr_assert_str_eq(o.cacert, "/etc/curl-bundle.pem", "CURL_CA_BUNDLE first, as curl(1)");
+    cr_assert_eq(parse(&o, env_both, flag, err, sizeof(err)), 0);
+    cr_assert_str_eq(o.cacert, "/my/ca.pem", "the flag wins");
+    cr_assert_eq(parse(&o, NULL, empty, err, sizeof(err)), -1);
+}
+
 Test(args, parse_ms_bounds)
 {
     long v = 0;
@@ -411,6 +517,17 @@ Test(policy, exit_codes_for_http_status)
     cr_assert_eq(cli_exit_for_status(401), 1);
     cr_assert_eq(cli_exit_for_status(404), 1);
     cr_assert_eq(cli_exit_for_status(500), 1);
+}
+
+Test(policy, acquire_conflicts_take_the_conflict_exit_code)
+{
+    cr_assert_eq(cli_exit_for_acquire(409, 75), 75);
+    cr_assert_eq(cli_exit_for_acquire(409, 3), 3, "held by someone else");
+    cr_assert_eq(cli_exit_for_acquire(409, 0), 0);
+    cr_assert_eq(cli_exit_for_acquire(0, 3), 75, "unreachable stays 75");
+    cr_assert_eq(cli_exit_for_acquire(503, 3), 75, "no quorum stays 75");
+    cr_assert_eq(cli_exit_for_acquire(201, 3), 0);
+    cr_assert_eq(cli_exit_for_acquire(400, 3), 1);
 }
 
 Test(policy, exit_code_passes_status_and_maps_signals)

@@ -2,7 +2,9 @@
 # check.sh -- static checks of the container and host deploy files; needs no container engine.
 #   docker-compose.yml + Dockerfile   composecheck.py (config -q and what it misses) + its self-test
 #   deploy/redis-master.conf          a real redis-server accepts it and reports AOF/noeviction/master
-#   deploy/redlockd.service           systemd-analyze verify (no unknown keys) and exposure <= 2.0
+#   deploy/redlockd.service           systemd-analyze verify (no unknown keys) and exposure <= 2.0;
+#                                     RestartPreventExitStatus lists redlockd's real exit statuses
+#                                     for a bad configuration and for a listen address in use
 # Installs docker-compose with apt if it is missing (root only).  Usage: tests/compose/check.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,8 +29,12 @@ fi
 PY=/usr/bin/python3
 
 TMP=$(mktemp -d /tmp/redlockd-check.XXXXXX)
-REDIS_PID=
-cleanup() { [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null; rm -rf "$TMP"; }
+REDIS_PID= FIRST_PID=
+cleanup() {
+    [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
+    [ -z "$FIRST_PID" ] || kill "$FIRST_PID" 2>/dev/null || true
+    rm -rf "$TMP"
+}
 trap cleanup EXIT
 
 echo "== docker-compose.yml and Dockerfile"
@@ -79,6 +85,31 @@ if command -v systemd-analyze >/dev/null; then
 else
     skip "systemd-analyze not installed"
 fi
+# RestartPreventExitStatus lists what bin/redlockd really exits with on a bad configuration
+# and on a listen address in use (a first instance holds a port, a second one is refused).
+if [ -x "$ROOT/bin/redlockd" ]; then
+    prevent=" $(sed -n 's/^RestartPreventExitStatus=//p' "$ROOT/deploy/redlockd.service" | tr '\n' ' ') "
+    bad=0; "$ROOT/bin/redlockd" --threads 0 > /dev/null 2>&1 || bad=$?
+    "$ROOT/bin/redlockd" --masters 127.0.0.1:1 --listen 127.0.0.1:0 > "$TMP/first.log" 2>&1 & FIRST_PID=$!
+    port=
+    for _ in $(seq 100); do
+        port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$TMP/first.log" | head -1)
+        [ -n "$port" ] && break; kill -0 "$FIRST_PID" 2>/dev/null || break; sleep 0.05
+    done
+    inuse=none
+    if [ -n "$port" ]; then
+        inuse=0; "$ROOT/bin/redlockd" --masters 127.0.0.1:1 --listen "127.0.0.1:$port" > "$TMP/second.log" 2>&1 || inuse=$?
+    fi
+    kill "$FIRST_PID" 2>/dev/null || true; wait "$FIRST_PID" 2>/dev/null || true; FIRST_PID=
+    if [ "$inuse" != none ] && [ "$bad" != 0 ] && [ "$inuse" != 1 ] && [ "$inuse" != "$bad" ] \
+        && [[ "$prevent" == *" $bad "* ]] && [[ "$prevent" == *" $inuse "* ]]; then
+        ok "RestartPreventExitStatus=$(echo $prevent) covers a bad configuration (exit $bad) and an address in use (exit $inuse)"
+    else
+        fail "RestartPreventExitStatus=$(echo $prevent): redlockd exits $bad on a bad configuration and $inuse on an address in use (each must be its own status, listed)"
+    fi
+else
+    skip "bin/redlockd not built (make): RestartPreventExitStatus not checked against it"
+fi
 grep -q '^EnvironmentFile=/etc/redlockd/redlockd.env$' "$ROOT/deploy/redlockd.service" \
     && grep -q '^REDLOCK_MASTERS=' "$ROOT/deploy/redlockd.env.example" \
     && grep -q '^REDLOCK_LISTEN=' "$ROOT/deploy/redlockd.env.example" \
@@ -91,6 +122,9 @@ if [ -x "$ROOT/bin/redlockd" ]; then
     used=$(cat "$ROOT/docker-compose.yml" "$ROOT/Dockerfile" "$ROOT/deploy/redlockd.env.example" \
                "$ROOT/deploy/redlockd.service" "$ROOT"/deploy/kubernetes/*.yaml \
            | grep -o 'REDLOCK_[A-Z_]*' | sort -u)
+    # ${REDLOCK_...} in docker-compose.yml are compose's own substitutions (REDLOCK_PUBLISH).
+    compose_vars=$(grep -o '\${REDLOCK_[A-Z_]*' "$ROOT/docker-compose.yml" | tr -d '${' | sort -u)
+    known=$(printf '%s\n%s\n' "$known" "$compose_vars" | sed '/^$/d' | sort -u)
     unknown=$(comm -13 <(echo "$known") <(echo "$used"))
     if [ -z "$unknown" ]; then ok "every REDLOCK_* variable in the deploy files is one redlockd reads"
     else fail "variables redlockd does not know: $(echo $unknown)"; fi

@@ -11,6 +11,10 @@
 #                             with REDLOCK_TEST_RECORD, and checks every recorded response
 #                             (OPENAPI_LIVE_RECORD=FILE keeps the recording there)
 #   make k8s-check            deploy/kubernetes: schemas, unknown fields, redlockd's rules
+#   make metrics-check        deploy/prometheus alert rules (promtool check + unit tests) and the
+#                             Grafana dashboard: every query parses and names metrics and labels
+#                             of a real redlockd's /metrics (scraped here; METRICS_SCRAPE=FILE
+#                             keeps the scrape)
 # The node tools are pinned in tests/compose/package.json + package-lock.json (npm ci).
 
 COMPOSE_DIR        := tests/compose
@@ -19,7 +23,8 @@ COMPOSE_NODE_ENV   := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 OPENAPI_RESPONSES  ?=
 OPENAPI_LIVE_RECORD ?=
 
-TEST_EXTRA += compose-check openapi-lint openapi-conformance openapi-conformance-live k8s-check
+TEST_EXTRA += compose-check openapi-lint openapi-conformance openapi-conformance-live k8s-check \
+              metrics-check
 
 $(COMPOSE_NODE_STAMP): $(COMPOSE_DIR)/package.json $(COMPOSE_DIR)/package-lock.json
 	$(Q)command -v npm > /dev/null || { echo "compose.mk: npm missing (apt-get install nodejs npm)"; exit 1; }
@@ -27,7 +32,7 @@ $(COMPOSE_NODE_STAMP): $(COMPOSE_DIR)/package.json $(COMPOSE_DIR)/package-lock.j
 	$(Q)touch $@
 
 .PHONY: compose-node-deps compose-check compose-test openapi-lint openapi-conformance \
-        openapi-conformance-live k8s-check
+        openapi-conformance-live k8s-check metrics-check
 compose-node-deps: $(COMPOSE_NODE_STAMP)
 
 compose-check:
@@ -79,3 +84,15 @@ openapi-conformance-live: $(COMPOSE_NODE_STAMP) $(BINDIR)/redlockd $(BUILD)/test
 k8s-check: $(COMPOSE_NODE_STAMP)
 	$(call compose_node_selftest,$(COMPOSE_DIR)/k8scheck.test.mjs,k8scheck.mjs self-test (each breakage caught))
 	$(Q)node $(COMPOSE_DIR)/k8scheck.mjs
+
+METRICS_SCRAPE ?=
+metrics-check: $(COMPOSE_NODE_STAMP) $(BINDIR)/redlockd
+	$(Q)command -v promtool > /dev/null || { echo "metrics-check: promtool missing (apt-get install prometheus)"; exit 1; }
+	$(Q)promtool check rules deploy/prometheus/redlockd-alerts.yaml
+	$(Q)out=$$(promtool test rules $(COMPOSE_DIR)/alerts.test.yaml 2>&1) || { printf '%s\n' "$$out"; exit 1; }; \
+	    echo "promtool test rules: $$(grep -c 'alertname:' $(COMPOSE_DIR)/alerts.test.yaml) alert expectations met"
+	$(call compose_node_selftest,$(COMPOSE_DIR)/metricscheck.test.mjs,metricscheck.mjs self-test (each breakage caught))
+	$(Q)scrape="$(METRICS_SCRAPE)"; [ -n "$$scrape" ] || scrape=$$(mktemp /tmp/redlockd-metrics-XXXXXX); \
+	    $(COMPOSE_DIR)/scrape-metrics.sh "$$scrape" $(BINDIR)/redlockd || { rm -f "$$scrape"; exit 1; }; \
+	    node $(COMPOSE_DIR)/metricscheck.mjs --metrics "$$scrape"; rc=$$?; \
+	    [ -n "$(METRICS_SCRAPE)" ] || rm -f "$$scrape"; exit $$rc

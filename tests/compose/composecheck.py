@@ -13,7 +13,9 @@ What it checks, beyond `config -q` (bad keys, undefined services, cycles, YAML e
   has a healthcheck; exactly five masters redis1..redis5, each with AOF (appendfsync everysec or
   always), maxmemory-policy noeviction, no replicaof/slaveof, its own named volume on its data
   dir and its config mounted read-only; redlockd names exactly those five in REDLOCK_MASTERS,
-  waits for their health, has a healthcheck and publishes the port REDLOCK_LISTEN listens on;
+  waits for their health, has a healthcheck and publishes the port REDLOCK_LISTEN listens on,
+  on 127.0.0.1 only unless REDLOCK_PUBLISH says otherwise (and the README says how); the
+  masters publish nothing;
   the Dockerfile is multi-stage on debian:bookworm-slim, runs as non-root and has a HEALTHCHECK.
 """
 import argparse
@@ -59,10 +61,47 @@ class Checker:
             print(msg)
 
 
-def compose(root, *args):
+# Variables docker-compose.yml takes from the environment: unset for the checks of the
+# defaults, whatever the caller's environment holds.
+COMPOSE_VARS = ("REDLOCK_PUBLISH",)
+OPEN_PUBLISH = "0.0.0.0:8080"   # what the README tells to set to open the service
+
+
+def compose(root, *args, env=None):
+    e = {k: v for k, v in os.environ.items() if k not in COMPOSE_VARS}
+    e.update(env or {})
     return subprocess.run(["docker-compose", "-f", os.path.join(root, "docker-compose.yml"),
                            "--project-directory", root, *args],
-                          capture_output=True, text=True, cwd=root)
+                          capture_output=True, text=True, cwd=root, env=e)
+
+
+def published_ports(service):
+    """[(host_ip or None for every interface, host port, container port)] of a service."""
+    out = []
+    for p in service.get("ports") or []:
+        if isinstance(p, dict):
+            out.append((p.get("host_ip"), str(p.get("published", "")), str(p.get("target"))))
+            continue
+        parts = str(p).split("/")[0].rsplit(":", 2)
+        if len(parts) == 3:
+            out.append((parts[0].strip("[]"), parts[1], parts[2]))
+        elif len(parts) == 2:
+            out.append((None, parts[0], parts[1]))
+        else:
+            out.append((None, "", parts[0]))
+    return out
+
+
+def probes_listener(cmd, lport):
+    """Whether a healthcheck command probes the service's own listener: `redlockd --probe`
+    alone (it reads REDLOCK_LISTEN) or with a URL on lport."""
+    words = cmd if isinstance(cmd, list) else str(cmd).replace("[", " ").replace("]", " ") \
+        .replace('"', " ").replace(",", " ").split()
+    words = [str(w) for w in words if str(w) not in ("CMD", "CMD-SHELL")]
+    if "--probe" not in words:
+        return False
+    rest = words[words.index("--probe") + 1:]
+    return not rest or rest[0].startswith("--") or f":{lport}/" in rest[0]
 
 
 def parse_redis_conf(text):
@@ -261,6 +300,9 @@ def run_checks(root, quiet=False):
                 probs.append(f"{name}: {k} {get(k)} makes it a replica; masters must be independent")
         if not s.get("healthcheck"):
             probs.append(f"{name}: no healthcheck")
+        if published_ports(s):
+            probs.append(f"{name}: publishes {s.get('ports')}: a master must be reachable by "
+                         "redlockd alone, not from the host's network")
         data_dir = get("dir") or "/data"
         vol = None
         for v in s.get("volumes") or []:
@@ -275,7 +317,7 @@ def run_checks(root, quiet=False):
     for vol, users in data_volumes.items():
         if len(users) > 1:
             probs.append(f"volume {vol} is shared by {users}: each master needs its own data")
-    c.check("masters: AOF, noeviction, no replication, own volume, config read-only", probs)
+    c.check("masters: AOF, noeviction, no replication, own volume, config read-only, unpublished", probs)
 
     # The service.
     probs = []
@@ -301,15 +343,35 @@ def run_checks(root, quiet=False):
         lport = port_of(listen)
         if not lport:
             probs.append(f"REDLOCK_LISTEN {listen!r} has no port")
-        published = []
-        for p in s.get("ports") or []:
-            published.append(str(p.get("target")) if isinstance(p, dict) else str(p).split(":")[-1].split("/")[0])
+        published = [target for _, _, target in published_ports(s)]
         if lport and lport not in published:
             probs.append(f"{SERVICE} listens on {lport} but publishes {published or 'no port'}")
-        test = " ".join(map(str, (s.get("healthcheck") or {}).get("test") or []))
-        if lport and test and f":{lport}/" not in test:
-            probs.append(f"{SERVICE} healthcheck {test!r} does not probe port {lport}")
+        test = (s.get("healthcheck") or {}).get("test") or []
+        if lport and test and not probes_listener(test, lport):
+            probs.append(f"{SERVICE} healthcheck {' '.join(map(str, test))!r} does not probe port {lport}")
     c.check(f"{SERVICE}: masters, depends_on, healthcheck, ports", probs)
+
+    # Not open to strangers: the host's loopback by default, REDLOCK_PUBLISH to open it.
+    probs = []
+    s = services.get(SERVICE) or {}
+    for ip, host_port, target in published_ports(s):
+        if ip not in ("127.0.0.1", "::1", "localhost"):
+            probs.append(f"{SERVICE} publishes {host_port or '?'}->{target} on "
+                         f"{ip or 'every interface'} by default, not 127.0.0.1")
+    if s and not published_ports(s):
+        probs.append(f"{SERVICE} publishes no port")
+    r = compose(root, "config", env={"REDLOCK_PUBLISH": OPEN_PUBLISH})
+    opened = yaml.safe_load(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+    ips = [ip for ip, _, _ in published_ports((opened.get("services") or {}).get(SERVICE) or {})]
+    if "0.0.0.0" not in ips:
+        probs.append(f"REDLOCK_PUBLISH={OPEN_PUBLISH} does not open it (published on {ips or 'nothing'})")
+    for doc in ("README.md", "deploy/README.md"):
+        p = os.path.join(root, doc)
+        if os.path.exists(p) and f"REDLOCK_PUBLISH={OPEN_PUBLISH}" in open(p).read():
+            break
+    else:
+        probs.append(f"neither README.md nor deploy/README.md says REDLOCK_PUBLISH={OPEN_PUBLISH}")
+    c.check(f"{SERVICE}: published on 127.0.0.1 by default, REDLOCK_PUBLISH opens it", probs)
 
     # The Dockerfile behind the service.
     probs = []
@@ -336,7 +398,7 @@ def run_checks(root, quiet=False):
             probs.append("final stage sets no REDLOCK_LISTEN")
         elif lport not in img["expose"]:
             probs.append(f"REDLOCK_LISTEN port {lport} is not EXPOSEd ({img['expose']})")
-        elif hc and f":{lport}/" not in hc["cmd"]:
+        elif hc and not probes_listener(hc["cmd"], lport):
             probs.append(f"HEALTHCHECK {hc['cmd']} does not probe port {lport}")
     c.check("Dockerfile: multi-stage bookworm-slim, non-root, HEALTHCHECK, EXPOSE", probs)
     return c
@@ -376,16 +438,16 @@ def self_test(root):
         ("only four masters", "five masters redis1..redis5",
          mutate_compose(lambda d: (d["services"].pop("redis5"),
                                    [v.pop("redis5", None) for v in [svc(SERVICE)(d)["depends_on"]]]))),
-        ("AOF off in the config file", "masters: AOF, noeviction, no replication, own volume, config read-only",
+        ("AOF off in the config file", "masters: AOF, noeviction, no replication, own volume, config read-only, unpublished",
          mutate_file("deploy/redis-master.conf", "appendonly yes", "appendonly no")),
-        ("eviction policy on the command line", "masters: AOF, noeviction, no replication, own volume, config read-only",
+        ("eviction policy on the command line", "masters: AOF, noeviction, no replication, own volume, config read-only, unpublished",
          mutate_compose(lambda d: svc("redis1")(d)["command"].extend(["--maxmemory-policy", "allkeys-lru"]))),
-        ("a replica", "masters: AOF, noeviction, no replication, own volume, config read-only",
+        ("a replica", "masters: AOF, noeviction, no replication, own volume, config read-only, unpublished",
          mutate_compose(lambda d: svc("redis2")(d)["command"].extend(["--replicaof", "redis1", "6379"]))),
-        ("shared data volume", "masters: AOF, noeviction, no replication, own volume, config read-only",
+        ("shared data volume", "masters: AOF, noeviction, no replication, own volume, config read-only, unpublished",
          mutate_compose(lambda d: svc("redis2")(d).update(
              volumes=[v.replace("redis2-data", "redis1-data") for v in svc("redis2")(d)["volumes"]]))),
-        ("config mounted read-write", "masters: AOF, noeviction, no replication, own volume, config read-only",
+        ("config mounted read-write", "masters: AOF, noeviction, no replication, own volume, config read-only, unpublished",
          mutate_compose(lambda d: svc("redis4")(d).update(
              volumes=[v.replace(":ro", "") for v in svc("redis4")(d)["volumes"]]))),
         ("REDLOCK_MASTERS misses a master", f"{SERVICE}: masters, depends_on, healthcheck, ports",
@@ -399,6 +461,17 @@ def self_test(root):
          mutate_file("Dockerfile", "USER 10001:10001", "USER root")),
         ("Dockerfile without HEALTHCHECK", "Dockerfile: multi-stage bookworm-slim, non-root, HEALTHCHECK, EXPOSE",
          mutate_file("Dockerfile", "HEALTHCHECK --interval", "# HEALTHCHECK --interval")),
+        ("service published on every interface",
+         f"{SERVICE}: published on 127.0.0.1 by default, REDLOCK_PUBLISH opens it",
+         mutate_compose(lambda d: svc(SERVICE)(d).update(ports=["8080:8080"]))),
+        ("REDLOCK_PUBLISH not honoured", f"{SERVICE}: published on 127.0.0.1 by default, REDLOCK_PUBLISH opens it",
+         mutate_compose(lambda d: svc(SERVICE)(d).update(ports=["127.0.0.1:8080:8080"]))),
+        ("a master published on the host",
+         "masters: AOF, noeviction, no replication, own volume, config read-only, unpublished",
+         mutate_compose(lambda d: svc("redis3")(d).update(ports=["127.0.0.1:6379:6379"]))),
+        ("healthcheck probing another port", f"{SERVICE}: masters, depends_on, healthcheck, ports",
+         mutate_compose(lambda d: svc(SERVICE)(d)["healthcheck"].update(
+             test=["CMD", "redlockd", "--probe", "http://127.0.0.1:9999/healthz"]))),
         ("unknown compose key", "compose config -q",
          mutate_compose(lambda d: svc("redis1")(d).update(helthcheck={"test": ["NONE"]}))),
     ]
@@ -409,7 +482,8 @@ def self_test(root):
     passed, failed = (1, 0) if ok else (0, 1)
     for label, expect, apply in cases:
         with tempfile.TemporaryDirectory(prefix="composecheck.") as d:
-            for rel in ("docker-compose.yml", "Dockerfile", "deploy/redis-master.conf"):
+            for rel in ("docker-compose.yml", "Dockerfile", "deploy/redis-master.conf", "README.md",
+                        "deploy/README.md"):
                 os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
                 shutil.copy(os.path.join(root, rel), os.path.join(d, rel))
             apply(d)

@@ -57,6 +57,49 @@ const cases = [
   ["config mounted writable", /redis-3: the config is not mounted readOnly/, (m) => {
     master(m, 3).spec.template.spec.containers[0].volumeMounts.find((v) => v.name === "config").readOnly = false; }],
   ["kustomization missing a file", /kustomization.yaml lists every manifest/, (m) => { m.kustomization.obj.resources.pop(); }],
+  // Not open to strangers.
+  ["a master without requirepass", /requirepass from a Secret.*redis-2: no --requirepass/, (m) => {
+    master(m, 2).spec.template.spec.containers[0].args = ["--maxmemory", "256mb"]; }],
+  ["a literal requirepass", /redis-4: --requirepass is given literally/, (m) => {
+    const a = master(m, 4).spec.template.spec.containers[0].args; a[a.indexOf("--requirepass") + 1] = "hunter2"; }],
+  ["requirepass from a plain env value", /redis-1: REDIS_PASSWORD does not come from a secretKeyRef/, (m) => {
+    const e = master(m, 1).spec.template.spec.containers[0].env.find((x) => x.name === "REDIS_PASSWORD"); delete e.valueFrom; e.value = "hunter2"; }],
+  ["requirepass from a Secret that nothing makes", /redis-3: Secret redis-pw is neither here nor generated/, (m) => {
+    master(m, 3).spec.template.spec.containers[0].env.find((x) => x.name === "REDIS_PASSWORD").valueFrom.secretKeyRef.name = "redis-pw"; }],
+  ["no secretGenerator", /Secret redis-auth is neither here nor generated/, (m) => { delete m.kustomization.obj.secretGenerator; }],
+  ["a bare redis-cli ping probe", /redis-5: the probe `redis-cli ping` does not look for PONG/, (m) => {
+    master(m, 5).spec.template.spec.containers[0].readinessProbe.exec.command = ["redis-cli", "ping"]; }],
+  ["a probe without REDISCLI_AUTH", /redis-1: the redis-cli probe has no REDISCLI_AUTH/, (m) => {
+    const c = master(m, 1).spec.template.spec.containers[0]; c.env = c.env.filter((x) => x.name !== "REDISCLI_AUTH"); }],
+  ["redlockd without the password file", /no REDLOCK_REDIS_PASSWORD_FILE/, (m) => {
+    const c = redlockd(m); c.env = c.env.filter((x) => x.name !== "REDLOCK_REDIS_PASSWORD_FILE"); }],
+  ["the password file not mounted", /\/etc\/redlockd\/redis\/password is not on a mounted volume/, (m) => { redlockd(m).volumeMounts = []; }],
+  ["the password file from another key", /Secret volume redis-auth has no item at password/, (m) => {
+    find(m, "Deployment", "redlockd").spec.template.spec.volumes[0].secret.items[0].path = "pw"; }],
+  ["a password in REDLOCK_MASTERS", /REDLOCK_MASTERS carries a literal password/, (m) => {
+    redlockd(m).env.find((e) => e.name === "REDLOCK_MASTERS").value = "redis://:hunter2@redis-1:6379,redis-2:6379,redis-3:6379,redis-4:6379,redis-5:6379"; }],
+  ["an unreadable password file", /not readable by user 10001/, (m) => {
+    delete find(m, "Deployment", "redlockd").spec.template.spec.securityContext.fsGroup; }],
+  ["the password in the ConfigMap", /ConfigMap\/redis-master-conf redis.conf sets requirepass/, (m) => {
+    const cm = find(m, "ConfigMap", "redis-master-conf"); cm.data["redis.conf"] += "requirepass hunter2\n"; }],
+  ["a Secret source that is not git-ignored", /committed-password \(Secret redis-auth\) is not in kubernetes\/.gitignore/, (m) => {
+    m.kustomization.obj.secretGenerator[0].files = ["password=committed-password"]; }],
+  ["no NetworkPolicy", /redis-1: no Ingress NetworkPolicy selects its pods/, (m) => { m.docs = m.docs.filter((d) => d.obj.kind !== "NetworkPolicy"); }],
+  ["a NetworkPolicy open to every source", /ingress\[0\]: no from: every source is allowed/, (m) => { delete find(m, "NetworkPolicy", "redis-master").spec.ingress[0].from; }],
+  ["a NetworkPolicy open to every pod", /admits pods that are not redlockd's/, (m) => { find(m, "NetworkPolicy", "redis-master").spec.ingress[0].from[0].podSelector = {}; }],
+  ["a NetworkPolicy open to other namespaces", /a namespaceSelector admits pods of other namespaces/, (m) => {
+    find(m, "NetworkPolicy", "redis-master").spec.ingress[0].from[0].namespaceSelector = {}; }],
+  ["a NetworkPolicy open to an address block", /an ipBlock admits addresses/, (m) => {
+    find(m, "NetworkPolicy", "redis-master").spec.ingress[0].from.push({ ipBlock: { cidr: "0.0.0.0/0" } }); }],
+  ["a NetworkPolicy open on every port", /no ports: every port is open/, (m) => { delete find(m, "NetworkPolicy", "redis-master").spec.ingress[0].ports; }],
+  ["a NetworkPolicy that locks redlockd out", /redlockd would be locked out/, (m) => {
+    find(m, "NetworkPolicy", "redis-master").spec.ingress[0].from[0].podSelector.matchLabels["app.kubernetes.io/name"] = "redlock"; }],
+  ["a NetworkPolicy that misses a master", /redis-4: no Ingress NetworkPolicy selects its pods/, (m) => {
+    find(m, "NetworkPolicy", "redis-master").spec.podSelector = { matchExpressions: [{ key: "app.kubernetes.io/instance", operator: "NotIn", values: ["redis-4"] }] }; }],
+  ["no preStop sleep", /no preStop `sleep N`/, (m) => { delete redlockd(m).lifecycle; }],
+  ["a preStop too short", /preStop sleeps 1 s, want >= 5/, (m) => { redlockd(m).lifecycle.preStop.exec.command = ["sleep", "1"]; }],
+  ["a preStop eating the grace period", /preStop 25 s leaves 5 s of terminationGracePeriodSeconds 30/, (m) => { redlockd(m).lifecycle.preStop.exec.command = ["sleep", "25"]; }],
+  ["maxUnavailable above 0", /maxUnavailable 1, want 0/, (m) => { find(m, "Deployment", "redlockd").spec.strategy.rollingUpdate.maxUnavailable = 1; }],
 ];
 for (const [name, expect, mutate] of cases) {
   test(`catches: ${name}`, async () => {
@@ -66,6 +109,14 @@ for (const [name, expect, mutate] of cases) {
     assert.ok(f.some((x) => expect.test(x)), `expected ${expect}, got:\n${f.join("\n") || "(no failure)"}`);
   });
 }
+
+test("catches: the password in redis-master.conf", async () => {
+  const conf = CONF + "requirepass hunter2\n";
+  const m = fresh();
+  find(m, "ConfigMap", "redis-master-conf").data["redis.conf"] = conf;
+  const f = await failures(m, conf);
+  assert.ok(f.some((x) => /redis-master.conf sets requirepass/.test(x)), f.join("\n"));
+});
 
 test("catches: AOF off in redis-master.conf", async () => {
   const conf = CONF.replace("appendonly yes", "appendonly no");

@@ -612,6 +612,76 @@ Test(config, help_prints_usage_with_every_variable_and_asks_to_exit)
     free(c);
 }
 
+Test(config, help_shows_each_options_default)
+{
+    config *c = new_cfg();
+    static char out[16384];
+    cr_assert_eq(load_captured(c, out, sizeof out, "--help", NULL), CONFIG_EXIT);
+    /* Every option's entry ends with a "default:" line. */
+    size_t options = 0, defaults = 0;
+    for (const char *p = out; (p = strstr(p, "\n  --")) != NULL; p++)
+        if (strncmp(p, "\n  --help", 8) != 0 && strncmp(p, "\n  --version", 11) != 0)
+            options++;
+    for (const char *p = out; (p = strstr(p, "\n      default: ")) != NULL; p++)
+        defaults++;
+    cr_assert_geq(options, 20, "%s", out);
+    cr_assert_eq(options, defaults, "%zu options, %zu defaults:\n%s", options, defaults, out);
+    const char *want[] = {
+        "default: 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005\n",
+        "default: 127.0.0.1:8080\n", "default: 50\n", "default: 0.01\n", "default: 30000\n",
+        "default: 3600000\n", "default: 60000\n", "default: redlock:\n", "default: 10000\n",
+        "default: the max ttl\n", "default: 15000\n", "default: none\n", "default: json\n",
+        "default: info\n", "default: the number of CPUs"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(out, want[i]) != NULL, "--help lacks '%s':\n%s", want[i], out);
+    free(c);
+}
+
+Test(config, acl_user_in_the_url_is_kept_for_auth)
+{
+    config_master m;
+    char err[512] = "";
+    const char *argv[3];
+    cr_assert_eq(config_parse_master("redis://locker:s3cret@h:6382/2", &m, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(m.user, "locker");
+    cr_assert_str_eq(m.password, "s3cret");
+    cr_assert_str_eq(m.address, "h:6382");
+    cr_assert_eq(config_master_auth_argv(&m, argv), 3);
+    cr_assert_str_eq(argv[0], "AUTH");
+    cr_assert_str_eq(argv[1], "locker");
+    cr_assert_str_eq(argv[2], "s3cret");
+    /* The default user: no user name, AUTH password. */
+    cr_assert_eq(config_parse_master("redis://:s3cret@h:6381", &m, err, sizeof err), 0);
+    cr_assert_str_eq(m.user, "");
+    cr_assert_eq(config_master_auth_argv(&m, argv), 2);
+    cr_assert_str_eq(argv[1], "s3cret");
+    cr_assert_eq(config_parse_master("redis://s3cret@h:6381", &m, err, sizeof err), 0);
+    cr_assert_str_eq(m.user, "");
+    cr_assert_eq(config_master_auth_argv(&m, argv), 2);
+    /* A colon in the password stays in the password. */
+    cr_assert_eq(config_parse_master("redis://u:a:b@h:1", &m, err, sizeof err), 0);
+    cr_assert_str_eq(m.user, "u");
+    cr_assert_str_eq(m.password, "a:b");
+    /* No password, no AUTH. */
+    cr_assert_eq(config_parse_master("redis://h:6380", &m, err, sizeof err), 0);
+    cr_assert_eq(config_master_auth_argv(&m, argv), 0);
+    cr_assert_eq(config_parse_master("h:6380", &m, err, sizeof err), 0);
+    cr_assert_eq(config_master_auth_argv(&m, argv), 0);
+}
+
+Test(config, rediss_is_refused_saying_why_and_without_the_password)
+{
+    config_master m;
+    char err[512] = "";
+    cr_assert_eq(config_parse_master("rediss://locker:TOPSECRET@h:6380", &m, err, sizeof err), -1);
+    cr_assert_null(strstr(err, "TOPSECRET"), "%s", err);
+    cr_assert(strstr(err, "'rediss://***@h:6380'") != NULL, "%s", err);
+    cr_assert(strstr(err, "TLS-capable hiredis") != NULL, "%s", err);
+    cr_assert(strstr(err, "deploy/README.md") != NULL, "%s", err);
+    cr_assert_eq(config_parse_master("rediss://h:6380", &m, err, sizeof err), -1);
+    cr_assert(strstr(err, "'rediss://h:6380'") != NULL, "%s", err);
+}
+
 Test(config, version_prints_the_version_and_asks_to_exit)
 {
     config *c = new_cfg();
