@@ -76,7 +76,7 @@ static int sh(const char *cmd)
     "on >" USER_PW " resetkeys ~redlock:* resetchannels &redlock:* -@all "                \
     "+evalsha +script|load +info +ping +subscribe +unsubscribe +select +config|get "      \
     "+get +set +del +pttl +pexpire +hget +hset +hdel +hgetall +hincrby +hlen +hmget "     \
-    "+publish +scan"
+    "+publish +scan +time +exists +zadd +zrem +zscore +zcard +zrange +zremrangebyscore"
 
 /* Masters with a default-user password (so that a bare AUTH of the user's password, the
  * old behaviour, is refused) and an ACL user "locker". */
@@ -183,6 +183,26 @@ Test(deploy, acl_user_in_the_master_url_authenticates_as_that_user)
     h_resp_free(&r);
     pthread_join(t, NULL);
     cr_assert_eq(watch_status, 200);
+    /* Every other script runs with the user's permissions too: readers, a writer refused
+     * by them, permits (each acquire, extend, inspect and release). */
+    static const struct {
+        const char *method, *path, *body;
+        long status;
+    } more[] = {
+        {"POST", "/locks/acl.rw?mode=shared", NULL, 201},
+        {"POST", "/locks/acl.rw?wait_ms=50", NULL, 409},
+        {"GET", "/locks/acl.rw", NULL, 200},
+        {"POST", "/semaphores/acl.sem?permits=1", NULL, 201},
+        {"POST", "/semaphores/acl.sem?permits=1", NULL, 409},
+        {"GET", "/semaphores/acl.sem", NULL, 200},
+        {"POST", "/locks", "{\"names\":[\"acl.m1\",\"acl.rw\"],\"modes\":{\"acl.rw\":\"shared\"}}", 201},
+        {"DELETE", "/locks/acl.rw?force=false", "{\"lease\":\"0123456789abcdefgh\"}", 404},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        h_http_to(S2.url, &cl, more[i].method, more[i].path, more[i].body, &r);
+        cr_assert_eq(r.status, more[i].status, "%s %s: %s", more[i].method, more[i].path, r.body);
+        h_resp_free(&r);
+    }
     cr_assert(!h_log_contains(&S2, USER_PW), "the user's password reached the log");
     h_set_redis_password(NULL);
 }
