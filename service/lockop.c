@@ -1,6 +1,7 @@
 /* lockop.c -- acquire / release / extend / inspect / readiness and the handoff (see
  * lockop.h, and docs/DESIGN.md for the reasoning behind each step).  The single-name
- * shape of an acquire is here; the multi-name one is multilock.c's. */
+ * shapes of an acquire (exclusive, shared, a permit) are shapes.c's; the multi-name one
+ * is multilock.c's. */
 #include "stat.h"
 #include "lockop.h"
 
@@ -12,6 +13,7 @@
 #include "multilock.h"
 #include "rnd.h"
 #include "scripts.h"
+#include "shapes.h"
 
 static uint32_t rnd(lockop_env *env)
 {
@@ -178,227 +180,6 @@ static void announce_release(lockop *op)
             op->env->released(op->env, names[j], lens[j]);
     }
 }
-
-/* ---- the single-name shape ---- */
-
-/* The keys and channel of op's name: for a semaphore, key is its record, slots is
- * the prefix of its slots' keys; for a lock, readers, tags and intents are those of
- * its shared holders (keys.h). */
-typedef struct keybuf {
-    char key[KEYS_MAX], chan[KEYS_MAX], bucket[KEYS_BUCKET_MAX];
-    char readers[KEYS_MAX], tags[KEYS_MAX], intents[KEYS_MAX], slots[KEYS_MAX];
-    size_t key_len, chan_len, bucket_len, readers_len, tags_len, intents_len, slots_len;
-} keybuf;
-
-static void make_keys(const lockop *op, keybuf *kb)
-{
-    const char *prefix = op->env->conf->key_prefix;
-    kb->bucket_len = keys_bucket(op->name, op->name_len, kb->bucket, sizeof kb->bucket);
-    kb->key_len = keys_lock(prefix, op->name, op->name_len, kb->key, sizeof kb->key);
-    kb->chan_len = keys_released(prefix, op->name, op->name_len, kb->chan, sizeof kb->chan);
-    if (op->mode == LOCKOP_SEMAPHORE) {
-        kb->slots_len = keys_sem_slot(prefix, op->name, op->name_len, -1, kb->slots,
-                                      sizeof kb->slots);
-        kb->readers_len = kb->tags_len = kb->intents_len = 0;
-        return;
-    }
-    kb->slots_len = 0;
-    kb->readers_len = keys_shared(prefix, KEYS_READERS, op->name, op->name_len, kb->readers,
-                                  sizeof kb->readers);
-    kb->tags_len = keys_shared(prefix, KEYS_TAGS, op->name, op->name_len, kb->tags,
-                               sizeof kb->tags);
-    kb->intents_len = keys_shared(prefix, KEYS_INTENTS, op->name, op->name_len, kb->intents,
-                                  sizeof kb->intents);
-}
-
-/* How long a refused exclusive attempt asks readers to queue behind it: the wait it
- * has left (0: it will not wait). */
-static long intent_ms(const lockop *op)
-{
-    int64_t left = op->wait_deadline_us - clock_now_us();
-    return op->wait_deadline_us && left > 1000 ? (long)(left / 1000) : 0;
-}
-
-static void one_send_acquire(lockop *op, round *rd)
-{
-    keybuf kb;
-    make_keys(op, &kb);
-    char ttl[24], intent[24];
-    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    int il = snprintf(intent, sizeof intent, "%ld", intent_ms(op));
-    const char *argv[] = {kb.key, kb.readers, kb.intents, kb.bucket, op->value, ttl, kb.chan,
-                          op->env->origin, intent, op->reentrant ? "1" : "0"};
-    size_t lens[] = {kb.key_len, kb.readers_len, kb.intents_len, kb.bucket_len, op->value_len,
-                     (size_t)tl, kb.chan_len, op->env->origin_len, (size_t)il, 1};
-    rd->split_aware = 1;
-    round_send(rd, SCRIPT_ACQUIRE, 3, 7, argv, lens, round_all(op->env->rounds));
-}
-
-static uint64_t one_plan_raise(lockop *op, const round *rd)
-{
-    return redlock_plan_raise(rd->replies, rd->env->n, rd->env->quorum, NULL, 1, &op->token);
-}
-
-static void one_send_raise(lockop *op, round *rr, uint64_t mask)
-{
-    keybuf kb;
-    make_keys(op, &kb);
-    char tok[24];
-    int tl = snprintf(tok, sizeof tok, "%llu", (unsigned long long)op->token);
-    const char *argv[] = {kb.bucket, tok};
-    size_t lens[] = {kb.bucket_len, (size_t)tl};
-    round_send(rr, SCRIPT_RAISE, 0, 2, argv, lens, mask);
-}
-
-static size_t one_fenced(const lockop *op, const round *rd, const round *rr)
-{
-    uint64_t acked = 0;
-    for (size_t i = 0; i < rr->env->n && i < 64; i++)
-        if (rr->replies[i].state == RL_SLOT_OK && rr->replies[i].fence >= op->token)
-            acked |= (uint64_t)1 << i;
-    return redlock_fenced(rd->replies, rd->env->n, NULL, 1, &op->token, acked);
-}
-
-static rl_err one_refused(lockop *op, const round *rd)
-{
-    (void)op;
-    return redlock_held_by_quorum(rd->replies, rd->env->n, rd->env->quorum) ? RL_E_LOCK_HELD
-                                                                            : RL_E_LOCK_CONTENDED;
-}
-
-/* A release by who (the lease: the client's; op->value: a failed attempt's clean-up,
- * exactly what it wrote) of an exclusive holder or a reader. */
-static void send_release_of(lockop *op, round *rd, const char *who, size_t who_len,
-                            uint64_t mask)
-{
-    keybuf kb;
-    make_keys(op, &kb);
-    if (op->mode == LOCKOP_SEMAPHORE) {
-        const char *argv[] = {kb.key, who, kb.chan, op->env->origin, kb.slots};
-        size_t lens[] = {kb.key_len, who_len, kb.chan_len, op->env->origin_len, kb.slots_len};
-        round_send(rd, SCRIPT_SEM_RELEASE, 1, 4, argv, lens, mask);
-        return;
-    }
-    const char *argv[] = {kb.key, kb.readers, kb.tags, who, kb.chan, op->env->origin};
-    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, who_len, kb.chan_len,
-                     op->env->origin_len};
-    round_send(rd, SCRIPT_RELEASE, 3, 3, argv, lens, mask);
-}
-
-static void one_send_release(lockop *op, round *rd, uint64_t mask)
-{
-    /* The exact value: a retry with the same lease that adopted a key keeps it. */
-    send_release_of(op, rd, op->value, op->value_len, mask);
-}
-
-static const lockop_shape one_shape = {
-    one_send_acquire, one_plan_raise, one_send_raise, one_fenced, one_refused, one_send_release,
-};
-
-/* ---- the shared shape: a reader of one name ---- */
-
-static void shared_send_acquire(lockop *op, round *rd)
-{
-    keybuf kb;
-    make_keys(op, &kb);
-    char ttl[24];
-    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, op->value, ttl,
-                          kb.chan, op->env->origin};
-    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
-                     op->value_len, (size_t)tl, kb.chan_len, op->env->origin_len};
-    rd->split_aware = 1;
-    round_send(rd, SCRIPT_SHARED, 4, 5, argv, lens, round_all(op->env->rounds));
-}
-
-/* A reader's token is the name's as it stands (no bump): the largest counter among the
- * granting masters, at least the last exclusive grant's; fenced like a writer's (raised
- * to a quorum of granting masters when needed), so that every later writer's token is
- * larger (docs/DESIGN.md, section 12). */
-
-static const lockop_shape shared_shape = {
-    shared_send_acquire, one_plan_raise, one_send_raise, one_fenced, one_refused,
-    one_send_release,
-};
-
-/* ---- the semaphore shape: one permit, a lock on one of its slots ---- */
-
-static void sem_send_acquire(lockop *op, round *rd)
-{
-    keybuf kb;
-    make_keys(op, &kb);
-    char slot[KEYS_MAX], ttl[24], permits[16], idx[16];
-    size_t sl = keys_sem_slot(op->env->conf->key_prefix, op->name, op->name_len, op->slot, slot,
-                              sizeof slot);
-    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    int pl = snprintf(permits, sizeof permits, "%d", op->permits);
-    int il = snprintf(idx, sizeof idx, "%d", op->slot);
-    /* A lease another attempt may carry could hold another slot: look there first. */
-    const char *scan = !op->lease_fresh || op->attempts > 1 ? "1" : "0";
-    const char *argv[] = {slot, kb.key, kb.bucket, op->value, ttl, kb.chan, op->env->origin,
-                          permits, idx, kb.slots, scan};
-    size_t lens[] = {sl, kb.key_len, kb.bucket_len, op->value_len, (size_t)tl, kb.chan_len,
-                     op->env->origin_len, (size_t)pl, (size_t)il, kb.slots_len, 1};
-    rd->split_aware = 1;
-    round_send(rd, SCRIPT_SEM_ACQUIRE, 2, 9, argv, lens, round_all(op->env->rounds));
-}
-
-/* Where a refused permit attempt goes next: another number of permits is an error; a
- * slot this lease holds already, or a slot free on enough masters to make a quorum,
- * is tried at once; else every permit is taken (wait for a release). */
-static rl_err sem_refused(lockop *op, const round *rd)
-{
-    size_t n = rd->env->n, unknown = 0;
-    int best = -1;
-    size_t best_votes = 0;
-    size_t votes[64] = {0};
-    int cand[64];
-    size_t ncand = 0;
-    for (size_t i = 0; i < n; i++) {
-        const redlock_reply *r = &rd->replies[i];
-        unknown += r->state == RL_SLOT_FAILED || r->state == RL_SLOT_PENDING;
-        if (r->state != RL_SLOT_REFUSED || !r->has_value)
-            continue;
-        size_t pl = sizeof SCRIPTS_HOLDER_PERMITS - 1, ml = sizeof SCRIPTS_HOLDER_MINE - 1,
-               fl = sizeof SCRIPTS_HOLDER_FREE - 1;
-        char v[REDLOCK_VALUE_MAX + 1];
-        memcpy(v, r->value, r->value_len);
-        v[r->value_len] = '\0';
-        if (r->value_len > pl && memcmp(v, SCRIPTS_HOLDER_PERMITS, pl) == 0) {
-            op->permits_seen = strtol(v + pl, NULL, 10);
-            return RL_E_PERMITS_MISMATCH;
-        }
-        if (r->value_len > ml && memcmp(v, SCRIPTS_HOLDER_MINE, ml) == 0) {
-            op->slot = (int)strtol(v + ml, NULL, 10);
-            return RL_E_LOCK_CONTENDED;
-        }
-        if (r->value_len < fl || memcmp(v, SCRIPTS_HOLDER_FREE, fl) != 0)
-            continue;
-        for (char *p = v + fl, *end; *p; p = end) {
-            long s = strtol(p, &end, 10);
-            if (end == p)
-                break;
-            size_t k = 0;
-            while (k < ncand && cand[k] != (int)s)
-                k++;
-            if (k == ncand && ncand < 64)
-                cand[ncand++] = (int)s;
-            if (k < 64 && ++votes[k] > best_votes) {
-                best_votes = votes[k];
-                best = (int)s;
-            }
-        }
-    }
-    if (best >= 0 && best < op->permits && best_votes + unknown >= rd->env->quorum) {
-        op->slot = best;
-        return RL_E_LOCK_CONTENDED;
-    }
-    return RL_E_LOCK_HELD;
-}
-
-static const lockop_shape sem_shape = {
-    sem_send_acquire, one_plan_raise, one_send_raise, one_fenced, sem_refused, one_send_release,
-};
 
 /* ---- acquire ---- */
 
@@ -815,8 +596,8 @@ static int try_handoff(lockop *r)
         return 0;
     rd->wait_all = 1;
     attempt_begin(h, rd);
-    keybuf kb;
-    make_keys(h, &kb);
+    shape_keys kb;
+    shape_keys_of(h, &kb);
     char ttl[24];
     int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
     const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, r->lease,
@@ -859,7 +640,7 @@ static int release_start(lockop *op)
         op->shape->send_release(op, rd, round_all(env->rounds));
         return 0;
     }
-    send_release_of(op, rd, op->lease, op->lease_len, round_all(env->rounds));
+    shape_send_release(op, rd, op->lease, op->lease_len, round_all(env->rounds));
     return 0;
 }
 
@@ -1003,10 +784,10 @@ void lockop_start(lockop *op)
 {
     lockop_env *env = op->env;
     if (!op->shape)
-        op->shape = op->kind != LOCKOP_ACQUIRE ? &one_shape
-                    : op->mode == LOCKOP_SHARED ? &shared_shape
-                    : op->mode == LOCKOP_SEMAPHORE ? &sem_shape
-                                                   : &one_shape;
+        op->shape = op->kind != LOCKOP_ACQUIRE ? &shape_exclusive
+                    : op->mode == LOCKOP_SHARED ? &shape_shared
+                    : op->mode == LOCKOP_SEMAPHORE ? &shape_semaphore
+                                                   : &shape_exclusive;
     const char(*names)[NAME_MAX_LEN + 1];
     op->w.nnames = op_names(op, &names, &op->w.lens);
     op->w.names = names;
@@ -1016,8 +797,8 @@ void lockop_start(lockop *op)
     op->w.lease = op->lease;
     op->w.lease_len = op->lease_len;
     op->w.gone = &op->gone;
-    keybuf kb;
-    make_keys(op, &kb);
+    shape_keys kb;
+    shape_keys_of(op, &kb);
     switch (op->kind) {
     case LOCKOP_ACQUIRE:
     case LOCKOP_MACQUIRE:

@@ -1,0 +1,34 @@
+/* shapes.h -- how an acquire of one name talks to the masters, for each kind: an
+ * exclusive lock, a reader of a shared lock, a permit of a semaphore (op.h,
+ * lockop_shape; docs/DESIGN.md sections 1, 3 and 12), and the keys of a single-name
+ * operation.  The state machines that drive them are lockop.c's; the multi-name shape
+ * is multilock.c's. */
+#ifndef RL_SHAPES_H
+#define RL_SHAPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keys.h"
+#include "op.h"
+
+/* The keys and channel of op's name (shape_keys_of()): for a semaphore, key is its record, slots is
+ * the prefix of its slots' keys; for a lock, readers, tags and intents are those of
+ * its shared holders (keys.h). */
+typedef struct shape_keys {
+    char key[KEYS_MAX], chan[KEYS_MAX], bucket[KEYS_BUCKET_MAX];
+    char readers[KEYS_MAX], tags[KEYS_MAX], intents[KEYS_MAX], slots[KEYS_MAX];
+    size_t key_len, chan_len, bucket_len, readers_len, tags_len, intents_len, slots_len;
+} shape_keys;
+
+void shape_keys_of(const lockop *op, shape_keys *kb);
+
+/* A release by who (the lease: the client's; op->value: a failed attempt's clean-up,
+ * exactly what it wrote) of an exclusive holder, a reader or a permit, on mask. */
+void shape_send_release(lockop *op, round *rd, const char *who, size_t who_len, uint64_t mask);
+
+extern const lockop_shape shape_exclusive; /* a lock: one holder */
+extern const lockop_shape shape_shared;    /* a reader: readers together, never a writer */
+extern const lockop_shape shape_semaphore; /* a permit: a lock on one of N slots */
+
+#endif
