@@ -23,8 +23,10 @@ async function heldFor(ms: number, locks: readonly HeldLock[]): Promise<void> {
 test("readers: four held at once past two ttls, a writer refused (409) meanwhile, granted after", async () => {
   const c = client();
   const name = uniqueName("readers");
-  const readers = await Promise.all([1, 2, 3, 4].map(() => c.hold(name, { ttlMs: 600, shared: true })));
+  const settled = await Promise.allSettled([1, 2, 3, 4].map(() => c.hold(name, { ttlMs: 600, shared: true })));
+  const readers = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
   try {
+    for (const r of settled) if (r.status === "rejected") throw r.reason;
     await heldFor(1300, readers);
     assert.ok(readers.every((r) => r.shared && r.held));
     const s = await c.status(name);
@@ -141,6 +143,9 @@ test("usingSemaphore: permits kept past two ttls, a third refused, a waiter gets
     });
     await waitFor("the waiter to be parked", async () => (await metric("redlockd_parked_waiters")) > parked);
     return b.slot;
+  }).catch(async (e: unknown) => {
+    await a.release(); // a failure: let no permit keep the process alive
+    throw e;
   });
   assert.equal(await waiter, slotB, "the waiter got the slot released at the routine's end");
   assert.equal(await a.release(), true);
