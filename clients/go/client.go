@@ -1,5 +1,6 @@
 // client.go -- the Client: configuration, requests, answers, and the plain calls
-// (Acquire, Extend, Release, Status).
+// (Acquire, Extend, Release, Status; of a semaphore AcquirePermit, ExtendPermit,
+// ReleasePermit, SemaphoreStatus).
 
 package redlock
 
@@ -100,8 +101,12 @@ type LockOptions struct {
 	// acquire that repeats a lease already holding the lock gets the same fencing token
 	// back: the retry of an acquire whose answer was lost.
 	Lease string
-	// KeepAlive says how Lock keeps the lock (Lock only; Acquire ignores it).
+	// KeepAlive says how Lock keeps the lock (Lock only; Acquire ignores it, and
+	// Semaphore always extends).
 	KeepAlive KeepAlive
+	// Shared takes a read hold: any number of shared holders at once, never beside an
+	// exclusive one (locks only; Owner is for exclusive holds).
+	Shared bool
 }
 
 // KeepAlive says how Lock keeps a lock until Unlock.
@@ -134,6 +139,15 @@ type Grant struct {
 	FencingToken int64         // larger for every later grant of the name
 	Validity     time.Duration // how long it may be assumed held, from the request
 	TTL          time.Duration // its expiry on the masters
+	Shared       bool          // a read hold (its token is the last writer's)
+}
+
+// PermitGrant is a granted permit of a semaphore.  Its FencingToken is T*1024+Slot:
+// larger for every later grant of the name, and per slot strictly increasing.
+type PermitGrant struct {
+	Grant
+	Permits int // the semaphore's number of permits
+	Slot    int // this permit's, 0..Permits-1
 }
 
 // Extension is a successful Extend.
@@ -152,6 +166,15 @@ type State struct {
 	Validity     time.Duration // 0 when not held; negative: held by a key without expiry
 	FencingToken int64         // the latest token of the name, 0 if never granted
 	Index        string        // changes whenever the lock's state does
+	Readers      int           // shared holders holding it now
+}
+
+// SemaphoreState is what SemaphoreStatus says of a semaphore.
+type SemaphoreState struct {
+	Name    string
+	Permits int // the number its holders use; 0 when none was granted within the longest ttl
+	Held    int // permits held now
+	Free    int // Permits - Held (0 when Permits is)
 }
 
 type wireGrant struct {
@@ -160,6 +183,9 @@ type wireGrant struct {
 	FencingToken *int64 `json:"fencing_token"`
 	ValidityMs   *int64 `json:"validity_ms"`
 	TTLMs        int64  `json:"ttl_ms"`
+	Mode         string `json:"mode"`
+	Permits      *int   `json:"permits"`
+	Slot         *int   `json:"slot"`
 }
 
 func (w *wireGrant) grant() (*Grant, error) {
@@ -167,7 +193,18 @@ func (w *wireGrant) grant() (*Grant, error) {
 		return nil, errors.New("the grant lacks lease, fencing_token or validity_ms")
 	}
 	return &Grant{Name: w.Name, Lease: w.Lease, FencingToken: *w.FencingToken,
-		Validity: ms(*w.ValidityMs), TTL: ms(w.TTLMs)}, nil
+		Validity: ms(*w.ValidityMs), TTL: ms(w.TTLMs), Shared: w.Mode == "shared"}, nil
+}
+
+func (w *wireGrant) permit() (*PermitGrant, error) {
+	g, err := w.grant()
+	if err != nil {
+		return nil, err
+	}
+	if w.Permits == nil || w.Slot == nil {
+		return nil, errors.New("the grant lacks permits or slot")
+	}
+	return &PermitGrant{Grant: *g, Permits: *w.Permits, Slot: *w.Slot}, nil
 }
 
 type wireError struct {
@@ -176,6 +213,7 @@ type wireError struct {
 	RetryAfterMs int64  `json:"retry_after_ms"`
 	NodesOK      int    `json:"nodes_ok"`
 	Quorum       int    `json:"quorum"`
+	Permits      int    `json:"permits"`
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -189,7 +227,20 @@ func toMs(d time.Duration) int64 {
 	return n
 }
 
-func lockPath(name string) string { return "/locks/" + url.PathEscape(name) }
+// target is what an acquire takes: a lock (permits 0) or a permit of a semaphore.
+type target struct {
+	name    string
+	path    string
+	permits int
+}
+
+func lockTarget(name string) target {
+	return target{name: name, path: "/locks/" + url.PathEscape(name)}
+}
+
+func semTarget(name string, permits int) target {
+	return target{name: name, path: "/semaphores/" + url.PathEscape(name), permits: permits}
+}
 
 // newRequest makes a request of path with body (nil: none) as JSON.
 func (c *Client) newRequest(ctx context.Context, method, path string, body any) (*http.Request, error) {
@@ -223,7 +274,7 @@ func errorOf(op string, resp *http.Response) error {
 	if json.Unmarshal(b, &w) == nil && w.Error != "" {
 		e.Code, e.Message = ErrorCode(w.Error), w.Message
 		e.RetryAfter = ms(w.RetryAfterMs)
-		e.NodesOK, e.Quorum = w.NodesOK, w.Quorum
+		e.NodesOK, e.Quorum, e.Permits = w.NodesOK, w.Quorum, w.Permits
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 		if len(e.Message) > 200 {
@@ -258,9 +309,15 @@ func (c *Client) call(ctx context.Context, op, method, path string, body, out an
 	return nil
 }
 
-// acquireBody is the JSON body of POST /locks/{name}.
-func acquireBody(o *LockOptions, lease string, wait time.Duration, stream bool) map[string]any {
+// acquireBody is the JSON body of POST /locks/{name} or /semaphores/{name}.
+func acquireBody(t target, o *LockOptions, lease string, wait time.Duration, stream bool) map[string]any {
 	b := map[string]any{"lease": lease}
+	if t.permits != 0 {
+		b["permits"] = t.permits
+	}
+	if o.Shared {
+		b["mode"] = "shared"
+	}
 	if o.TTL > 0 {
 		b["ttl_ms"] = toMs(o.TTL)
 	}
@@ -290,13 +347,43 @@ func isNoAnswer(ctx context.Context, err error) bool {
 // held.  Nothing keeps it: extend it before its Validity runs out, release it after.
 // An attempt that gets no answer within Wait plus the attempt timeout is tried again
 // with the same lease (WithRetries), which takes up a grant whose answer was lost.
+// With opts.Shared it takes a read hold: any number of them at once, none beside an
+// exclusive holder; Extend and Release take its lease as any other.
 func (c *Client) Acquire(ctx context.Context, name string, opts *LockOptions) (*Grant, error) {
-	g, _, err := c.acquire(ctx, name, opts)
-	return g, err
+	w, _, err := c.acquire(ctx, lockTarget(name), opts)
+	if err != nil {
+		return nil, err
+	}
+	return grantOf("acquire "+name, w)
 }
 
-// acquire is Acquire that also tells when the attempt that was granted was sent.
-func (c *Client) acquire(ctx context.Context, name string, opts *LockOptions) (*Grant, time.Time, error) {
+// AcquirePermit takes one of the permits (1..1024) of the semaphore name, as Acquire
+// takes a lock: at most that many holders at once.  Every caller of a name must use the
+// same number: another answers ErrPermitsMismatch (Error.Permits: the number in use).
+// Every permit taken answers ErrLockHeld (after waiting up to opts.Wait).
+func (c *Client) AcquirePermit(ctx context.Context, name string, permits int, opts *LockOptions) (*PermitGrant, error) {
+	w, _, err := c.acquire(ctx, semTarget(name, permits), opts)
+	if err != nil {
+		return nil, err
+	}
+	p, err := w.permit()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: acquire permit %s: %w", name, err)
+	}
+	return p, nil
+}
+
+func grantOf(op string, w *wireGrant) (*Grant, error) {
+	g, err := w.grant()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: %s: %w", op, err)
+	}
+	return g, nil
+}
+
+// acquire sends the acquire of t (retried with its lease when no answer came); the
+// grant's answer, and when the attempt that was granted was sent.
+func (c *Client) acquire(ctx context.Context, t target, opts *LockOptions) (*wireGrant, time.Time, error) {
 	o := LockOptions{}
 	if opts != nil {
 		o = *opts
@@ -305,7 +392,7 @@ func (c *Client) acquire(ctx context.Context, name string, opts *LockOptions) (*
 	if lease == "" {
 		lease = newLease()
 	}
-	op := "acquire " + name
+	op := "acquire " + t.name
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		wait := o.Wait - time.Since(start) // a retry waits only for what is left
@@ -315,14 +402,10 @@ func (c *Client) acquire(ctx context.Context, name string, opts *LockOptions) (*
 		actx, cancel := context.WithTimeout(ctx, wait+c.attemptTimeout)
 		sent := time.Now()
 		var w wireGrant
-		err := c.call(actx, op, http.MethodPost, lockPath(name), acquireBody(&o, lease, wait, false), &w)
+		err := c.call(actx, op, http.MethodPost, t.path, acquireBody(t, &o, lease, wait, false), &w)
 		cancel()
 		if err == nil {
-			g, gerr := w.grant()
-			if gerr != nil {
-				return nil, sent, fmt.Errorf("redlock: %s: %w", op, gerr)
-			}
-			return g, sent, nil
+			return &w, sent, nil
 		}
 		if !isNoAnswer(ctx, err) || attempt >= c.retries {
 			return nil, sent, err
@@ -333,6 +416,17 @@ func (c *Client) acquire(ctx context.Context, name string, opts *LockOptions) (*
 // Extend sets the expiry of the lock held by lease to ttl from now (0: the service's
 // default ttl).  The fencing token does not change.
 func (c *Client) Extend(ctx context.Context, name, lease string, ttl time.Duration) (*Extension, error) {
+	return c.extend(ctx, lockTarget(name), lease, ttl)
+}
+
+// ExtendPermit sets the expiry of the permit of semaphore name held by lease to ttl
+// from now (0: the default ttl).  The answer's FencingToken is the semaphore's counter
+// on the permit's slot (at least the permit's own token).
+func (c *Client) ExtendPermit(ctx context.Context, name, lease string, ttl time.Duration) (*Extension, error) {
+	return c.extend(ctx, semTarget(name, 0), lease, ttl)
+}
+
+func (c *Client) extend(ctx context.Context, t target, lease string, ttl time.Duration) (*Extension, error) {
 	body := map[string]any{"lease": lease}
 	if ttl > 0 {
 		body["ttl_ms"] = toMs(ttl)
@@ -343,7 +437,7 @@ func (c *Client) Extend(ctx context.Context, name, lease string, ttl time.Durati
 		ValidityMs   int64  `json:"validity_ms"`
 		TTLMs        int64  `json:"ttl_ms"`
 	}
-	if err := c.call(ctx, "extend "+name, http.MethodPatch, lockPath(name), body, &w); err != nil {
+	if err := c.call(ctx, "extend "+t.name, http.MethodPatch, t.path, body, &w); err != nil {
 		return nil, err
 	}
 	return &Extension{Name: w.Name, FencingToken: w.FencingToken, Validity: ms(w.ValidityMs),
@@ -353,11 +447,20 @@ func (c *Client) Extend(ctx context.Context, name, lease string, ttl time.Durati
 // Release deletes the lock held by lease.  A lease that no longer holds it (expired,
 // released, broken) answers ErrLeaseNotFound.
 func (c *Client) Release(ctx context.Context, name, lease string) error {
+	return c.release(ctx, lockTarget(name), lease)
+}
+
+// ReleasePermit gives back the permit of semaphore name held by lease; as Release.
+func (c *Client) ReleasePermit(ctx context.Context, name, lease string) error {
+	return c.release(ctx, semTarget(name, 0), lease)
+}
+
+func (c *Client) release(ctx context.Context, t target, lease string) error {
 	var w struct {
 		Released bool `json:"released"`
 	}
-	op := "release " + name
-	if err := c.call(ctx, op, http.MethodDelete, lockPath(name), map[string]any{"lease": lease}, &w); err != nil {
+	op := "release " + t.name
+	if err := c.call(ctx, op, http.MethodDelete, t.path, map[string]any{"lease": lease}, &w); err != nil {
 		return err
 	}
 	if !w.Released {
@@ -376,14 +479,37 @@ func (c *Client) Status(ctx context.Context, name string) (*State, error) {
 		ValidityMs   int64   `json:"validity_ms"`
 		FencingToken int64   `json:"fencing_token"`
 		Index        string  `json:"index"`
+		Readers      int     `json:"readers"`
 	}
-	if err := c.call(ctx, "status "+name, http.MethodGet, lockPath(name), nil, &w); err != nil {
+	if err := c.call(ctx, "status "+name, http.MethodGet, lockTarget(name).path, nil, &w); err != nil {
 		return nil, err
 	}
 	s := &State{Name: w.Name, Held: w.Held, Validity: ms(w.ValidityMs),
-		FencingToken: w.FencingToken, Index: w.Index}
+		FencingToken: w.FencingToken, Index: w.Index, Readers: w.Readers}
 	if w.Owner != nil {
 		s.Owner = *w.Owner
+	}
+	return s, nil
+}
+
+// SemaphoreStatus says how many permits of the semaphore name are held, of how many.
+func (c *Client) SemaphoreStatus(ctx context.Context, name string) (*SemaphoreState, error) {
+	var w struct {
+		Name    string `json:"name"`
+		Permits *int   `json:"permits"`
+		Held    int    `json:"held"`
+		Free    *int   `json:"free"`
+	}
+	t := semTarget(name, 0)
+	if err := c.call(ctx, "semaphore status "+name, http.MethodGet, t.path, nil, &w); err != nil {
+		return nil, err
+	}
+	s := &SemaphoreState{Name: w.Name, Held: w.Held}
+	if w.Permits != nil {
+		s.Permits = *w.Permits
+	}
+	if w.Free != nil {
+		s.Free = *w.Free
 	}
 	return s, nil
 }

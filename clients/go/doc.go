@@ -12,9 +12,12 @@
 // long as the request is open, and releases it if this process goes away) or by
 // extensions from this process, and cancels Context() as soon as it is lost.  The
 // plain calls Acquire, Extend, Release and Status map one to one onto the HTTP API.
+// LockOptions.Shared takes a read hold; Semaphore holds one of a semaphore's permits as
+// Lock holds a lock (AcquirePermit, ExtendPermit, ReleasePermit and SemaphoreStatus are
+// its plain calls).
 //
 // Every error answer of the service is an *Error whose code is one of the ErrorCode
 // constants, so errors.Is(err, redlock.ErrLockHeld) tests it and errors.As reaches its
-// fields (RetryAfter, NodesOK, Quorum).  A lost lock's Err is a *LostError matching
+// fields (RetryAfter, NodesOK, Quorum, Permits).  A lost lock's Err is a *LostError matching
 // ErrLockLost.
 package redlock

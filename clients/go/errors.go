@@ -2,7 +2,7 @@
 //
 // Every error the service answers becomes an *Error carrying its code, HTTP status
 // and extra fields; errors.Is(err, ErrLockHeld) tests the code, errors.As(err, &e)
-// reaches the fields (RetryAfter, NodesOK, Quorum).  Codes are the ones listed in
+// reaches the fields (RetryAfter, NodesOK, Quorum, Permits).  Codes are the ones listed in
 // api/openapi.yaml (components/schemas/Error); a test checks the list below against it.
 
 package redlock
@@ -33,6 +33,10 @@ const (
 	ErrInvalidOwner      ErrorCode = "invalid_owner"
 	ErrInvalidLimit      ErrorCode = "invalid_limit"
 	ErrInvalidForce      ErrorCode = "invalid_force"
+	ErrInvalidMode       ErrorCode = "invalid_mode"
+	ErrInvalidPermits    ErrorCode = "invalid_permits"
+	ErrInvalidReentrant  ErrorCode = "invalid_reentrant"
+	ErrInvalidQuery      ErrorCode = "invalid_query"
 	ErrUnauthorized      ErrorCode = "unauthorized"
 	ErrForbidden         ErrorCode = "forbidden"
 	ErrNotFound          ErrorCode = "not_found"
@@ -40,6 +44,7 @@ const (
 	ErrMethodNotAllowed  ErrorCode = "method_not_allowed"
 	ErrLockHeld          ErrorCode = "lock_held"
 	ErrLockContended     ErrorCode = "lock_contended"
+	ErrPermitsMismatch   ErrorCode = "permits_mismatch" // another number of permits in use: Error.Permits
 	ErrBodyTooLarge      ErrorCode = "body_too_large"
 	ErrClientClosed      ErrorCode = "client_closed"
 	ErrInternal          ErrorCode = "internal"
@@ -55,8 +60,10 @@ func Codes() []ErrorCode {
 	return []ErrorCode{
 		ErrInvalidJSON, ErrInvalidName, ErrInvalidTTL, ErrInvalidWait, ErrInvalidLease,
 		ErrInvalidHold, ErrInvalidIndex, ErrInvalidOwner, ErrInvalidLimit, ErrInvalidForce,
+		ErrInvalidMode, ErrInvalidPermits, ErrInvalidReentrant, ErrInvalidQuery,
 		ErrUnauthorized, ErrForbidden, ErrNotFound, ErrLeaseNotFound, ErrMethodNotAllowed,
-		ErrLockHeld, ErrLockContended, ErrBodyTooLarge, ErrClientClosed, ErrInternal,
+		ErrLockHeld, ErrLockContended, ErrPermitsMismatch, ErrBodyTooLarge, ErrClientClosed,
+		ErrInternal,
 		ErrQuorumUnavailable, ErrValidityExhausted, ErrTooManyWaiters, ErrTooManyStreams,
 		ErrShuttingDown,
 	}
@@ -71,6 +78,7 @@ type Error struct {
 	RetryAfter time.Duration // lock_held, lock_contended: when to try again
 	NodesOK    int           // quorum_unavailable: masters that answered in time
 	Quorum     int           // quorum_unavailable: masters needed
+	Permits    int           // permits_mismatch: the number of permits in use
 	RequestID  string        // the X-Request-Id of the answer, for the service's log
 }
 
@@ -92,6 +100,9 @@ func (e *Error) Error() string {
 	}
 	if e.Code == ErrLockHeld || e.Code == ErrLockContended {
 		fmt.Fprintf(&b, " (retry after %v)", e.RetryAfter)
+	}
+	if e.Code == ErrPermitsMismatch {
+		fmt.Fprintf(&b, " (%d permits in use)", e.Permits)
 	}
 	if e.Code == ErrQuorumUnavailable {
 		fmt.Fprintf(&b, " (%d of %d masters answered)", e.NodesOK, e.Quorum)

@@ -57,3 +57,49 @@ func ExampleClient_Acquire() {
 	// <nil>
 	// true
 }
+
+func ExampleClient_Semaphore() {
+	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := c.Semaphore(ctx, "example/pool", 2, &redlock.LockOptions{TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, redlock.ErrLockHeld): every permit taken
+	}
+	fmt.Println("slot's token:", p.FencingToken()%1024 == int64(p.Slot()), "lost:", p.Context().Err() != nil)
+	_, err = c.AcquirePermit(ctx, "example/pool", 3, nil)
+	var e *redlock.Error
+	fmt.Println(errors.Is(err, redlock.ErrPermitsMismatch), errors.As(err, &e) && e.Permits == 2)
+	fmt.Println(p.Release(ctx))
+	// Output:
+	// slot's token: true lost: false
+	// true true
+	// <nil>
+}
+
+func ExampleLockOptions_shared() {
+	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := c.Lock(ctx, "example/reports", &redlock.LockOptions{Shared: true, KeepAlive: redlock.Extend})
+	if err != nil {
+		log.Fatal(err)
+	}
+	g, err := c.Acquire(ctx, "example/reports", &redlock.LockOptions{Shared: true}) // another reader
+	fmt.Println("second reader:", err)
+	defer c.Release(ctx, "example/reports", g.Lease)
+	_, err = c.Acquire(ctx, "example/reports", nil) // a writer
+	fmt.Println("writer refused:", errors.Is(err, redlock.ErrLockHeld))
+	st, _ := c.Status(ctx, "example/reports")
+	fmt.Println("readers:", st.Readers)
+	fmt.Println(r.Unlock(ctx))
+	// Output:
+	// second reader: <nil>
+	// writer refused: true
+	// readers: 2
+	// <nil>
+}

@@ -1,5 +1,6 @@
-// lock.go -- Lock: a lock held until Unlock, kept by a streamed hold or by extensions,
-// whose Context is cancelled the moment it is lost.
+// lock.go -- Lock: a lock (exclusive or shared) held until Unlock, kept by a streamed
+// hold or by extensions, whose Context is cancelled the moment it is lost; Permit: a
+// permit of a semaphore held the same way.
 
 package redlock
 
@@ -17,6 +18,7 @@ import (
 // Lock is a lock held until Unlock.  Its methods are safe for concurrent use.
 type Lock struct {
 	c     *Client
+	t     target
 	name  string
 	lease string
 	token int64
@@ -100,10 +102,10 @@ func (l *Lock) lose(reason string, err error) {
 	l.cancel()
 }
 
-// newLock makes the Lock of grant g, kept by mode in keep (which stopKeep ends).
-func (c *Client) newLock(name string, g *Grant, mode KeepAlive, deadline time.Time,
+// newLock makes the Lock of grant g of t, kept by mode in keep (which stopKeep ends).
+func (c *Client) newLock(t target, g *Grant, mode KeepAlive, deadline time.Time,
 	keep context.Context, stopKeep context.CancelFunc) *Lock {
-	l := &Lock{c: c, name: name, lease: g.Lease, token: g.FencingToken, ttl: g.TTL,
+	l := &Lock{c: c, t: t, name: t.name, lease: g.Lease, token: g.FencingToken, ttl: g.TTL,
 		mode: mode, deadline: deadline, keep: keep, stopKeep: stopKeep,
 		done: make(chan struct{})}
 	if l.ttl <= 0 {
@@ -117,6 +119,7 @@ func (c *Client) newLock(name string, g *Grant, mode KeepAlive, deadline time.Ti
 // until Unlock: by a streamed hold (opts.KeepAlive Stream, the default) or by
 // extending it every third of its ttl (Extend).  The returned Lock's Context is
 // cancelled as soon as the lock is lost.  Always call Unlock, also after a loss.
+// opts.Shared takes a read hold (either keep-alive).
 //
 // ctx bounds the acquire only.  Errors are *Error for the service's answers
 // (errors.Is(err, ErrLockHeld), ErrQuorumUnavailable, ErrUnauthorized...).
@@ -134,9 +137,48 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Loc
 	case Stream:
 		return c.lockStream(ctx, name, &o)
 	case Extend:
-		return c.lockExtend(ctx, name, &o)
+		l, _, err := c.lockExtend(ctx, lockTarget(name), &o)
+		return l, err
 	}
 	return nil, fmt.Errorf("redlock: lock %s: unknown %v", name, o.KeepAlive)
+}
+
+// Permit is a permit of a semaphore held until Release: a Lock (Context, Err,
+// FencingToken, Lease, Deadline...) with the permit's slot.
+type Permit struct {
+	*Lock
+	permits, slot int
+}
+
+// Slot is the permit's slot, 0..Permits()-1; its FencingToken is T*1024+Slot.
+func (p *Permit) Slot() int { return p.slot }
+
+// Permits is the semaphore's number of permits.
+func (p *Permit) Permits() int { return p.permits }
+
+// Release gives the permit back and stops keeping it; as Lock.Unlock.
+func (p *Permit) Release(ctx context.Context) error { return p.Unlock(ctx) }
+
+// Semaphore takes one of the permits (1..1024) of the semaphore name, waiting up to
+// opts.Wait for one, and keeps it until Release by extending it every third of its
+// ttl (opts.KeepAlive is not used: this service ends a streamed hold of a permit at
+// once).  Its Context is cancelled as soon as it is lost.  Errors as AcquirePermit's:
+// ErrLockHeld when every permit is taken, ErrPermitsMismatch for another number.
+func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts *LockOptions) (*Permit, error) {
+	o := LockOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	l, w, err := c.lockExtend(ctx, semTarget(name, permits), &o)
+	if err != nil {
+		return nil, err
+	}
+	p, err := w.permit()
+	if err != nil {
+		l.Unlock(context.Background())
+		return nil, fmt.Errorf("redlock: semaphore %s: %w", name, err)
+	}
+	return &Permit{Lock: l, permits: p.Permits, slot: p.Slot}, nil
 }
 
 // Unlock releases the lock and stops keeping it.  It answers nil once the service has
@@ -163,7 +205,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 	var le *LostError
 	if !errors.As(lost, &le) || (le.Reason != "lease_lost" && le.Reason != "released") {
 		// Also after a loss by silence: the lease may still be on some masters.
-		err = l.c.Release(ctx, l.name, l.lease)
+		err = l.c.release(ctx, l.t, l.lease)
 	}
 	l.stopKeep() // a stream: closing it releases the lock too, should the DELETE fail
 	<-l.done
@@ -178,10 +220,15 @@ func (l *Lock) unlock(ctx context.Context) error {
 
 // ---- Extend: a PATCH every third of the ttl ----
 
-func (c *Client) lockExtend(ctx context.Context, name string, o *LockOptions) (*Lock, error) {
-	g, sent, err := c.acquire(ctx, name, o)
+func (c *Client) lockExtend(ctx context.Context, t target, o *LockOptions) (*Lock, *wireGrant, error) {
+	w, sent, err := c.acquire(ctx, t, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	name := t.name
+	g, err := grantOf("lock "+name, w)
+	if err != nil {
+		return nil, nil, err
 	}
 	// The validity counts from when the request was sent (the only moment known to
 	// precede the round).  After a long wait little of it may be left: confirm the
@@ -190,20 +237,20 @@ func (c *Client) lockExtend(ctx context.Context, name string, o *LockOptions) (*
 	if time.Since(sent) > g.Validity/3 {
 		cctx, cancel := context.WithDeadline(ctx, deadline)
 		s := time.Now()
-		e, err := c.Extend(cctx, name, g.Lease, g.TTL)
+		e, err := c.extend(cctx, t, g.Lease, g.TTL)
 		cancel()
 		if err != nil {
 			rctx, rcancel := context.WithTimeout(context.Background(), c.attemptTimeout)
-			_ = c.Release(rctx, name, g.Lease) // best effort: it was not confirmed
+			_ = c.release(rctx, t, g.Lease) // best effort: it was not confirmed
 			rcancel()
-			return nil, fmt.Errorf("redlock: lock %s: the grant came after a wait and could not be confirmed: %w", name, err)
+			return nil, nil, fmt.Errorf("redlock: lock %s: the grant came after a wait and could not be confirmed: %w", name, err)
 		}
 		deadline = s.Add(e.Validity)
 	}
 	keep, stopKeep := context.WithCancel(context.Background())
-	l := c.newLock(name, g, Extend, deadline, keep, stopKeep)
+	l := c.newLock(t, g, Extend, deadline, keep, stopKeep)
 	go l.extendLoop(deadline.Add(-g.Validity))
-	return l, nil
+	return l, w, nil
 }
 
 // extendLoop extends the lock a third of the ttl after the last successful extension
@@ -243,7 +290,7 @@ func (l *Lock) extendLoop(lastSent time.Time) {
 		}
 		actx, cancel := context.WithDeadline(l.keep, end)
 		sent := time.Now()
-		e, err := l.c.Extend(actx, l.name, l.lease, l.ttl)
+		e, err := l.c.extend(actx, l.t, l.lease, l.ttl)
 		cancel()
 		if l.keep.Err() != nil {
 			return
@@ -276,7 +323,8 @@ func (c *Client) lockStream(ctx context.Context, name string, o *LockOptions) (*
 	}
 	op := "lock " + name
 	keep, stopKeep := context.WithCancel(context.Background())
-	req, err := c.newRequest(keep, http.MethodPost, lockPath(name), acquireBody(o, lease, o.Wait, true))
+	t := lockTarget(name)
+	req, err := c.newRequest(keep, http.MethodPost, t.path, acquireBody(t, o, lease, o.Wait, true))
 	if err != nil {
 		stopKeep()
 		return nil, fmt.Errorf("redlock: %s: %w", op, err)
@@ -344,7 +392,7 @@ func (c *Client) lockStream(ctx context.Context, name string, o *LockOptions) (*
 		resp.Body.Close()
 		return nil, fmt.Errorf("redlock: %s: the grant %q: %w", op, line, err)
 	}
-	l := c.newLock(name, g, Stream, at.Add(g.Validity), keep, stopKeep)
+	l := c.newLock(t, g, Stream, at.Add(g.Validity), keep, stopKeep)
 	lines := make(chan streamLine, 4)
 	go func() { // the reader: one line at a time, timed when it is read
 		defer resp.Body.Close()

@@ -27,6 +27,14 @@ cat "$TMP/example.out"
 grep -q '^holding reports, fencing token [0-9]*$' "$TMP/example.out"
 grep -q '^a second acquire: lock_held retry after 10 s$' "$TMP/example.out"
 grep -q '^released; held now: False$' "$TMP/example.out"
+REDLOCK_TOKEN=$REDLOCK_TEST_TOKEN "$TMP/venv/bin/python" "$HERE/examples/shared.py" > "$TMP/shared.out"
+cat "$TMP/shared.out"
+grep -q '^readers: 2 fencing token [0-9]*$' "$TMP/shared.out"
+grep -q '^a writer: lock_held$' "$TMP/shared.out"
+grep -q '^slots \[0, 1\] tokens \[[0-9]*, [0-9]*\]$' "$TMP/shared.out"
+grep -q '^a third permit: lock_held$' "$TMP/shared.out"
+grep -q '^permits=3: permits_mismatch (in use: 2)$' "$TMP/shared.out"
+grep -q "^SemaphoreStatus(name='pool/db', permits=2, held=0, free=2)$" "$TMP/shared.out"
 # Other interpreters to check (e.g. PYTHONS=python3.9, the oldest supported), from the
 # source tree.
 for py in ${PYTHONS:-}; do

@@ -4,7 +4,7 @@
 #   python3 clients/stack.py -- clients/typescript/test.sh      (or: make test-clients-typescript)
 # Type-checks and builds the library (src/ -> dist/) and the tests (test/, examples/ ->
 # build/) with the pinned typescript, then runs each test file with node:test, the one that
-# freezes masters last, then the README's example.  Installs nothing: the dev dependencies
+# freezes masters last, then the README's examples.  Installs nothing: the dev dependencies
 # come from `npm ci` in this directory (make test-clients runs it).
 set -eu
 cd "$(dirname "$0")"
@@ -19,7 +19,7 @@ node_modules/.bin/tsc -p tsconfig.json
 node_modules/.bin/tsc -p tsconfig.test.json
 
 failed=0
-for t in types errors locks hold freeze; do
+for t in types errors locks hold shared freeze; do
   out=$(node --test "build/test/$t.test.js" 2>&1) && rc=0 || rc=$?
   summary=$(printf '%s\n' "$out" | grep -E '^# (tests|pass|fail) ' | sed 's/^# //' | tr '\n' ' ')
   if [ "$rc" != 0 ]; then
@@ -31,13 +31,15 @@ for t in types errors locks hold freeze; do
   fi
 done
 
-# The README's example, as a user runs it (its output is in the README).
-if out=$(REDLOCK_TOKEN=$REDLOCK_TEST_TOKEN node examples/quickstart.mjs 2>&1); then
-  printf '%s\n' "$out" | sed 's/^/  /'
-  echo "typescript: examples/quickstart.mjs: ok"
-else
-  printf '%s\n' "$out"
-  echo "typescript: examples/quickstart.mjs: FAILED"
-  failed=1
-fi
+# The README's examples, as a user runs them (their output is in the README).
+for ex in quickstart shared; do
+  if out=$(REDLOCK_TOKEN=$REDLOCK_TEST_TOKEN node examples/$ex.mjs 2>&1); then
+    printf '%s\n' "$out" | sed 's/^/  /'
+    echo "typescript: examples/$ex.mjs: ok"
+  else
+    printf '%s\n' "$out"
+    echo "typescript: examples/$ex.mjs: FAILED"
+    failed=1
+  fi
+done
 exit $failed

@@ -1,5 +1,6 @@
 """client.py -- Client: the plain calls of the redlockd HTTP API (acquire, release,
-extend, status), and client.lock(), the held lock of lock.py.
+extend, status; their semaphore twins acquire_permit, release_permit, extend_permit,
+semaphore_status), and client.lock() and client.semaphore(), the held locks of lock.py.
 
 One HTTP connection per call (http.client, standard library only), so a Client may be
 shared by threads.  Errors become the exceptions of errors.py."""
@@ -12,11 +13,15 @@ import secrets
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from .errors import ProtocolError, Unreachable, error_from_reply
 
+if TYPE_CHECKING:
+    from .lock import Lock, Permit
+
 DEFAULT_URL = "http://127.0.0.1:8080"
+G = TypeVar("G", bound="Grant")
 
 
 def new_lease() -> str:
@@ -31,17 +36,29 @@ def new_lease() -> str:
 class Grant:
     """A granted lock.  validity_ms is what the service said; deadline is the
     time.monotonic() before which the holder may assume it holds the lock, counted from
-    when the request was sent (the only moment known to precede the grant)."""
+    when the request was sent (the only moment known to precede the grant).  shared:
+    a read hold (its fencing_token is the name's current one: readers do not advance
+    it)."""
     name: str
     lease: str
     fencing_token: int
     validity_ms: int
     ttl_ms: int
     deadline: float
+    shared: bool = False
 
     def remaining(self) -> float:
         """Seconds of validity left (negative once past)."""
         return self.deadline - time.monotonic()
+
+
+@dataclass(frozen=True)
+class PermitGrant(Grant):
+    """A granted permit of a semaphore of `permits`: its slot (0..permits-1) and a
+    fencing token T*1024+slot, larger for every later grant of the name (per slot,
+    token % 1024, strictly increasing)."""
+    permits: int = 0
+    slot: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,14 +74,26 @@ class Extension:
 
 @dataclass(frozen=True)
 class Status:
-    """GET /locks/{name}: whether a quorum holds the lock, who holds it (owner, None if
-    none was given), the latest fencing token, and the index (opaque, for watching)."""
+    """GET /locks/{name}: whether a quorum holds the lock exclusively (held), who holds
+    it (owner, None if none was given), the latest fencing token, the index (opaque,
+    for watching), and how many shared holders hold it (readers)."""
     name: str
     held: bool
     owner: Optional[str]
     validity_ms: int
     fencing_token: int
     index: str
+    readers: int = 0
+
+
+@dataclass(frozen=True)
+class SemaphoreStatus:
+    """GET /semaphores/{name}: permits held, of how many (permits), and free; permits
+    and free are None when no permit was granted within the longest ttl."""
+    name: str
+    permits: Optional[int]
+    held: int
+    free: Optional[int]
 
 
 def _int(body: Dict[str, Any], key: str) -> int:
@@ -183,27 +212,50 @@ class Client:
             raise ValueError("a lock name is a non-empty string")
         return "/locks/" + urllib.parse.quote(name, safe="/")
 
+    @staticmethod
+    def _sem_path(name: str) -> str:
+        if not isinstance(name, str) or not name:
+            raise ValueError("a semaphore name is a non-empty string")
+        return "/semaphores/" + urllib.parse.quote(name, safe="/")
+
     # -- the calls ----------------------------------------------------------------------
     def acquire(self, name: str, ttl_ms: Optional[int] = None, wait_ms: Optional[int] = None,
-                *, lease: Optional[str] = None, owner: Optional[str] = None) -> Grant:
+                *, lease: Optional[str] = None, owner: Optional[str] = None,
+                shared: bool = False) -> Grant:
         """Acquire the lock `name` for ttl_ms (default: the service's, 30 s), waiting up to
         wait_ms for it (default 0: answer at once).  lease: one of your own (16..128 of
         [A-Za-z0-9_-]), e.g. to retry an earlier attempt; by default a new one.  owner:
-        who holds it, shown by status().  An attempt that gets no answer is retried with
-        the same lease (self.retries times), which the service answers with the grant
-        the lost attempt made, if it made one.
+        who holds it, shown by status() (exclusive holds only).  shared=True takes a read
+        hold: any number of readers at once, never beside a writer (release and extend
+        it as any grant).  An attempt that gets no answer is retried with the same lease
+        (self.retries times), which the service answers with the grant the lost attempt
+        made, if it made one.
 
         Raises LockHeld (retry_after) when another lease holds it, QuorumUnavailable (or
         another ServiceUnavailable), Unauthorized, InvalidRequest, Unreachable."""
+        body = self._acquire_body(ttl_ms, wait_ms, lease or new_lease(), owner, shared)
+        return self._acquire_at(self._lock_path(name), body, wait_ms, self._grant)
+
+    def acquire_permit(self, name: str, permits: int, ttl_ms: Optional[int] = None,
+                       wait_ms: Optional[int] = None, *, lease: Optional[str] = None,
+                       owner: Optional[str] = None) -> PermitGrant:
+        """Take one of the `permits` permits (1..1024) of the semaphore `name`: at most
+        that many holders at once.  Every caller of a name must use the same number
+        (PermitsMismatch, with the number in use, otherwise).  LockHeld when every permit
+        is taken (after waiting up to wait_ms); the rest as acquire()."""
         body = self._acquire_body(ttl_ms, wait_ms, lease or new_lease(), owner)
+        body["permits"] = permits
+        return self._acquire_at(self._sem_path(name), body, wait_ms, self._permit_grant)
+
+    def _acquire_at(self, path: str, body: Dict[str, Any], wait_ms: Optional[int],
+                    parse: Callable[[Dict[str, Any], float], G]) -> G:
         timeout = self.timeout + (wait_ms or 0) / 1000.0
-        path = self._lock_path(name)
         attempt = 0
         while True:
             sent = time.monotonic()
             try:
                 _, doc = self._call("POST", path, body, timeout)
-                return self._grant(doc, sent)
+                return parse(doc, sent)
             except Unreachable:
                 attempt += 1
                 if attempt > self.retries:
@@ -211,7 +263,7 @@ class Client:
 
     @staticmethod
     def _acquire_body(ttl_ms: Optional[int], wait_ms: Optional[int], lease: str,
-                      owner: Optional[str]) -> Dict[str, Any]:
+                      owner: Optional[str], shared: bool = False) -> Dict[str, Any]:
         body: Dict[str, Any] = {"lease": lease}
         if ttl_ms is not None:
             body["ttl_ms"] = ttl_ms
@@ -219,6 +271,8 @@ class Client:
             body["wait_ms"] = wait_ms
         if owner is not None:
             body["owner"] = owner
+        if shared:
+            body["mode"] = "shared"
         return body
 
     @staticmethod
@@ -226,25 +280,49 @@ class Client:
         validity = _int(doc, "validity_ms")
         return Grant(name=_str(doc, "name"), lease=_str(doc, "lease"),
                      fencing_token=_int(doc, "fencing_token"), validity_ms=validity,
-                     ttl_ms=_int(doc, "ttl_ms"), deadline=sent + validity / 1000.0)
+                     ttl_ms=_int(doc, "ttl_ms"), deadline=sent + validity / 1000.0,
+                     shared=doc.get("mode") == "shared")
+
+    @staticmethod
+    def _permit_grant(doc: Dict[str, Any], sent: float) -> PermitGrant:
+        validity = _int(doc, "validity_ms")
+        return PermitGrant(name=_str(doc, "name"), lease=_str(doc, "lease"),
+                           fencing_token=_int(doc, "fencing_token"), validity_ms=validity,
+                           ttl_ms=_int(doc, "ttl_ms"), deadline=sent + validity / 1000.0,
+                           permits=_int(doc, "permits"), slot=_int(doc, "slot"))
 
     def release(self, name: str, lease: str) -> None:
-        """Release the lock `name` held by lease.  Raises LeaseLost when the lease no
-        longer holds it (expired, released or lost), ServiceUnavailable, Unreachable."""
+        """Release the lock `name` held by lease (an exclusive or a shared hold).  Raises
+        LeaseLost when the lease no longer holds it (expired, released or lost),
+        ServiceUnavailable, Unreachable."""
         self._call("DELETE", self._lock_path(name), {"lease": lease})
+
+    def release_permit(self, name: str, lease: str) -> None:
+        """Give back the permit of the semaphore `name` that lease holds; as release()."""
+        self._call("DELETE", self._sem_path(name), {"lease": lease})
 
     def extend(self, name: str, lease: str, ttl_ms: Optional[int] = None, *,
                timeout: Optional[float] = None) -> Extension:
-        """Extend the lock `name` held by lease to ttl_ms from now (default: the service's
-        default ttl); timeout: seconds to wait for the answer (default self.timeout).
-        Raises LeaseLost when the lease no longer holds it,
+        """Extend the lock `name` held by lease (exclusive or shared) to ttl_ms from now
+        (default: the service's default ttl); timeout: seconds to wait for the answer
+        (default self.timeout).  Raises LeaseLost when the lease no longer holds it,
         ServiceUnavailable (e.g. QuorumUnavailable: the lease may still hold until its
         validity ends), Unreachable."""
+        return self._extend_at(self._lock_path(name), lease, ttl_ms, timeout)
+
+    def extend_permit(self, name: str, lease: str, ttl_ms: Optional[int] = None, *,
+                      timeout: Optional[float] = None) -> Extension:
+        """Extend the permit of the semaphore `name` that lease holds; as extend() (the
+        answer's fencing_token is the semaphore's counter on the permit's slot)."""
+        return self._extend_at(self._sem_path(name), lease, ttl_ms, timeout)
+
+    def _extend_at(self, path: str, lease: str, ttl_ms: Optional[int],
+                   timeout: Optional[float]) -> Extension:
         body: Dict[str, Any] = {"lease": lease}
         if ttl_ms is not None:
             body["ttl_ms"] = ttl_ms
         sent = time.monotonic()
-        _, doc = self._call("PATCH", self._lock_path(name), body, timeout)
+        _, doc = self._call("PATCH", path, body, timeout)
         validity = _int(doc, "validity_ms")
         return Extension(name=_str(doc, "name"), fencing_token=_int(doc, "fencing_token"),
                          validity_ms=validity, ttl_ms=_int(doc, "ttl_ms"),
@@ -264,11 +342,22 @@ class Client:
             raise ProtocolError("unexpected lock state: %r" % doc)
         return Status(name=_str(doc, "name"), held=held, owner=owner,
                       validity_ms=_int(doc, "validity_ms"),
-                      fencing_token=_int(doc, "fencing_token"), index=_str(doc, "index"))
+                      fencing_token=_int(doc, "fencing_token"), index=_str(doc, "index"),
+                      readers=_int(doc, "readers") if "readers" in doc else 0)
+
+    def semaphore_status(self, name: str) -> SemaphoreStatus:
+        """The semaphore's permits held and free (never a lease)."""
+        _, doc = self._call("GET", self._sem_path(name))
+        permits, free = doc.get("permits"), doc.get("free")
+        if not all(v is None or (isinstance(v, int) and not isinstance(v, bool))
+                   for v in (permits, free)):
+            raise ProtocolError("unexpected semaphore state: %r" % doc)
+        return SemaphoreStatus(name=_str(doc, "name"), permits=permits,
+                               held=_int(doc, "held"), free=free)
 
     def lock(self, name: str, ttl_ms: int = 30000, wait_ms: Optional[int] = None, *,
              owner: Optional[str] = None, lease: Optional[str] = None,
-             keepalive: str = "stream") -> "Lock":
+             keepalive: str = "stream", shared: bool = False) -> "Lock":
         """A lock to hold in a `with` block (or by acquire()/release()):
 
             with client.lock("reports", ttl_ms=10000, wait_ms=5000) as lock:
@@ -277,10 +366,26 @@ class Client:
         kept alive while held, by the service (keepalive="stream": hold=stream, the lock
         lives as long as the connection) or by a thread of ours extending it every ttl/3
         (keepalive="extend").  lock.lost (a threading.Event) is set if it is lost;
-        leaving the block releases it, and raises LeaseLost if it was lost meanwhile."""
+        leaving the block releases it, and raises LeaseLost if it was lost meanwhile.
+        shared=True: a read hold, beside any number of other readers."""
         from .lock import Lock
         return Lock(self, name, ttl_ms=ttl_ms, wait_ms=wait_ms, owner=owner, lease=lease,
-                    keepalive=keepalive)
+                    keepalive=keepalive, shared=shared)
+
+    def semaphore(self, name: str, permits: int, ttl_ms: int = 30000,
+                  wait_ms: Optional[int] = None, *, owner: Optional[str] = None,
+                  lease: Optional[str] = None) -> "Permit":
+        """A permit of the semaphore `name` (of `permits`) to hold in a `with` block:
+
+            with client.semaphore("pool/db", permits=2, wait_ms=5000) as permit:
+                use(slot=permit.slot, fencing_token=permit.fencing_token)
+
+        kept alive by a thread of ours extending it every ttl/3, with permit.lost set if
+        it is lost, released when the block ends -- as client.lock(keepalive="extend")."""
+        from .lock import Permit
+        return Permit(self, name, permits, ttl_ms=ttl_ms, wait_ms=wait_ms, owner=owner,
+                      lease=lease)
 
 
-__all__ = ["Client", "Grant", "Extension", "Status", "new_lease"]
+__all__ = ["Client", "Grant", "PermitGrant", "Extension", "Status", "SemaphoreStatus",
+           "new_lease"]

@@ -10,6 +10,8 @@ each code to the exception raised for it.  Catch by meaning:
       ServiceUnavailable         503: retry later or elsewhere
         QuorumUnavailable        quorum_unavailable (.nodes_ok, .quorum)
         ValidityExhausted, TooManyWaiters, TooManyStreams, ShuttingDown
+      PermitsMismatch            409 permits_mismatch: the semaphore is in use with another
+                                 number of permits (.permits, the one in use)
       LeaseLost                  404 lease_not_found, or a held lock's keep-alive failed
       Unauthorized               401 unauthorized
         Forbidden                403 forbidden (a valid token, not for this name/action)
@@ -60,6 +62,18 @@ class LockContended(LockHeld):
     after retry_after is expected to succeed."""
 
 
+class PermitsMismatch(RedlockError):
+    """The semaphore is in use with another number of permits: every caller of a name
+    must use the same.  permits is the number in use (the service's answer).  Not a
+    LockHeld: waiting does not help while holders use the other number."""
+
+    def __init__(self, message: str, code: Optional[str] = "permits_mismatch",
+                 status: int = 409, body: Optional[Dict[str, Any]] = None):
+        super().__init__(message, code, status, body)
+        n = self.body.get("permits")
+        self.permits: Optional[int] = n if isinstance(n, int) else None
+
+
 class ServiceUnavailable(RedlockError):
     """503: the service cannot answer this now; retry later (or on another instance)."""
 
@@ -104,7 +118,8 @@ class Forbidden(Unauthorized):
 
 
 class InvalidRequest(RedlockError):
-    """400: the request was refused as malformed (name, ttl, wait, lease, owner...)."""
+    """400: the request was refused as malformed (name, ttl, wait, lease, owner, mode,
+    permits, query...)."""
 
 
 class ProtocolError(RedlockError):
@@ -129,6 +144,10 @@ ERRORS: Dict[str, type] = {
     "invalid_owner": InvalidRequest,
     "invalid_limit": InvalidRequest,
     "invalid_force": InvalidRequest,
+    "invalid_mode": InvalidRequest,
+    "invalid_permits": InvalidRequest,
+    "invalid_reentrant": InvalidRequest,
+    "invalid_query": InvalidRequest,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "not_found": ProtocolError,
@@ -136,6 +155,7 @@ ERRORS: Dict[str, type] = {
     "method_not_allowed": ProtocolError,
     "lock_held": LockHeld,
     "lock_contended": LockContended,
+    "permits_mismatch": PermitsMismatch,
     "body_too_large": ProtocolError,
     "client_closed": ProtocolError,
     "internal": ProtocolError,

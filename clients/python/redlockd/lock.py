@@ -1,6 +1,6 @@
-"""lock.py -- Lock: a lock held in a `with` block and kept alive while held, by the
-service (hold=stream) or by an extend thread, with `lost` set the moment it may no longer
-be held.
+"""lock.py -- Lock: a lock (exclusive or shared) held in a `with` block and kept alive
+while held, by the service (hold=stream) or by an extend thread, with `lost` set the
+moment it may no longer be held; Permit: the same for a permit of a semaphore.
 
 The holder may assume it holds the lock until `deadline` (time.monotonic()): each
 validity the service announces is counted from a moment known to precede it (the
@@ -17,13 +17,14 @@ import json
 import socket
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, TypeVar
 
-from .client import Client, Grant, new_lease
+from .client import Client, Grant, PermitGrant, new_lease
 from .errors import (LeaseLost, ProtocolError, RedlockError, ServiceUnavailable,
                      Unreachable)
 
 KEEPALIVES = ("stream", "extend")
+L = TypeVar("L", bound="Lock")
 
 
 def loss_margin(ttl_ms: int) -> float:
@@ -33,11 +34,13 @@ def loss_margin(ttl_ms: int) -> float:
 
 class Lock:
     """See Client.lock().  Attributes once acquired: name, lease, fencing_token,
-    validity_ms (the grant's), ttl_ms, deadline, lost (threading.Event), lost_reason."""
+    validity_ms (the grant's), ttl_ms, deadline, lost (threading.Event), lost_reason;
+    shared says whether it is a read hold."""
 
     def __init__(self, client: Client, name: str, *, ttl_ms: int = 30000,
                  wait_ms: Optional[int] = None, owner: Optional[str] = None,
-                 lease: Optional[str] = None, keepalive: str = "stream"):
+                 lease: Optional[str] = None, keepalive: str = "stream",
+                 shared: bool = False):
         if keepalive not in KEEPALIVES:
             raise ValueError("keepalive must be one of %s" % (KEEPALIVES,))
         if not isinstance(ttl_ms, int) or ttl_ms < 1:
@@ -48,6 +51,7 @@ class Lock:
         self.wait_ms = wait_ms
         self.owner = owner
         self.keepalive = keepalive
+        self.shared = shared
         self._lease = lease
         self.grant: Optional[Grant] = None
         self.deadline = 0.0
@@ -63,7 +67,18 @@ class Lock:
 
     def __repr__(self) -> str:
         state = ("lost" if self.lost.is_set() else "held") if self.grant else "not held"
-        return "<Lock %r %s>" % (self.name, state)     # never the lease
+        return "<%s %r %s>" % (type(self).__name__, self.name, state)   # never the lease
+
+    # -- what it is a hold of: a lock (Permit overrides these for a semaphore) ------------
+    def _path(self) -> str:
+        return self.client._lock_path(self.name)
+
+    def _body(self, lease: str) -> Dict[str, Any]:
+        return self.client._acquire_body(self.ttl_ms, self.wait_ms, lease, self.owner,
+                                         self.shared)
+
+    def _parse(self, doc: Dict[str, Any], sent: float) -> Grant:
+        return self.client._grant(doc, sent)
 
     # -- what the grant said --------------------------------------------------------------
     def _granted(self) -> Grant:
@@ -96,7 +111,7 @@ class Lock:
             raise LeaseLost("the lock %r: its validity ran out" % self.name)
 
     # -- acquire --------------------------------------------------------------------------
-    def __enter__(self) -> "Lock":
+    def __enter__(self: L) -> L:
         return self.acquire()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
@@ -107,7 +122,7 @@ class Lock:
                 raise
         return False
 
-    def acquire(self) -> "Lock":
+    def acquire(self: L) -> L:
         """Acquire the lock (waiting up to wait_ms) and start keeping it alive; returns
         self.  Raises what Client.acquire raises."""
         if self.grant is not None or self._stop.is_set():
@@ -117,17 +132,17 @@ class Lock:
         if self.keepalive == "stream":
             grant = self._open_stream(lease)
         else:
-            grant = self.client.acquire(self.name, self.ttl_ms, self.wait_ms, lease=lease,
-                                        owner=self.owner)
+            grant = self.client._acquire_at(self._path(), self._body(lease), self.wait_ms,
+                                            self._parse)
         self.grant = grant
         self.deadline = grant.deadline
         try:
             # A grant that came after a long wait may have little validity left counted
             # from the request: confirm it with an extension before handing it out.
             if self.remaining() < grant.validity_ms / 2000.0:
-                ext = self.client.extend(self.name, grant.lease, self.ttl_ms,
-                                         timeout=max(0.001, min(self.client.timeout,
-                                                                self.remaining())))
+                ext = self.client._extend_at(self._path(), grant.lease, self.ttl_ms,
+                                             max(0.001, min(self.client.timeout,
+                                                            self.remaining())))
                 self.deadline = ext.deadline
             target = self._read_stream if self.keepalive == "stream" else self._extend_loop
             self._thread = threading.Thread(target=target, daemon=True,
@@ -137,7 +152,7 @@ class Lock:
             self._stop.set()
             self._close_stream()
             try:
-                self.client.release(self.name, grant.lease)
+                self.client._call("DELETE", self._path(), {"lease": grant.lease})
             except RedlockError:
                 pass
             self.grant = None
@@ -148,9 +163,9 @@ class Lock:
         """POST hold=stream (retried with the same lease when no answer came); the grant
         from the first line, the connection kept open in self._conn/_resp."""
         c = self.client
-        body: Dict[str, Any] = c._acquire_body(self.ttl_ms, self.wait_ms, lease, self.owner)
+        body = self._body(lease)
         body["hold"] = "stream"
-        path = c._lock_path(self.name)
+        path = self._path()
         timeout = c.timeout + (self.wait_ms or 0) / 1000.0
         attempt = 0
         while True:
@@ -175,7 +190,7 @@ class Lock:
                 if not isinstance(doc, dict):
                     raise ProtocolError("a streamed grant that is not a JSON line: %r"
                                         % line[:200])
-                grant = c._grant(doc, sent)
+                grant = self._parse(doc, sent)
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 attempt += 1
@@ -257,9 +272,9 @@ class Lock:
                 self._lose("the validity ran out with no successful extension")
                 return
             try:
-                ext = self.client.extend(self.name, self.lease, self.ttl_ms,
-                                         timeout=max(0.001, min(self.client.timeout,
-                                                                lose_at - now)))
+                ext = self.client._extend_at(self._path(), self.lease, self.ttl_ms,
+                                             max(0.001, min(self.client.timeout,
+                                                            lose_at - now)))
             except LeaseLost as e:
                 self._lose("the lease is gone (%s)" % e.message, lease_gone=True)
                 return
@@ -302,7 +317,7 @@ class Lock:
         error: Optional[RedlockError] = None
         if not self._lease_gone:
             try:
-                self.client.release(self.name, self.grant.lease)
+                self.client._call("DELETE", self._path(), {"lease": self.grant.lease})
             except LeaseLost as e:
                 if not self.lost.is_set():
                     self.lost_reason = "the lease was gone at release (%s)" % e.message
@@ -319,3 +334,39 @@ class Lock:
                             % (self.name, self.lost_reason))
         if error is not None:
             raise error
+
+
+class Permit(Lock):
+    """See Client.semaphore(): a permit of the semaphore `name` (of `permits`), held as a
+    Lock with keepalive="extend" is.  Once acquired also: slot (0..permits-1), permits;
+    fencing_token is the permit's (T*1024+slot).
+
+    Kept by extensions (PATCH /semaphores/{name}) rather than a stream: this service's
+    streamed hold of a permit ends at once (its keep-alive extends the name as a lock),
+    see the README."""
+
+    def __init__(self, client: Client, name: str, permits: int, *, ttl_ms: int = 30000,
+                 wait_ms: Optional[int] = None, owner: Optional[str] = None,
+                 lease: Optional[str] = None):
+        if not isinstance(permits, int) or isinstance(permits, bool) or permits < 1:
+            raise ValueError("permits must be a positive integer")
+        super().__init__(client, name, ttl_ms=ttl_ms, wait_ms=wait_ms, owner=owner,
+                         lease=lease, keepalive="extend")
+        self.permits = permits
+
+    def _path(self) -> str:
+        return self.client._sem_path(self.name)
+
+    def _body(self, lease: str) -> Dict[str, Any]:
+        body = self.client._acquire_body(self.ttl_ms, self.wait_ms, lease, self.owner)
+        body["permits"] = self.permits
+        return body
+
+    def _parse(self, doc: Dict[str, Any], sent: float) -> PermitGrant:
+        return self.client._permit_grant(doc, sent)
+
+    @property
+    def slot(self) -> int:
+        grant = self._granted()
+        assert isinstance(grant, PermitGrant)
+        return grant.slot

@@ -414,6 +414,198 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(self.client.acquire(name, ttl_ms=3000, lease=lease).fencing_token,
                              lock.fencing_token)
 
+    # -- shared locks -------------------------------------------------------------------
+    def test_readers_hold_at_once_and_keep_a_writer_out(self):
+        """Four readers (ttl 600 ms) hold the name at once for more than two ttls; a
+        writer is refused with 409 lock_held meanwhile, and granted, with a larger
+        token, once they have left.  Both keep-alives (each its own round of readers)."""
+        for keepalive in ("stream", "extend"):
+            with self.subTest(keepalive=keepalive):
+                self._readers(unique("readers-" + keepalive), 4, keepalive)
+
+    def _readers(self, name, n, keepalive):
+        held, errors = [], []
+        done = threading.Event()
+
+        def reader():
+            try:
+                with self.client.lock(name, ttl_ms=600, shared=True,
+                                      keepalive=keepalive) as r:
+                    held.append(r)
+                    done.wait(20)
+            except Exception as e:   # reported below
+                errors.append(e)
+        threads = [threading.Thread(target=reader) for _ in range(n)]
+        for t in threads:
+            t.start()
+        try:
+            wait_until(lambda: len(held) == n or errors, 10, "%d readers" % n)
+            self.assertFalse(errors, errors)
+            until = time.monotonic() + 1.3
+            for r in held:
+                self.assertFalse(r.lost.wait(max(0.0, until - time.monotonic())),
+                                 r.lost_reason)
+                self.assertTrue(r.shared and r.grant.shared)
+            st = self.client.status(name)
+            self.assertEqual((st.held, st.readers), (False, n))
+            self.assertEqual({r.fencing_token for r in held}, {st.fencing_token})
+            with self.assertRaises(redlockd.LockHeld) as cm:
+                self.client.acquire(name, ttl_ms=1000)
+            self.assertEqual((cm.exception.status, cm.exception.code), (409, "lock_held"))
+        finally:
+            done.set()
+            for t in threads:
+                t.join(15)
+        self.assertFalse(errors, errors)
+        self.assertEqual(self.client.status(name).readers, 0, "readers not released at exit")
+        g = self.client.acquire(name, ttl_ms=1000)
+        self.assertGreater(g.fencing_token, held[0].fencing_token)
+        self.client.release(name, g.lease)
+
+    def test_shared_plain_calls_and_a_waiting_writer(self):
+        """acquire(shared=True) twice; extend and release a reader's lease as any; a
+        writer that waits is granted when the last reader leaves."""
+        name = unique("shared-plain")
+        r1 = self.client.acquire(name, ttl_ms=10000, shared=True)
+        r2 = self.client.acquire(name, ttl_ms=10000, shared=True)
+        self.assertTrue(r1.shared and r2.shared)
+        self.assertNotEqual(r1.lease, r2.lease)
+        self.assertGreater(self.client.extend(name, r1.lease, ttl_ms=20000).validity_ms, 10000)
+        self.assertEqual(self.client.status(name).readers, 2)
+        parked = metric("redlockd_parked_waiters")
+        got, errors = [], []
+
+        def writer():
+            try:
+                got.append(self.client.acquire(name, ttl_ms=5000, wait_ms=15000))
+            except Exception as e:   # reported below
+                errors.append(e)
+        t = threading.Thread(target=writer)
+        t.start()
+        wait_until(lambda: metric("redlockd_parked_waiters") > parked or errors, 10,
+                   "the writer to be parked")
+        self.client.release(name, r1.lease)
+        self.assertFalse(got, "the writer was granted beside a reader")
+        self.client.release(name, r2.lease)
+        t.join(15)
+        self.assertFalse(errors, errors)
+        self.assertFalse(got[0].shared)
+        self.assertGreater(got[0].fencing_token, r1.fencing_token)
+        st = self.client.status(name)
+        self.assertEqual((st.held, st.readers), (True, 0))
+        self.client.release(name, got[0].lease)
+
+    # -- semaphores ---------------------------------------------------------------------
+    def test_semaphore_of_two_refuses_a_third_and_hands_a_permit_to_a_waiter(self):
+        name = unique("sem")
+        p1 = self.client.acquire_permit(name, 2, ttl_ms=10000)
+        p2 = self.client.acquire_permit(name, 2, ttl_ms=10000)
+        self.assertEqual({p1.slot, p2.slot}, {0, 1})
+        self.assertEqual((p1.permits, p2.permits), (2, 2))
+        for p in (p1, p2):
+            self.assertEqual(p.fencing_token % 1024, p.slot)
+        self.assertNotEqual(p1.fencing_token, p2.fencing_token)
+        with self.assertRaises(redlockd.LockHeld) as cm:
+            self.client.acquire_permit(name, 2, ttl_ms=10000)
+        self.assertEqual((cm.exception.status, cm.exception.code), (409, "lock_held"))
+        self.assertGreater(cm.exception.retry_after, 5)
+        self.assertEqual(self.client.semaphore_status(name),
+                         redlockd.SemaphoreStatus(name=name, permits=2, held=2, free=0))
+        parked = metric("redlockd_parked_waiters")
+        got, errors = [], []
+
+        def waiter():
+            try:
+                got.append(self.client.acquire_permit(name, 2, ttl_ms=10000, wait_ms=15000))
+            except Exception as e:   # reported below
+                errors.append(e)
+        t = threading.Thread(target=waiter)
+        t.start()
+        wait_until(lambda: metric("redlockd_parked_waiters") > parked or errors, 10,
+                   "the waiter to be parked")
+        self.assertFalse(got or errors, "the waiter did not wait: %r" % (got or errors))
+        self.client.release_permit(name, p1.lease)
+        t.join(15)
+        self.assertFalse(errors, errors)
+        p3 = got[0]
+        self.assertEqual(p3.slot, p1.slot)
+        self.assertGreater(p3.fencing_token, max(p1.fencing_token, p2.fencing_token))
+        ext = self.client.extend_permit(name, p2.lease, ttl_ms=20000)
+        self.assertGreater(ext.validity_ms, 10000)
+        self.assertEqual(ext.fencing_token % 1024, p2.slot)
+        for p in (p2, p3):
+            self.client.release_permit(name, p.lease)
+        self.assertEqual(self.client.semaphore_status(name).held, 0)
+        with self.assertRaises(redlockd.LeaseLost):
+            self.client.release_permit(name, p2.lease)
+
+    def test_permits_mismatch_and_invalid_permits(self):
+        name = unique("sem-mismatch")
+        p = self.client.acquire_permit(name, 2, ttl_ms=10000)
+        try:
+            with self.assertRaises(redlockd.PermitsMismatch) as cm:
+                self.client.acquire_permit(name, 3, ttl_ms=10000)
+            e = cm.exception
+            self.assertEqual((e.status, e.code, e.permits), (409, "permits_mismatch", 2))
+            self.assertNotIsInstance(e, redlockd.LockHeld)
+            with self.assertRaises(redlockd.PermitsMismatch):
+                with self.client.semaphore(name, permits=3):
+                    self.fail("entered a semaphore with another number of permits")
+            for bad in (0, 2000):
+                with self.assertRaises(redlockd.InvalidRequest) as cm:
+                    self.client.acquire_permit(name, bad)
+                self.assertEqual(cm.exception.code, "invalid_permits")
+        finally:
+            self.client.release_permit(name, p.lease)
+
+    def test_semaphore_held_form_keeps_and_releases_its_permits(self):
+        """Two held permits of 2 (ttl 600 ms) kept past two ttls; a third held form is
+        refused; a waiting one gets the permit the first gives back at its block's end;
+        every block's end releases."""
+        name = unique("sem-held")
+        got, errors = [], []
+        release_waiter = threading.Event()
+
+        def waiter():
+            try:
+                with self.client.semaphore(name, permits=2, ttl_ms=600, wait_ms=15000) as w:
+                    got.append((w.slot, w.fencing_token))
+                    release_waiter.wait(15)
+            except Exception as e:   # reported below
+                errors.append(e)
+        with self.client.semaphore(name, permits=2, ttl_ms=600) as a:
+            with self.client.semaphore(name, permits=2, ttl_ms=600) as b:
+                self.assertEqual({a.slot, b.slot}, {0, 1})
+                self.assertEqual((a.permits, a.fencing_token % 1024), (2, a.slot))
+                until = time.monotonic() + 1.3
+                for p in (a, b):
+                    self.assertFalse(p.lost.wait(max(0.0, until - time.monotonic())),
+                                     p.lost_reason)
+                self.assertEqual(self.client.semaphore_status(name).held, 2)
+                with self.assertRaises(redlockd.LockHeld):
+                    with self.client.semaphore(name, permits=2, ttl_ms=600):
+                        self.fail("a third permit of 2")
+                parked = metric("redlockd_parked_waiters")
+                t = threading.Thread(target=waiter)
+                t.start()
+                wait_until(lambda: metric("redlockd_parked_waiters") > parked or errors,
+                           10, "the waiter to be parked")
+            try:
+                wait_until(lambda: got or errors, 10, "the waiter to get b's permit")
+                self.assertFalse(errors, errors)
+                self.assertEqual(got[0][0], b.slot)
+                self.assertGreater(got[0][1], b.fencing_token)
+                self.assertEqual(self.client.semaphore_status(name).held, 2)
+            finally:
+                release_waiter.set()
+                t.join(15)
+        self.assertFalse(errors, errors)
+        self.assertEqual(self.client.semaphore_status(name).held, 0)
+        with self.assertRaises(KeyError):
+            with self.client.semaphore(name, permits=2, ttl_ms=5000):
+                raise KeyError("from the body")
+        self.assertEqual(self.client.semaphore_status(name).held, 0)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,20 +1,25 @@
 // client.ts -- the redlockd HTTP client: acquire, release, extend, status and list, and
-// locks held while connected (hold, using).  Node 18+ global fetch; no dependencies.
+// locks held while connected (hold, using); the same for the permits of a semaphore
+// (acquirePermit ..., holdSemaphore, usingSemaphore).  Node 18+ global fetch; no dependencies.
 
 import { randomBytes } from "node:crypto";
 
 import { RedlockError, errorFromAnswer } from "./errors.js";
-import { type HeldLock, StreamHold } from "./hold.js";
+import { ExtensionLines, type HeldLock, type HeldPermit, PermitHold, StreamHold } from "./hold.js";
 import {
   type Extension,
   type Grant,
   LineReader,
   type LockList,
   type LockState,
+  type PermitGrant,
+  type SemaphoreState,
   parseExtension,
   parseGrant,
   parseLockList,
   parseLockState,
+  parsePermitGrant,
+  parseSemaphoreState,
 } from "./wire.js";
 
 export interface ClientOptions {
@@ -51,9 +56,20 @@ export interface AcquireOptions {
   lease?: string | undefined;
   /** Aborts the acquire (and, for hold/using, releases the lock). */
   signal?: AbortSignal | undefined;
+  /**
+   * A read hold: any number of shared holders at once, never beside an exclusive one (locks
+   * only; `owner` is for exclusive holds).  Release and extend it as any grant.
+   */
+  shared?: boolean | undefined;
 }
 
 export type HoldOptions = AcquireOptions;
+
+/** The options of a semaphore's acquire (acquirePermit, holdSemaphore, usingSemaphore). */
+export interface PermitOptions extends Omit<AcquireOptions, "shared"> {
+  /** The semaphore's number of permits, 1..1024: every caller of a name must use the same. */
+  permits: number;
+}
 
 export interface ExtendOptions {
   /** The new time-to-live from now, in ms (the service's default: 30000). */
@@ -83,6 +99,9 @@ export interface RequestOptions {
 
 /** The body of `using`: runs while the lock is held; `signal` aborts if it is lost. */
 export type UsingRoutine<T> = (lock: HeldLock, signal: AbortSignal) => Promise<T> | T;
+
+/** The body of `usingSemaphore`: runs while the permit is held; `signal` aborts if it is lost. */
+export type UsingPermitRoutine<T> = (permit: HeldPermit, signal: AbortSignal) => Promise<T> | T;
 
 type Json = { [k: string]: string | number | boolean };
 
@@ -197,6 +216,66 @@ export class Client {
       const body = acquireBody(options, lease, waitMs);
       return parseGrant(await this.call("POST", lockPath(name), `acquire "${name}"`, body, waitMs ?? 0, options.signal));
     });
+  }
+
+  /**
+   * Takes one of the `permits` permits of the semaphore `name` (POST /semaphores/{name}): at
+   * most that many holders at once.  Resolves to the grant with its `slot`; release or extend
+   * it with `releasePermit`/`extendPermit`.  Throws LockHeldError when every permit is taken
+   * (after `waitMs`, if given), PermitsMismatchError when the semaphore is in use with another
+   * number of permits, and as `acquire` does.
+   */
+  async acquirePermit(name: string, options: PermitOptions): Promise<PermitGrant> {
+    const lease = options.lease ?? newLease();
+    return this.retrying(options, async (waitMs) => {
+      const body = { ...acquireBody(options, lease, waitMs), permits: options.permits };
+      return parsePermitGrant(await this.call("POST", semPath(name), `acquire permit "${name}"`, body, waitMs ?? 0, options.signal));
+    });
+  }
+
+  /** Gives back the permit of `name` that `lease` holds (DELETE); as `release`. */
+  async releasePermit(name: string, lease: string, options: RequestOptions = {}): Promise<void> {
+    await this.call("DELETE", semPath(name), `release permit "${name}"`, { lease }, 0, options.signal);
+  }
+
+  /** Extends the permit of `name` that `lease` holds (PATCH); as `extend`. */
+  async extendPermit(name: string, lease: string, options: ExtendOptions = {}): Promise<Extension> {
+    const body: Json = { lease };
+    if (options.ttlMs !== undefined) body["ttl_ms"] = options.ttlMs;
+    return parseExtension(await this.call("PATCH", semPath(name), `extend permit "${name}"`, body, 0, options.signal));
+  }
+
+  /** The semaphore's permits held and free (GET /semaphores/{name}). */
+  async semaphoreStatus(name: string, options: RequestOptions = {}): Promise<SemaphoreState> {
+    return parseSemaphoreState(await this.call("GET", semPath(name), `semaphore status "${name}"`, undefined, 0, options.signal));
+  }
+
+  /**
+   * Takes a permit (as `acquirePermit`) and keeps it until `release()`, by extending it every
+   * third of its ttl (this service ends a streamed hold of a permit at once, so no stream).
+   * The returned permit's `signal` aborts when it is lost, as a HeldLock's does.
+   */
+  async holdSemaphore(name: string, options: PermitOptions): Promise<HeldPermit> {
+    const lease = options.lease ?? newLease();
+    const sent = performance.now();
+    const grant = await this.acquirePermit(name, { ...options, lease });
+    const connection = new AbortController();
+    const lines = new ExtensionLines(grant.ttlMs, sent, (signal) => this.extendPermit(name, grant.lease, { ttlMs: grant.ttlMs, signal }), connection.signal);
+    return new PermitHold(grant, sent, lines, connection, () => this.releasePermit(name, grant.lease), options.signal);
+  }
+
+  /**
+   * Holds a permit of `name` (as `holdSemaphore` does) while `routine(permit, signal)` runs,
+   * then releases it; as `using`.
+   */
+  async usingSemaphore<T>(name: string, options: PermitOptions, routine: UsingPermitRoutine<T>): Promise<T> {
+    if (typeof routine !== "function") throw new TypeError("usingSemaphore(name, options, routine): routine must be a function");
+    const permit = await this.holdSemaphore(name, options);
+    try {
+      return await routine(permit, permit.signal);
+    } finally {
+      await permit.release();
+    }
   }
 
   /** Releases `lease` of `name` (DELETE).  Throws LeaseLostError if it is no longer held. */
@@ -385,11 +464,16 @@ function lockPath(name: string): string {
   return `/locks/${encodeURIComponent(name)}`;
 }
 
+function semPath(name: string): string {
+  return `/semaphores/${encodeURIComponent(name)}`;
+}
+
 function acquireBody(options: AcquireOptions, lease: string, waitMs: number | undefined): Json {
   const body: Json = { lease };
   if (options.ttlMs !== undefined) body["ttl_ms"] = options.ttlMs;
   if (waitMs !== undefined && waitMs > 0) body["wait_ms"] = waitMs;
   if (options.owner !== undefined) body["owner"] = options.owner;
+  if (options.shared === true) body["mode"] = "shared";
   return body;
 }
 

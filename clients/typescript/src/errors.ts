@@ -13,6 +13,10 @@ export const ERROR_CODES = [
   "invalid_owner",
   "invalid_limit",
   "invalid_force",
+  "invalid_mode",
+  "invalid_permits",
+  "invalid_reentrant",
+  "invalid_query",
   "unauthorized",
   "forbidden",
   "not_found",
@@ -20,6 +24,7 @@ export const ERROR_CODES = [
   "method_not_allowed",
   "lock_held",
   "lock_contended",
+  "permits_mismatch",
   "body_too_large",
   "client_closed",
   "internal",
@@ -101,6 +106,24 @@ export class LockHeldError extends RedlockError {
   }
 }
 
+/**
+ * 409 `permits_mismatch`: the semaphore is in use with another number of permits (`permits`,
+ * the one in use).  Not a LockHeldError: waiting does not help while its holders use the other.
+ */
+export class PermitsMismatchError extends RedlockError {
+  /** The number of permits the semaphore is in use with. */
+  readonly permits: number;
+
+  constructor(
+    message: string,
+    permits: number,
+    init: { status?: number; requestId?: string | null; body?: ErrorBody } = {},
+  ) {
+    super("permits_mismatch", message, init);
+    this.permits = permits;
+  }
+}
+
 /** 503 `quorum_unavailable` or `validity_exhausted`: no quorum of masters granted in time. */
 export class QuorumUnavailableError extends RedlockError {}
 
@@ -159,6 +182,8 @@ export function errorFromAnswer(status: number, body: unknown, headers: Headers)
       }
       return new LockHeldError(code, message, retryAfterMs, init);
     }
+    case "permits_mismatch":
+      return new PermitsMismatchError(message, typeof b["permits"] === "number" ? b["permits"] : NaN, init);
     case "quorum_unavailable":
     case "validity_exhausted":
       return new QuorumUnavailableError(code, message, init);

@@ -1,8 +1,9 @@
 // hold.ts -- a lock held while connected (POST ... hold=stream): reads the service's lines,
 // tracks the validity they announce, and aborts the lock's signal the moment it is lost.
+// A permit of a semaphore is held the same way, its lines made by extending it (PATCH).
 
 import { LeaseLostError, type LossReason } from "./errors.js";
-import { type Grant, type LineReader, parseHoldEvent } from "./wire.js";
+import { type Extension, type Grant, type Lines, type PermitGrant, parseHoldEvent } from "./wire.js";
 
 /**
  * A lock the service keeps for as long as this connection stays open (it extends the lease
@@ -52,6 +53,7 @@ export class StreamHold implements HeldLock {
   readonly fencingToken: number;
   readonly validityMs: number;
   readonly ttlMs: number;
+  readonly shared: boolean;
 
   private readonly loss = new AbortController();
   private state: State = "held";
@@ -64,7 +66,7 @@ export class StreamHold implements HeldLock {
   /**
    * @param grant      the stream's first line
    * @param receivedAt performance.now() when that line was received
-   * @param reader     the rest of the stream
+   * @param reader     the rest of the stream (or the lines of ExtensionLines)
    * @param connection aborting it closes the connection (the service then releases)
    * @param del        DELETE with the lease: true once released, throws otherwise
    * @param caller     the caller's signal: its abort releases the lock
@@ -72,7 +74,7 @@ export class StreamHold implements HeldLock {
   constructor(
     grant: Grant,
     receivedAt: number,
-    private readonly reader: LineReader,
+    private readonly reader: Lines,
     private readonly connection: AbortController,
     private readonly del: () => Promise<unknown>,
     caller: AbortSignal | undefined,
@@ -82,6 +84,7 @@ export class StreamHold implements HeldLock {
     this.fencingToken = grant.fencingToken;
     this.validityMs = grant.validityMs;
     this.ttlMs = grant.ttlMs;
+    this.shared = grant.shared;
     this.validUntil = receivedAt + grant.validityMs;
     this.arm();
     if (caller === undefined) {
@@ -191,6 +194,84 @@ export class StreamHold implements HeldLock {
       }
     } catch (e) {
       this.lose("disconnected", e);
+    }
+  }
+}
+
+/** A permit of a semaphore held until released (Client.holdSemaphore): a HeldLock with its slot. */
+export interface HeldPermit extends HeldLock {
+  /** The semaphore's number of permits. */
+  readonly permits: number;
+  /** This permit's slot, 0..permits-1 (its fencing token is T*1024+slot). */
+  readonly slot: number;
+}
+
+/** The implementation of HeldPermit: a StreamHold fed by ExtensionLines. */
+export class PermitHold extends StreamHold implements HeldPermit {
+  readonly permits: number;
+  readonly slot: number;
+
+  constructor(
+    grant: PermitGrant,
+    sentAt: number,
+    reader: Lines,
+    connection: AbortController,
+    del: () => Promise<unknown>,
+    caller: AbortSignal | undefined,
+  ) {
+    super(grant, sentAt, reader, connection, del, caller);
+    this.permits = grant.permits;
+    this.slot = grant.slot;
+  }
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const t = setTimeout(done, Math.max(0, ms));
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/**
+ * The lines a streamed hold would have, made here: an extension (PATCH) a third of the ttl
+ * after the last successful one was sent, again every tenth of the ttl (20 ms..1 s) after a
+ * failure, each success an `extended` line whose validity counts from when its PATCH was sent.
+ * A lease found gone is a `lost` line (lease_lost); failures alone leave the hold's own timer
+ * to call it expired.  Ends (null) when `stop` aborts.
+ */
+export class ExtensionLines implements Lines {
+  private lastSent: number;
+
+  constructor(
+    private readonly ttlMs: number,
+    sentAt: number,
+    private readonly extend: (signal: AbortSignal) => Promise<Extension>,
+    private readonly stop: AbortSignal,
+  ) {
+    this.lastSent = sentAt;
+  }
+
+  async next(): Promise<string | null> {
+    let wait = this.ttlMs / 3 - (performance.now() - this.lastSent);
+    for (;;) {
+      await pause(wait, this.stop);
+      if (this.stop.aborted) return null;
+      const sent = performance.now();
+      try {
+        const x = await this.extend(this.stop);
+        this.lastSent = sent;
+        const left = Math.floor(x.validityMs - (performance.now() - sent));
+        return JSON.stringify({ event: "extended", validity_ms: Math.max(1, left) });
+      } catch (e) {
+        if (this.stop.aborted) return null;
+        if (e instanceof LeaseLostError) return JSON.stringify({ event: "lost", reason: "lease_lost" });
+        wait = Math.min(Math.max(this.ttlMs / 10, 20), 1000);
+      }
     }
   }
 }

@@ -8,14 +8,17 @@ export {
   type ExtendOptions,
   type HoldOptions,
   type ListOptions,
+  type PermitOptions,
   type RequestOptions,
   type StatusOptions,
+  type UsingPermitRoutine,
   type UsingRoutine,
 } from "./client.js";
 export {
   ERROR_CODES,
   LeaseLostError,
   LockHeldError,
+  PermitsMismatchError,
   QuorumUnavailableError,
   RedlockError,
   UnauthorizedError,
@@ -25,5 +28,5 @@ export {
   type ErrorCode,
   type LossReason,
 } from "./errors.js";
-export type { HeldLock } from "./hold.js";
-export type { Extension, Grant, ListedLock, LockList, LockState } from "./wire.js";
+export type { HeldLock, HeldPermit } from "./hold.js";
+export type { Extension, Grant, ListedLock, LockList, LockState, PermitGrant, SemaphoreState } from "./wire.js";

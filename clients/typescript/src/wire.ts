@@ -13,9 +13,19 @@ export interface Grant {
   /** How long you may assume you hold the lock, in ms from the answer. */
   readonly validityMs: number;
   readonly ttlMs: number;
+  /** A read hold (`shared: true` asked for it); its fencing token is the last writer's. */
+  readonly shared: boolean;
 }
 
-/** An extension (200 of PATCH /locks/{name}). */
+/** A permit of a semaphore (201 of POST /semaphores/{name}). */
+export interface PermitGrant extends Grant {
+  /** The semaphore's number of permits. */
+  readonly permits: number;
+  /** This permit's slot, 0..permits-1; its fencing token is T*1024+slot. */
+  readonly slot: number;
+}
+
+/** An extension (200 of PATCH /locks/{name} or /semaphores/{name}). */
 export interface Extension {
   readonly name: string;
   readonly fencingToken: number;
@@ -36,6 +46,19 @@ export interface LockState {
   readonly fencingToken: number;
   /** Opaque; changes with every grant, release, expiry or handoff. Give it back to watch. */
   readonly index: string;
+  /** How many shared holders hold it now. */
+  readonly readers: number;
+}
+
+/** A semaphore's state (200 of GET /semaphores/{name}). */
+export interface SemaphoreState {
+  readonly name: string;
+  /** The number of permits its holders use; null when none was granted within the longest ttl. */
+  readonly permits: number | null;
+  /** Permits held now. */
+  readonly held: number;
+  /** permits - held; null when permits is. */
+  readonly free: number | null;
 }
 
 /** One lock of a list (GET /locks). */
@@ -99,6 +122,26 @@ export function parseGrant(v: unknown): Grant {
     fencingToken: int(o, "fencing_token", "grant"),
     validityMs: int(o, "validity_ms", "grant"),
     ttlMs: int(o, "ttl_ms", "grant"),
+    shared: o["mode"] === "shared",
+  };
+}
+
+export function parsePermitGrant(v: unknown): PermitGrant {
+  const o = obj(v, "permit");
+  return { ...parseGrant(o), permits: int(o, "permits", "permit"), slot: int(o, "slot", "permit") };
+}
+
+function intOrNull(o: Obj, k: string, what: string): number | null {
+  return o[k] === null ? null : int(o, k, what);
+}
+
+export function parseSemaphoreState(v: unknown): SemaphoreState {
+  const o = obj(v, "semaphore state");
+  return {
+    name: str(o, "name", "semaphore state"),
+    permits: intOrNull(o, "permits", "semaphore state"),
+    held: int(o, "held", "semaphore state"),
+    free: intOrNull(o, "free", "semaphore state"),
   };
 }
 
@@ -122,6 +165,7 @@ export function parseLockState(v: unknown): LockState {
     validityMs: int(o, "validity_ms", "lock state"),
     fencingToken: int(o, "fencing_token", "lock state"),
     index: str(o, "index", "lock state"),
+    readers: o["readers"] === undefined ? 0 : int(o, "readers", "lock state"),
   };
 }
 
@@ -161,8 +205,13 @@ export function parseHoldEvent(v: unknown): HoldEvent {
   }
 }
 
+/** Where a held lock's lines come from: `null` once they end; rejects if they break. */
+export interface Lines {
+  next(): Promise<string | null>;
+}
+
 /** Reads a byte stream as lines (without their "\n"); `null` at the end of the stream. */
-export class LineReader {
+export class LineReader implements Lines {
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
   private readonly decoder = new TextDecoder();
   private buffered = "";

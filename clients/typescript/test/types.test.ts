@@ -14,6 +14,7 @@ import {
   type HeldLock,
   LockHeldError,
   type LossReason,
+  type PermitGrant,
   RedlockError,
 } from "@redlockd/client";
 
@@ -40,6 +41,17 @@ export async function shapes(client: Client): Promise<void> {
   await client.status("a", { index: 3 });
   const owner: string | null = st.owner;
 
+  const reader: HeldLock = await client.hold("a", { ttlMs: 3000, shared: true });
+  const isReader: boolean = reader.shared;
+  const slot: number = await client.usingSemaphore("p", { permits: 2, ttlMs: 1000 }, async (permit, sig) => (sig.aborted ? -1 : permit.slot));
+  // @ts-expect-error -- permits is required
+  await client.usingSemaphore("p", { ttlMs: 1000 }, async () => 1);
+  // @ts-expect-error -- shared is for locks
+  await client.acquirePermit("p", { permits: 2, shared: true });
+  const pg: PermitGrant = await client.acquirePermit("p", { permits: 2 });
+  const free: number | null = (await client.semaphoreStatus("p")).free;
+  await client.extendPermit("p", pg.lease, { ttlMs: 1000 });
+  await client.releasePermit("p", pg.lease);
   const lock: HeldLock = await client.hold("a", { ttlMs: 3000 });
   const released: boolean = await lock.release();
   const left: number = lock.remainingMs;
@@ -50,6 +62,9 @@ export async function shapes(client: Client): Promise<void> {
     if (e instanceof LockHeldError) {
       const ms: number = e.retryAfterMs;
       void ms;
+    } else if (e instanceof api.PermitsMismatchError) {
+      const inUse: number = e.permits;
+      void inUse;
     } else if (e instanceof RedlockError) {
       const code: ErrorCode | ClientErrorCode = e.code;
       if (e instanceof api.LeaseLostError) {
@@ -59,14 +74,15 @@ export async function shapes(client: Client): Promise<void> {
       void code;
     }
   }
-  void [n, s, owner, released, left];
+  void [n, s, owner, released, left, isReader, slot, free];
 }
 
 test("every value the declarations export exists at run time", () => {
-  for (const cls of [api.Client, api.RedlockError, api.LockHeldError, api.QuorumUnavailableError, api.LeaseLostError, api.UnauthorizedError]) {
+  for (const cls of [api.Client, api.RedlockError, api.LockHeldError, api.QuorumUnavailableError, api.LeaseLostError, api.UnauthorizedError, api.PermitsMismatchError]) {
     assert.equal(typeof cls, "function");
   }
   assert.ok(new api.LockHeldError("lock_held", "m", 5) instanceof api.RedlockError);
+  assert.equal(new api.PermitsMismatchError("m", 3).code, "permits_mismatch");
   assert.ok(new api.LeaseLostError("lock_lost", "m") instanceof Error);
   assert.equal(new api.UnauthorizedError("forbidden", "m").name, "UnauthorizedError");
   assert.match(api.newLease(), /^[A-Za-z0-9_-]{32}$/);
