@@ -60,6 +60,9 @@ class Lock:
         self.lost_reason: Optional[str] = None
         self._lease_gone = False       # the service said so: nothing to release
         self._stop = threading.Event()  # we are releasing: the end is not a loss
+        # The DELETE went (or was not needed): only then may the reader close the
+        # stream, since closing it releases the lock too and would race the DELETE.
+        self._released = threading.Event()
         self._mu = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         self._conn: Optional[http.client.HTTPConnection] = None
@@ -150,6 +153,7 @@ class Lock:
             self._thread.start()
         except BaseException:
             self._stop.set()
+            self._released.set()
             self._close_stream()
             try:
                 self.client._call("DELETE", self._path(), {"lease": grant.lease})
@@ -255,6 +259,11 @@ class Lock:
             else:
                 self._lose("an unexpected line in the stream: %r" % line[:200])
                 break
+        if self._stop.is_set():
+            # Releasing: the stream closes after the DELETE (release() sets _released),
+            # never before it, or the service would release the lock on the hang-up
+            # and the DELETE would find it gone (a false "lost").
+            self._released.wait(max(self.client.timeout, 1.0))
         conn.close()
 
     def _extend_loop(self) -> None:
@@ -326,6 +335,7 @@ class Lock:
                 # stream: closing the connection releases it; lost: nothing to keep.
                 if self.keepalive == "extend" and not self.lost.is_set():
                     error = e
+        self._released.set()
         self._close_stream()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(self.client.timeout, 1.0))
