@@ -430,7 +430,8 @@ static long quorum_holds(const round *rd, int left)
     size_t k = 0;
     for (size_t i = 0; i < rd->env->n && k < 64; i++) {
         const redlock_reply *r = &rd->replies[i];
-        if (left && (r->state == RL_SLOT_OK || r->released))
+        /* only answered replies were decoded: a silent master's fields are unset */
+        if (left && (r->state == RL_SLOT_OK || (r->state == RL_SLOT_REFUSED && r->released)))
             v[k++] = r->left;
         else if (!left && r->state == RL_SLOT_OK)
             v[k++] = r->holds;
