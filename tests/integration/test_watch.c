@@ -372,6 +372,7 @@ static int waiter_parked(void *arg)
 
 Test(watch, a_handoff_to_a_parked_waiter_answers_a_watch)
 {
+    h_require_local(&C); /* against the compose stack: see the closing note */
     const char *n = "w.hand";
     char lease[200];
     /* The watch parks first: the waiter's following of the name would hide whether it did. */
