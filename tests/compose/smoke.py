@@ -230,7 +230,7 @@ def step_api(c, masters, key_prefix):
         ok = s == status and isinstance(b, dict) and b.get("error") == code and isinstance(b.get("message"), str)
         check(ok, f"{method} {path[:40]} -> {status} {code}", f"{s} {b}")
         if status == 405:
-            want = "GET, POST, DELETE" if path == "/locks" else "GET"
+            want = "GET, HEAD, POST, DELETE" if path == "/locks" else "GET, HEAD"
             check(want in h.get("allow", ""), f"405 has an Allow header with {want} ({h.get('allow')})")
     s, h, b = c.req("GET", "/healthz", headers={"X-Request-Id": "bad id with spaces"})
     check(h.get("x-request-id") not in (None, "", "bad id with spaces"), "an invalid X-Request-Id is replaced", str(h.get("x-request-id")))
