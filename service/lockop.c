@@ -798,8 +798,8 @@ void lockop_start(lockop *op)
     op->w.lease = op->lease;
     op->w.lease_len = op->lease_len;
     op->w.gone = &op->gone;
-    shape_keys kb;
-    shape_keys_of(op, &kb);
+    shape_keys kb; /* built by the kinds that send from here (acquires and releases
+                    * build their own in shapes.c): not on every operation's path */
     switch (op->kind) {
     case LOCKOP_ACQUIRE:
     case LOCKOP_MACQUIRE:
@@ -824,6 +824,7 @@ void lockop_start(lockop *op)
     case LOCKOP_EXTEND: {
         if (!op_round(op, extend_done))
             break;
+        shape_keys_of(op, &kb);
         char setk[KEYS_MAX], ttl[24];
         int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
         if (op->mode == LOCKOP_SEMAPHORE) {
@@ -842,6 +843,7 @@ void lockop_start(lockop *op)
     case LOCKOP_INSPECT: {
         if (!op_round(op, inspect_done))
             break;
+        shape_keys_of(op, &kb);
         op->rd->wait_all = 1;
         if (op->mode == LOCKOP_SEMAPHORE) {
             const char *argv[] = {kb.key, kb.bucket, kb.slots};
@@ -857,6 +859,7 @@ void lockop_start(lockop *op)
     case LOCKOP_FORCE: {
         if (!op_round(op, force_done))
             break;
+        shape_keys_of(op, &kb);
         op->rd->wait_all = 1;
         const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.chan, env->origin};
         size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.chan_len,
