@@ -54,18 +54,56 @@ enum MHD_Result answer_json(http_req *r, int status, const char *body, size_t le
     return resp ? answer_queue(r, status, resp, "application/json", extra_hdr, extra_val) : MHD_NO;
 }
 
+/* A round that found no quorum while this worker sees masters quarantined (or not yet
+ * judged after a loss of data) says so: how many, and when the first is due back
+ * (-1 when every one waits for its peers' proof).  0 when none is out, or when enough
+ * are trusted that the quarantine is not why.  *trusted: the masters in quorums. */
+static size_t quarantined_masters(const http_env *env, int64_t *rejoin_ms, size_t *trusted)
+{
+    size_t q = 0, ready = 0;
+    int64_t now = clock_now_us(), first = -1;
+    for (size_t i = 0; i < env->nmasters; i++) {
+        const master_conn *m = &env->masters[i];
+        if (m->state == MASTER_READY)
+            ready++;
+        if (m->state != MASTER_QUARANTINED && m->state != MASTER_UNMARKED)
+            continue;
+        q++;
+        if (m->state == MASTER_QUARANTINED && !m->repair_why[0]) {
+            int64_t left = m->quarantine_until_us > now ? (m->quarantine_until_us - now + 999) / 1000 : 0;
+            if (first < 0 || left < first)
+                first = left;
+        }
+    }
+    *rejoin_ms = first;
+    *trusted = ready;
+    return ready < env->quorum ? q : 0;
+}
+
 enum MHD_Result answer_error(http_req *r, rl_err e)
 {
     int has_op = r->op.kind >= 0;
-    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0,
-                   has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0, r->srv->env.quorum,
-                   has_op ? r->op.permits_seen : 0};
+    size_t answered = has_op && r->op.answered != SIZE_MAX ? r->op.answered
+                      : has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0;
+    body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0, answered, r->srv->env.quorum,
+                   has_op ? r->op.permits_seen : 0, 0, -1};
+    size_t trusted = 0;
+    if (e == RL_E_QUORUM_UNAVAILABLE &&
+        (be.quarantined = quarantined_masters(&r->srv->env, &be.rejoin_ms, &trusted))) {
+        /* nodes_ok: the masters in quorums, whatever the round heard before it was
+         * decided (with too few usable it is decided at once) */
+        be.err = e = RL_E_MASTERS_QUARANTINED;
+        be.nodes_ok = trusted;
+    }
     char buf[BODY_MAX_LOCK], val[64];
     jw j;
     jw_init(&j, buf, sizeof buf);
     body_error(&j, &be);
     const char *hdr = NULL;
-    if (e == RL_E_LOCK_HELD || e == RL_E_LOCK_CONTENDED) {
+    if (e == RL_E_MASTERS_QUARANTINED) {
+        hdr = MHD_HTTP_HEADER_RETRY_AFTER;
+        snprintf(val, sizeof val, "%lld", body_retry_after_s(be.rejoin_ms >= 0 ? be.rejoin_ms : 1000));
+    } else if (e == RL_E_LOCK_HELD || e == RL_E_LOCK_CONTENDED) {
         hdr = MHD_HTTP_HEADER_RETRY_AFTER;
         snprintf(val, sizeof val, "%lld", body_retry_after_s(be.retry_after_ms));
     } else if (e == RL_E_UNAUTHORIZED) {
@@ -84,7 +122,7 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
 
 void answer_raw(http_req *r, rl_err e)
 {
-    body_err be = {e, r->msg, 0, 0, r->srv->env.quorum, 0};
+    body_err be = {e, r->msg, 0, 0, r->srv->env.quorum, 0, 0, -1};
     char body[BODY_MAX_LOCK], out[BODY_MAX_LOCK + 512];
     jw j;
     jw_init(&j, body, sizeof body);
@@ -182,6 +220,7 @@ enum MHD_Result answer_health(http_req *r, int status, size_t ok, const redlock_
             .state = master_state_name(m->state),
             .quarantined = m->state == MASTER_QUARANTINED,
             .quarantine_remaining_ms = (m->quarantine_until_us - now) / 1000,
+            .waiting = m->repair_why,
             .failed = replies && replies[i].state == RL_SLOT_FAILED,
             .latency_ms = (double)rtt / 1000.0,
         };

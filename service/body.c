@@ -177,6 +177,15 @@ void body_error(jw *j, const body_err *e)
         jw_key_uint(j, "nodes_ok", e->nodes_ok);
         jw_key_uint(j, "quorum", e->quorum);
         break;
+    case RL_E_MASTERS_QUARANTINED:
+        jw_key_uint(j, "nodes_ok", e->nodes_ok);
+        jw_key_uint(j, "quorum", e->quorum);
+        jw_key_uint(j, "quarantined", e->quarantined);
+        if (e->rejoin_ms >= 0)
+            jw_key_int(j, "rejoin_ms", e->rejoin_ms);
+        else
+            jw_raw_fields(j, "\"rejoin_ms\":null");
+        break;
     default:
         break;
     }
@@ -203,6 +212,8 @@ void body_health(jw *j, int ready, size_t quorum, const body_master *m, size_t n
         if (m[i].quarantined)
             jw_key_int(j, "quarantine_remaining_ms",
                        m[i].quarantine_remaining_ms > 0 ? m[i].quarantine_remaining_ms : 0);
+        if (m[i].quarantined && m[i].waiting && m[i].waiting[0])
+            jw_key_str(j, "waiting_for", m[i].waiting);
         if (m[i].failed)
             jw_raw_fields(j, "\"latency_ms\":null");
         else

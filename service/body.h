@@ -104,11 +104,15 @@ typedef struct body_err {
     int64_t retry_after_ms;     /* the 409s: when to try again (negative counts as 0) */
     size_t nodes_ok, quorum;    /* a round that fell short: masters that answered, needed */
     long permits;               /* permits_mismatch: the semaphore's number of permits */
+    size_t quarantined;         /* masters_quarantined: how many are out */
+    int64_t rejoin_ms;          /* masters_quarantined: when the first is due back (-1: not
+                                 * known: it waits for its peers) */
 } body_err;
 
 /* {"error","message"}, plus "retry_after_ms" for RL_E_LOCK_HELD and
- * RL_E_LOCK_CONTENDED, and "nodes_ok","quorum" for RL_E_QUORUM_UNAVAILABLE and
- * RL_E_VALIDITY_EXHAUSTED. */
+ * RL_E_LOCK_CONTENDED, "nodes_ok","quorum" for RL_E_QUORUM_UNAVAILABLE and
+ * RL_E_VALIDITY_EXHAUSTED, and with them "quarantined", "rejoin_ms" for
+ * RL_E_MASTERS_QUARANTINED. */
 void body_error(jw *j, const body_err *e);
 
 /* The Retry-After header that goes with a 409's retry_after_ms: whole seconds,
@@ -124,6 +128,8 @@ typedef struct body_master {
     int64_t quarantine_remaining_ms; /* negative counts as 0 */
     int failed;                 /* failed the readiness round: latency_ms is null */
     double latency_ms;
+    const char *waiting;        /* quarantined past its delay: what its repair waits for
+                                 * (NULL or "": nothing) */
 } body_master;
 
 /* {"ready","quorum","masters":[{"address","ok","state"[,"quarantine_remaining_ms"],

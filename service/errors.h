@@ -47,6 +47,9 @@
     X(RL_E_INTERNAL, 500, "internal", "internal error")                              \
     X(RL_E_QUORUM_UNAVAILABLE, 503, "quorum_unavailable",                            \
       "fewer than a quorum of masters answered")                                     \
+    X(RL_E_MASTERS_QUARANTINED, 503, "masters_quarantined",                          \
+      "too few masters are trusted: the others sit out a restart or a loss of data "   \
+      "until every lock they may have lost has expired")                             \
     X(RL_E_VALIDITY_EXHAUSTED, 503, "validity_exhausted",                            \
       "a quorum granted, but the round took longer than the ttl allows")             \
     X(RL_E_TOO_MANY_WAITERS, 503, "too_many_waiters", "too many requests are waiting") \

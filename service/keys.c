@@ -40,6 +40,11 @@ size_t keys_quarantine(const char *prefix, char *buf, size_t cap)
     return fit(snprintf(buf, cap, "%s" KEYS_QUARANTINE, prefix), cap);
 }
 
+size_t keys_expiry(const char *prefix, char *buf, size_t cap)
+{
+    return fit(snprintf(buf, cap, "%s" KEYS_EXPIRY, prefix), cap);
+}
+
 size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap)
 {
     return fit(snprintf(buf, cap, "%s" KEYS_RELEASED "%.*s", prefix, (int)len, name), cap);

@@ -5,6 +5,9 @@
  *   P#set:<lease>         the names of a multi-name lock, under its lease
  *   P#master              the master's record: run id, base, counters, quarantine mark
  *   P#quarantine          the quarantine delay's own key (its pttl is the delay left)
+ *   P#expiry              a key that outlives every lock-state key written on the master
+ *                         (its pttl: how long the longest of them may still live), read
+ *                         by the repair of a peer that lost its data (docs/DESIGN.md §4)
  *   P#released:<name>     the channel a release of name is announced on
  *   P#r:<name>            the readers of a shared lock (sorted set: lease -> expiry)
  *   P#t:<name>            their attempts' tags (hash: lease -> tag)
@@ -31,6 +34,7 @@
 #define KEYS_RELEASED "#released:"
 #define KEYS_RECORD "#master"
 #define KEYS_QUARANTINE "#quarantine"
+#define KEYS_EXPIRY "#expiry"
 #define KEYS_ANCHOR "#anchor"
 #define KEYS_READERS "#r:"
 #define KEYS_TAGS "#t:"
@@ -57,6 +61,7 @@ size_t keys_lock(const char *prefix, const char *name, size_t len, char *buf, si
 size_t keys_set(const char *prefix, const char *lease, size_t len, char *buf, size_t cap);
 size_t keys_record(const char *prefix, char *buf, size_t cap);
 size_t keys_quarantine(const char *prefix, char *buf, size_t cap);
+size_t keys_expiry(const char *prefix, char *buf, size_t cap);
 size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap);
 size_t keys_anchor(const char *prefix, char *buf, size_t cap);
 /* A shared lock's readers, their tags, the writers waiting (KEYS_READERS, ...). */

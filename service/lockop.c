@@ -131,6 +131,7 @@ void lockop_init(lockop *op, lockop_env *env, int kind, const char *name, size_t
     op->err = RL_E_INTERNAL;
     op->start_us = clock_now_us();
     op->release_mask = ~(uint64_t)0;
+    op->answered = SIZE_MAX;
 }
 
 int lockop_set_multi(lockop *op, const char *const *names, const size_t *lens, size_t n)
@@ -448,6 +449,7 @@ static lockop *heard(const round *rd, redlock_tally *t)
         t = &own;
     redlock_tally_of(rd->replies, rd->env->n, t);
     op->nodes_ok = t->ok + t->refused;
+    op->answered = t->answered;
     return op;
 }
 
@@ -618,6 +620,7 @@ static void handoff_done(round *rd)
     redlock_tally t;
     redlock_handoff_tally(rd->replies, rd->env->n, &t);
     r->nodes_ok = t.ok + t.refused;
+    r->answered = t.answered;
     release_outcome(r, redlock_decide(&t, rd->env->quorum, 1));
     r->holds = r->err == RL_OK ? quorum_holds(rd, 1) : 0;
     r->done(r);

@@ -33,6 +33,12 @@ static void set_state(master_conn *m, int st, const char *why)
     int old = m->state;
     if (old == st)
         return;
+    if (st == MASTER_QUARANTINED) {
+        m->quarantined_at_us = clock_now_us();
+        m->shorten_asked = 0;
+    }
+    if (st == MASTER_READY)
+        m->repair_why[0] = '\0';
     stat_set_int(&m->state, st);
     m->hooks->state_changed(m, old, why);
 }
@@ -270,6 +276,22 @@ void master_recheck(master_conn *m)
         master_close(m, 1, "cannot queue the marker check");
 }
 
+int master_shorten(master_conn *m, int64_t delay_ms)
+{
+    if (m->state != MASTER_QUARANTINED || !m->ev.ac || m->check_inflight)
+        return -1;
+    if (send_marker(m, "shorten", restart_delay_ms(m), NULL, (uint64_t)(delay_ms > 0 ? delay_ms : 0)) != 0) {
+        master_close(m, 1, "cannot queue the shorten");
+        return -1;
+    }
+    return 0;
+}
+
+void master_set_repair_why(master_conn *m, const char *why)
+{
+    snprintf(m->repair_why, sizeof m->repair_why, "%s", why);
+}
+
 void master_rejoin(master_conn *m, uint64_t base)
 {
     if (m->state != MASTER_QUARANTINED || !m->ev.ac || m->check_inflight)
@@ -457,16 +479,31 @@ static void on_timer(loop_timer *t)
     case MASTER_CONNECTING:
         master_close(m, 1, "connect or handshake timed out");
         break;
-    case MASTER_QUARANTINED:
+    case MASTER_QUARANTINED: {
         /* Past its delay: repair and rejoin; before it, ask whether another instance
-         * ended it already.  Either way look again in a second. */
-        if (clock_now_us() >= m->quarantine_until_us)
+         * ended it already, and once every round that may have counted its vote before
+         * its loss is over (R-late: one node timeout, stretched by the drift), whether
+         * its peers prove its delay can be lowered.  Either way look again in a second. */
+        int64_t now = clock_now_us();
+        int64_t settle_us = m->conf->node_timeout_ms * 1000 +
+                            (int64_t)((double)m->conf->node_timeout_ms * 1000 * m->conf->drift_factor) + 20 * 1000;
+        if (now >= m->quarantine_until_us) {
             m->hooks->repair(m);
-        else
+        } else if (!m->shorten_asked && now - m->quarantined_at_us >= settle_us) {
+            m->shorten_asked = 1;
+            m->hooks->shorten(m);
+        } else {
             master_recheck(m);
-        if (m->state == MASTER_QUARANTINED)
-            loop_timer_start(m->loop, &m->timer, clock_now_us() + 1000 * 1000);
+        }
+        if (m->state == MASTER_QUARANTINED) {
+            /* never in the past: a timer re-armed for "now" would run every pass */
+            int64_t next = now + 1000 * 1000, settle_at = m->quarantined_at_us + settle_us;
+            if (!m->shorten_asked && settle_at > now && settle_at < next)
+                next = settle_at;
+            loop_timer_start(m->loop, &m->timer, next);
+        }
         break;
+    }
     default:
         break;
     }

@@ -65,6 +65,9 @@ typedef struct master_hooks {
     void (*checked)(master_conn *m);
     /* m's quarantine delay is over: repair it (then master_rejoin()). */
     void (*repair)(master_conn *m);
+    /* m has been quarantined for longer than any round that counted it can last: its
+     * delay may be lowered to what its peers prove outstanding (master_shorten()). */
+    void (*shorten)(master_conn *m);
 } master_hooks;
 
 struct master_conn {
@@ -84,6 +87,9 @@ struct master_conn {
     unsigned pending;          /* commands sent, replies not yet received */
     int64_t progress_us;       /* last reply, or when pending went 0 -> 1 */
     int64_t quarantine_until_us;
+    int64_t quarantined_at_us; /* when this connection found it quarantined */
+    int shorten_asked;         /* the shorten hook ran for this quarantine */
+    char repair_why[160];      /* why it is still out after its delay ("" if not) */
     /* what the handshake learnt (INFO, CONFIG) */
     char run_id[41];
     int64_t uptime_ms;
@@ -155,6 +161,13 @@ void master_recheck(master_conn *m);
 
 /* End m's quarantine with its counters repaired to base (see resync.h). */
 void master_rejoin(master_conn *m, uint64_t base);
+
+/* Lower m's quarantine delay to delay_ms from now (never raise it; see resync.h).
+ * 0 sent, -1 not (not quarantined, not connected, or a check in flight). */
+int master_shorten(master_conn *m, int64_t delay_ms);
+
+/* Why m is still out once its delay is over (shown by /readyz); "" clears it. */
+void master_set_repair_why(master_conn *m, const char *why);
 
 /* Name of a state for logs and /readyz. */
 const char *master_state_name(int state);

@@ -122,6 +122,8 @@ struct lockop {
                                  * holder's if op->lease is the holder's */
     int64_t retry_after_ms;
     size_t nodes_ok;
+    size_t answered;             /* masters that answered the op's last round (an error
+                                  * too), as its 503 says; SIZE_MAX: not known */
     round *rd;                  /* READY: its round (the replies per master) until
                                  * lockop_fini(); otherwise the round in flight */
     lockop_multi *multi;        /* multi-name locks (MACQUIRE, MRELEASE), else NULL */

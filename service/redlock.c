@@ -16,6 +16,7 @@ void redlock_tally_of(const redlock_reply *r, size_t n, redlock_tally *t)
             t->refused++;
         else if (r[i].state == RL_SLOT_FAILED)
             t->failed++;
+        t->answered += r[i].answered != 0;
     }
 }
 
@@ -138,8 +139,9 @@ int redlock_any_held_by_quorum(const redlock_reply *r, size_t n, size_t quorum,
 void redlock_handoff_tally(const redlock_reply *r, size_t n, redlock_tally *t)
 {
     t->n = n;
-    t->ok = t->refused = t->failed = 0;
+    t->ok = t->refused = t->failed = t->answered = 0;
     for (size_t i = 0; i < n; i++) {
+        t->answered += r[i].answered != 0;
         if ((r[i].state == RL_SLOT_OK || r[i].state == RL_SLOT_REFUSED) && r[i].released)
             t->ok++; /* the old lease went (or counts a reentrant hold less), whether the
                       * waiter's acquire was granted there or refused (other readers) */

@@ -39,11 +39,13 @@ typedef struct redlock_reply {
     int64_t holds;       /* acquire (granted): the holds the lease counts now (reentrant);
                           * inspect: the holder's */
     int64_t left;        /* release, handoff: holds the lease still counts (0: released) */
+    int answered;        /* the master answered anything in time (an error too) */
 } redlock_reply;
 
 /* Counts over a round's replies. */
 typedef struct redlock_tally {
     size_t n, ok, refused, failed;
+    size_t answered;     /* masters that answered in time, whatever they said */
 } redlock_tally;
 
 void redlock_tally_of(const redlock_reply *r, size_t n, redlock_tally *t);

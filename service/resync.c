@@ -1,73 +1,144 @@
-/* resync.c -- repair a quarantined master from its peers' floors (see resync.h). */
+/* resync.c -- proof rounds for a quarantined master: its delay, its repair (see
+ * resync.h). */
 #include "resync.h"
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <stdint.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "keys.h"
+
+enum { PHASE_REPAIR, PHASE_SHORTEN };
 
 struct resync {
     master_conn *masters;
     size_t n, quorum, target;
-    int running;
+    int running, phase;
     unsigned gen;            /* bumps on every run: stale replies are ignored */
-    size_t pending, ready_ok, any_ok;
-    uint64_t largest;
+    size_t pending;
+    resync_tally t;
     int64_t first_start_us;  /* when this quarantine's repair was first tried */
+    loop_timer deadline;     /* a round's answers are awaited one node timeout at most */
+    char xkey[KEYS_MAX];     /* the expiry key (the same on every master) */
 };
 
 struct step {
     resync *r;
     unsigned gen;
-    int ready;               /* the peer was ready when asked */
+    size_t index;
 };
-
-uint64_t resync_floor(uint64_t largest, size_t ready_peers, size_t quorum, int gap)
-{
-    if (ready_peers >= quorum || !gap)
-        return largest;
-    return largest + RESYNC_GAP;
-}
 
 int64_t resync_wait_ms(int64_t quarantine_ms)
 {
     return quarantine_ms < 1000 ? 1000 : quarantine_ms > 10000 ? 10000 : quarantine_ms;
 }
 
+int resync_decide(const resync_tally *t, size_t quorum, int waited_out, uint64_t *base)
+{
+    if (t->proven_peers >= quorum) {
+        *base = t->top_proven;
+        return RESYNC_REJOIN;
+    }
+    if (waited_out && t->history == t->n && t->n > 0) {
+        *base = t->top_all + RESYNC_GAP;
+        return RESYNC_FALLBACK;
+    }
+    return RESYNC_WAIT;
+}
+
+int64_t resync_delay_ms(const resync_tally *t, size_t quorum, double drift_factor)
+{
+    if (t->proven_peers < quorum)
+        return -1;
+    int64_t x = t->expiry_ms > 0 ? t->expiry_ms : 0;
+    return x + (int64_t)((double)x * drift_factor) + 2;
+}
+
+static void why(resync *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void why(resync *r, const char *fmt, ...)
+{
+    master_conn *t = &r->masters[r->target];
+    va_list ap;
+    va_start(ap, fmt);
+    char buf[sizeof t->repair_why];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    master_set_repair_why(t, buf);
+}
+
 static void finish(resync *r)
 {
     master_conn *t = &r->masters[r->target];
     r->running = 0;
-    if (r->ready_ok >= r->quorum) {
-        r->first_start_us = 0;
-        master_rejoin(t, r->largest);
+    r->gen++; /* what answers after this is not counted */
+    loop_timer_stop(t->loop, &r->deadline);
+    if (r->phase == PHASE_SHORTEN) {
+        int64_t d = resync_delay_ms(&r->t, r->quorum, t->conf->drift_factor);
+        if (d < 0 || master_shorten(t, d) != 0)
+            t->shorten_asked = 0; /* not proven, or not sent: asked again in a second */
         return;
     }
-    /* Too few ready peers: wait for more, then take what answers, with the gap. */
-    if (clock_now_us() - r->first_start_us < resync_wait_ms(t->conf->quarantine_ms) * 1000)
+    uint64_t base = 0;
+    int waited = clock_now_us() - r->first_start_us >= resync_wait_ms(t->conf->quarantine_ms) * 1000;
+    switch (resync_decide(&r->t, r->quorum, waited, &base)) {
+    case RESYNC_REJOIN:
+    case RESYNC_FALLBACK:
+        r->first_start_us = 0;
+        master_rejoin(t, base);
+        return;
+    default:
+        why(r, "repair waits for a quorum of proven peers: %zu of %zu (%zu of %zu masters kept "
+               "their history)", r->t.proven_peers, r->quorum, r->t.history, r->t.n);
         return; /* the master's timer tries again in a second */
-    r->first_start_us = 0;
-    master_rejoin(t, resync_floor(r->largest, r->ready_ok, r->quorum, 1));
+    }
 }
 
-static void on_floor(redisAsyncContext *ac, void *reply, void *priv)
+static void on_proof(redisAsyncContext *ac, void *reply, void *priv)
 {
     struct step *s = priv;
     resync *r = s->r;
     redisReply *rep = reply;
     (void)ac;
     int stale = s->gen != r->gen;
-    int ready = s->ready;
+    size_t i = s->index;
     free(s);
     if (stale)
         return;
-    if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0) {
-        if ((uint64_t)rep->integer > r->largest)
-            r->largest = (uint64_t)rep->integer;
-        r->any_ok++;
-        r->ready_ok += ready;
+    /* {proven, largest counter, expiry pttl, history, why} */
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 5 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[1]->type == REDIS_REPLY_INTEGER &&
+        rep->element[2]->type == REDIS_REPLY_INTEGER && rep->element[3]->type == REDIS_REPLY_INTEGER) {
+        int proven = rep->element[0]->integer == 1;
+        uint64_t top = rep->element[1]->integer > 0 ? (uint64_t)rep->element[1]->integer : 0;
+        int history = rep->element[3]->integer == 1;
+        if (history) {
+            r->t.history++;
+            if (top > r->t.top_all)
+                r->t.top_all = top;
+        }
+        if (proven && i != r->target) {
+            r->t.proven_peers++;
+            if (top > r->t.top_proven)
+                r->t.top_proven = top;
+            if (rep->element[2]->integer > r->t.expiry_ms)
+                r->t.expiry_ms = rep->element[2]->integer;
+        } else if (i == r->target && history && top > r->t.top_proven) {
+            r->t.top_proven = top; /* its own counters only add */
+        }
     }
-    if (--r->pending == 0)
+    if (--r->pending == 0 && r->running)
+        finish(r);
+}
+
+/* A master that neither answers nor fails (frozen) costs the round one node timeout:
+ * it is decided with what came. */
+static void on_deadline(loop_timer *lt)
+{
+    resync *r = container_of(lt, resync, deadline);
+    if (r->running)
         finish(r);
 }
 
@@ -80,6 +151,8 @@ resync *resync_new(master_conn *masters, size_t n, size_t quorum, size_t target)
     r->n = n;
     r->quorum = quorum;
     r->target = target;
+    r->deadline.cb = on_deadline;
+    keys_expiry(masters[target].conf->key_prefix, r->xkey, sizeof r->xkey);
     return r;
 }
 
@@ -87,38 +160,55 @@ void resync_free(resync *r)
 {
     /* Replies still in flight hold steps that point at r: they are failed (NULL
      * replies) when the connections close, which the owner does before freeing. */
+    if (r)
+        loop_timer_stop(r->masters[r->target].loop, &r->deadline);
     free(r);
 }
 
-void resync_start(resync *r)
+static void run(resync *r, int phase)
 {
-    if (r->running)
+    if (r->running) {
+        if (phase == PHASE_SHORTEN)
+            r->masters[r->target].shorten_asked = 0; /* asked again in a second */
         return;
-    if (!r->first_start_us)
+    }
+    r->phase = phase;
+    if (phase == PHASE_REPAIR && !r->first_start_us)
         r->first_start_us = clock_now_us();
     r->running = 1;
     r->gen++;
     r->pending = 1; /* held until every request is out */
-    r->ready_ok = r->any_ok = 0;
-    r->largest = 0;
+    loop_timer_start(r->masters[r->target].loop, &r->deadline,
+                     clock_now_us() + r->masters[r->target].conf->node_timeout_ms * 1000);
+    memset(&r->t, 0, sizeof r->t);
+    r->t.n = r->n;
     for (size_t i = 0; i < r->n; i++) {
-        /* Its own counters count too (they only add), but never towards the quorum. */
+        /* Every master is asked, whatever this instance believes of it: only what it
+         * proves in its answer counts. */
         master_conn *p = &r->masters[i];
-        if (p->state != MASTER_READY && p->state != MASTER_QUARANTINED)
-            continue;
         struct step *s = malloc(sizeof *s);
         if (!s)
             continue;
         s->r = r;
         s->gen = r->gen;
-        s->ready = i != r->target && p->state == MASTER_READY;
-        const char *argv[] = {"EVALSHA", p->sha[SCRIPT_TOP], "1", p->mkey};
-        if (master_command(p, 4, argv, NULL, on_floor, s) != 0) {
+        s->index = i;
+        const char *argv[] = {"EVALSHA", p->sha[SCRIPT_PROOF], "2", p->mkey, r->xkey};
+        if (!p->sha[SCRIPT_PROOF][0] || master_command(p, 5, argv, NULL, on_proof, s) != 0) {
             free(s);
             continue;
         }
         r->pending++;
     }
-    if (--r->pending == 0)
+    if (--r->pending == 0 && r->running)
         finish(r);
+}
+
+void resync_start(resync *r)
+{
+    run(r, PHASE_REPAIR);
+}
+
+void resync_shorten(resync *r)
+{
+    run(r, PHASE_SHORTEN);
 }

@@ -117,6 +117,7 @@ void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
     for (size_t i = 0; i < env->n; i++) {
         redlock_reply *r = &rd->replies[i];
         r->state = RL_SLOT_FAILED;
+        r->answered = 0;
         if (i < 64 && !(mask & ((uint64_t)1 << i)))
             continue;
         r->state = RL_SLOT_PENDING; /* before the call: a reply cannot come synchronously */
@@ -137,6 +138,7 @@ void round_ping(round *rd)
     rd->start_us = clock_now_us();
     for (size_t i = 0; i < env->n; i++) {
         rd->replies[i].state = RL_SLOT_PENDING;
+        rd->replies[i].answered = 0;
         if (master_ping(&env->masters[i], &rd->slots[i]) == 0)
             rd->refs++;
         else
@@ -159,12 +161,19 @@ void round_on_reply(master_conn *m, struct redisReply *r, void *priv)
         stat_add(&m->rtt_sum_us, (uint64_t)(rtt > 0 ? rtt : 0));
     } else
         stat_inc(&m->errors);
-    if (!rd->decided && out->state == RL_SLOT_PENDING) {
+    if (!rd->decided && out->state == RL_SLOT_PENDING && now - rd->start_us > rd->env->node_timeout_us) {
+        /* Read after the round's deadline (the loop came to it late, or this instance
+         * was frozen): it counts as no answer, and so does every other reply still
+         * pending (docs/DESIGN.md §4, R-late).  Every write a granted round counts has
+         * then happened within one node timeout of its start. */
+        on_deadline(&rd->timer);
+    } else if (!rd->decided && out->state == RL_SLOT_PENDING) {
         if (rd->decode)
             rd->decode(rd, slot->index, r, out);
         else
             reply_decode(rd->script, r, out);
         out->rtt_us = now - rd->start_us;
+        out->answered = r != NULL;
         check(rd);
     }
     round_unref(rd);

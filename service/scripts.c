@@ -44,6 +44,16 @@
     "if M[2] then return redis.error_reply('REDLOCKD_QUARANTINED this master is "     \
     "quarantined') end\n"                                                              \
     "local base = tonumber(M[1])\n"                                                    \
+    "local XT = 0\n"                                                                  \
+    "local function outlive(ttl)\n"                                                  \
+    "  local t = tonumber(ttl)\n"                                                    \
+    "  if t and t > XT then XT = t end\n"                                            \
+    "end\n"                                                                           \
+    "local function settle()\n"                                                      \
+    "  if XT <= 0 then return end\n"                                                 \
+    "  local xk = string.gsub(KEYS[1], '" KEYS_RECORD "$', '" KEYS_EXPIRY "')\n"     \
+    "  if redis.call('PTTL', xk) < XT then redis.call('SET', xk, '1', 'PX', XT) end\n" \
+    "end\n"                                                                           \
     "local function cur(b)\n"                                                          \
     "  local f = tonumber(redis.call('HGET', KEYS[1], b)) or 0\n"                      \
     "  if f < base then return base end\n"                                             \
@@ -89,6 +99,7 @@
     "  now = now or now_ms()\n"                                                       \
     "  redis.call('ZADD', z, 'GT', now + tonumber(ms), lease)\n"                      \
     "  keep(z, nil, ms)\n"                                                            \
+    "  outlive(ms)\n"                                                                 \
     "end\n"                                                                           \
     "local function unshare(z, h, who)\n"                                             \
     "  if not z then return false end\n"                                              \
@@ -139,6 +150,7 @@
     "    local c = holds(v)\n"                                                        \
     "    if reentrant == '1' then c = c + 1 end\n"                                    \
     "    redis.call('SET', key, counted(adopted(value), c), 'PX', ttl)\n"             \
+    "    outlive(ttl)\n"                                                              \
     "    return {2, cur(b), c}\n"                                                     \
     "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
@@ -148,6 +160,7 @@
     "    return {0, longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
     "  redis.call('SET', key, value, 'PX', ttl)\n"                                    \
+    "  outlive(ttl)\n"                                                                \
     "  if K[3] then redis.call('ZREM', K[3], lease) end\n"                            \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
     "  return {1, bump(b)}\n"                                                         \
@@ -197,6 +210,7 @@
     "  local key, set = K[1], K[2]\n"                                                 \
     "  if mine(redis.call('GET', key), lease) then\n"                                 \
     "    redis.call('PEXPIRE', key, ttl)\n"                                           \
+    "    outlive(ttl)\n"                                                              \
     "    local p = redis.call('PTTL', set)\n"                                         \
     "    if p > 0 and p < tonumber(ttl) then redis.call('PEXPIRE', set, ttl) end\n"   \
     "    return {1, cur(b)}\n"                                                        \
@@ -206,6 +220,7 @@
     "    if now and redis.call('ZSCORE', K[3], lease) then\n"                         \
     "      redis.call('ZADD', K[3], now + tonumber(ttl), lease)\n"                     \
     "      keep(K[3], K[4], ttl)\n"                                                   \
+    "      outlive(ttl)\n"                                                            \
     "      return {1, cur(b)}\n"                                                      \
     "    end\n"                                                                       \
     "  end\n"                                                                         \
@@ -242,6 +257,7 @@
     "    redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                       \
     "    redis.call('HSET', K[3], lease, '!')\n"                                       \
     "    keep(K[2], K[3], ttl)\n"                                                     \
+    "    outlive(ttl)\n"                                                              \
     "    return {2, cur(b)}\n"                                                        \
     "  end\n"                                                                         \
     "  local v = redis.call('GET', K[1])\n"                                           \
@@ -252,6 +268,7 @@
     "  redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                         \
     "  redis.call('HSET', K[3], lease, string.sub(value, #lease + 2))\n"               \
     "  keep(K[2], K[3], ttl)\n"                                                       \
+    "  outlive(ttl)\n"                                                                \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
     "  return {1, cur(b)}\n"                                                          \
     "end"
@@ -298,6 +315,7 @@
     "    return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
     "  end\n"                                                                         \
     "  if redis.call('PTTL', K[2]) < tonumber(ttl) then redis.call('SET', K[2], permits, 'PX', ttl) end\n" \
+    "  outlive(ttl)\n"                                                                \
     "  return r\n"                                                                    \
     "end"
 
@@ -332,6 +350,7 @@
     "  local k = sem_find(K[1], pfx, lease, false)\n"                                 \
     "  if not k then return {0, cur(b)} end\n"                                        \
     "  redis.call('PEXPIRE', k, ttl)\n"                                               \
+    "  outlive(ttl)\n"                                                                \
     "  if redis.call('PTTL', K[1]) < tonumber(ttl) then redis.call('PEXPIRE', K[1], ttl) end\n" \
     "  return {1, cur(b), tonumber(string.sub(k, #pfx + 1))}\n"                        \
     "end"
@@ -364,6 +383,7 @@
     "  end\n"                                                                         \
     "  if mine(v, old) then\n"                                   \
     "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
+    "    outlive(ttl)\n"                                                              \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
     "    return {3, bump(b)}\n"                                                       \
     "  end\n"                                                                         \
@@ -410,7 +430,9 @@
 /* A script of its own for one operation: KEYS record, its keys; ARGV its arguments. */
 #define ALONE(fn)                                                                    \
     PRELUDE "local f = " fn "\n"                                                     \
-    "return f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+    "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"                                 \
+    "settle()\n"                                                                     \
+    "return r\n"
 
 static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_ACQUIRE] = ALONE(FN_ACQUIRE),
@@ -426,7 +448,9 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_SEM_RELEASE] = PRELUDE SEM_FIND "local f = " FN_SEM_RELEASE "\n"
                            "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
     [SCRIPT_SEM_EXTEND] = PRELUDE SEM_FIND "local f = " FN_SEM_EXTEND "\n"
-                          "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
+                          "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+                          "settle()\n"
+                          "return r\n",
     [SCRIPT_SEM_INSPECT] = ALONE(FN_SEM_INSPECT),
     /* ARGV: for each operation its code (scripts.h) and its arguments; KEYS: the
      * master's record, then each operation's keys in the same order.  Every operation
@@ -454,16 +478,22 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  k = k + op[1]\n"
         "  i = i + 1 + op[2]\n"
         "end\n"
+        "settle()\n"
         "return r\n",
     /* The master's record and its quarantine, run at every (re)connect and whenever a
      * verdict is needed.  KEYS: record, quarantine key.  ARGV: action (check | mark |
-     * quarantine | rejoin), the master's run id now, the delay in ms a restart or wipe
-     * costs, the marking instance, the base a repair brings (rejoin).
+     * quarantine | shorten | rejoin), the master's run id now, the delay in ms a restart
+     * or wipe costs, the marking instance, and for rejoin the base a repair brings, for
+     * shorten the delay that is left once every lock the master may have lost has expired.
      * A record written under another run id means the process restarted since it
      * was trusted and may have lost acknowledged writes: quarantined, the delay
      * counted from the restart (the caller subtracts the uptime), and kept if another
-     * instance started it already.  rejoin ends a quarantine whose key has expired:
-     * the base rises to what a quorum of peers hold, the run id is recorded.
+     * instance started it already.  A record made anew for a master that lost its own
+     * (quarantine of a bare or damaged record) carries "lost": it has no history, and
+     * counts for no repair until it is repaired itself.  shorten only ever lowers the
+     * delay, and never that of a restart it finds in the same call.  rejoin ends a
+     * quarantine whose key has expired: the base rises to what the repair proved, the
+     * run id is recorded, "q" and "lost" go (docs/DESIGN.md §4).
      * -> {state (0 unmarked, 1 ready, 2 quarantined), quarantine pttl, nb (the number
      *    of counters: above 0 once anything was granted)} */
     [SCRIPT_MARKER] =
@@ -477,7 +507,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  end\n"
         "  if act == 'mark' then return {1, -2, 0} end\n"
         "  if act == 'quarantine' then\n"
-        "    redis.call('HSET', mk, 'q', 1)\n"
+        "    redis.call('HSET', mk, 'q', 1, 'lost', 1)\n"
         "    redis.call('SET', qk, 1, 'PX', delay)\n"
         "    return {2, redis.call('PTTL', qk), 0}\n"
         "  end\n"
@@ -488,28 +518,44 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  -- a damaged record is a lost one: it is quarantined like a wiped master\n"
         "  if act ~= 'quarantine' then return {0, -2, 0} end\n"
         "  redis.call('DEL', mk)\n"
-        "  redis.call('HSET', mk, 'cluster', ARGV[4], 'run', run, 'base', 0, 'nb', 0, 'q', 1)\n"
+        "  redis.call('HSET', mk, 'cluster', ARGV[4], 'run', run, 'base', 0, 'nb', 0, 'q', 1, 'lost', 1)\n"
         "  redis.call('SET', qk, 1, 'PX', delay)\n"
         "  return {2, redis.call('PTTL', qk), 0}\n"
         "end\n"
-        "if m[1] ~= run then\n"
+        "local restarted = m[1] ~= run\n"
+        "if restarted then\n"
         "  if redis.call('PTTL', qk) < delay then redis.call('SET', qk, 1, 'PX', delay) end\n"
         "  redis.call('HSET', mk, 'q', 1, 'run', run)\n"
         "  m[3] = '1'\n"
         "end\n"
         "if not m[3] then return {1, -2, nb} end\n"
         "local q = redis.call('PTTL', qk)\n"
+        "if act == 'shorten' and not restarted and q > 0 then\n"
+        "  local left = math.max(tonumber(ARGV[5]) or q, 1)\n"
+        "  if left < q then redis.call('PEXPIRE', qk, left) q = left end\n"
+        "end\n"
         "if act == 'rejoin' and q < 0 then\n"
         "  local f = tonumber(ARGV[5])\n"
         "  if f > (tonumber(m[4]) or 0) then redis.call('HSET', mk, 'base', ARGV[5]) end\n"
-        "  redis.call('HDEL', mk, 'q')\n"
+        "  redis.call('HDEL', mk, 'q', 'lost')\n"
         "  return {1, -2, nb}\n"
         "end\n"
         "if q == -2 then q = 0 end\n"
         "return {2, q, nb}\n",
-    /* The largest counter of the record (a repair reads it from each peer). */
-    [SCRIPT_TOP] =
-        "local t = tonumber(redis.call('HGET', KEYS[1], 'base')) or 0\n"
+    /* What a repair may learn from a peer, proven in this same call (docs/DESIGN.md §4,
+     * R-proof): KEYS record, expiry key.  The peer is proven when its record is there
+     * and whole, carries neither "q" nor "lost", and was written under the run id the
+     * process reports now (INFO, read here: a restart since it was trusted shows).
+     * -> {proven 0|1, its largest counter (base included; 0 without a whole record),
+     *     the expiry key's pttl (-2: none), history 0|1 (a whole record without
+     *     "lost": proven, or quarantined after a restart that kept its data), why} */
+    [SCRIPT_PROOF] =
+        "local m = redis.call('HMGET', KEYS[1], 'nb', 'q', 'lost', 'run', 'base')\n"
+        "if not m[1] then return {0, 0, -2, 0, 'no record'} end\n"
+        "if redis.call('HLEN', KEYS[1]) < tonumber(m[1]) + " RECORD_FIXED " then\n"
+        "  return {0, 0, -2, 0, 'damaged record'}\n"
+        "end\n"
+        "local t = tonumber(m[5]) or 0\n"
         "local kv = redis.call('HGETALL', KEYS[1])\n"
         "for i = 1, #kv, 2 do\n"
         "  if string.byte(kv[i], 1) == 98 then\n"
@@ -517,8 +563,12 @@ static const char *const sources[SCRIPT__COUNT] = {
         "    if v > t then t = v end\n"
         "  end\n"
         "end\n"
-        "if not redis.call('HGET', KEYS[1], 'nb') then return -1 end\n"
-        "return t\n",
+        "local x = redis.call('PTTL', KEYS[2])\n"
+        "if m[3] then return {0, t, x, 0, 'lost its data'} end\n"
+        "if m[2] then return {0, t, x, 1, 'quarantined'} end\n"
+        "local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')\n"
+        "if m[4] ~= run then return {0, t, x, 1, 'restarted'} end\n"
+        "return {1, t, x, 1, ''}\n",
     /* Several names at once, all or nothing, in one call per master: callers asking for
      * overlapping sets in different orders cannot deadlock.  The set is kept under
      * "<prefix>#set:<lease>" as "<tag>\n<name1>\n<name2>..." so that the lease alone
@@ -585,6 +635,8 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  end\n"
         "end\n"
         "redis.call('SET', KEYS[n + 2], string.sub(value, #lease + 2) .. adopt .. '\\n' .. ARGV[4], 'PX', ARGV[2])\n"
+        "outlive(ARGV[2])\n"
+        "settle()\n"
         "return r\n",
     /* ARGV: t1..tn, bucket1..n. */
     [SCRIPT_MRAISE] =

@@ -23,8 +23,9 @@ enum script_id {
     SCRIPT_INSPECT,     /* KEYS lock, readers; ARGV bucket -> {lease|nil, pttl, F, owner|"",
                          * readers, longest reader's pttl} */
     SCRIPT_MARKER,      /* sent as is (no record key added): KEYS record, quarantine;
-                         * ARGV check|mark|quarantine|rejoin, run id, delay ms, instance,
-                         * base -> {0 unmarked | 1 ready | 2 quarantined, pttl, counters} */
+                         * ARGV check|mark|quarantine|shorten|rejoin, run id, delay ms,
+                         * instance, base (rejoin) or delay left (shorten) -> {0 unmarked |
+                         * 1 ready | 2 quarantined, pttl, counters} */
     SCRIPT_MACQUIRE,    /* KEYS lock1..n, set, readers1..n; ARGV (modes: 's' shared or 'x'
                          * per name, last) value, ttl, n, "name1\nname2...", bucket1..n,
                          * key prefix, origin -> {1, f1..fn} (each name announced as a
@@ -40,8 +41,9 @@ enum script_id {
     SCRIPT_BATCH,       /* many single-name operations in one call (master.c batches each
                          * loop pass's): ARGV code1, args1..., code2, args2...; KEYS keys1...,
                          * keys2... -> {reply1, reply2, ...}, each as its own script answers */
-    SCRIPT_TOP,         /* sent as is: KEYS record -> the largest counter (or base), -1 if
-                         * no record (a repair reads it from each peer) */
+    SCRIPT_PROOF,       /* sent as is: KEYS record, expiry -> {proven, largest counter,
+                         * expiry pttl, history, why} (a repair reads it from each master:
+                         * scripts.c) */
     SCRIPT_FORCE,       /* KEYS lock, readers, tags, intents; ARGV channel, origin -> 1 deleted whatever its value
                          * (origin published on channel) | 0 no key */
     SCRIPT_SCAN,        /* ARGV pattern, prefix length, limit, SCAN calls -> {more, name1,

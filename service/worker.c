@@ -223,14 +223,30 @@ static void on_checked(master_conn *m)
         }
 }
 
+static resync *resync_of(worker *w, master_conn *m)
+{
+    if (!w->resyncs[m->index])
+        w->resyncs[m->index] = resync_new(w->masters, w->rounds.n, w->rounds.quorum, (size_t)m->index);
+    return w->resyncs[m->index];
+}
+
 /* m's quarantine delay is over: repair its counters from the peers, then rejoin. */
 static void on_repair(master_conn *m)
 {
+    resync *r = resync_of(m->owner, m);
+    if (r)
+        resync_start(r);
+}
+
+/* m has sat out every round that may have counted it: lower its delay to what its
+ * peers prove is outstanding.  One worker asks (the delay is on the master); the
+ * others see it at their next check. */
+static void on_shorten(master_conn *m)
+{
     worker *w = m->owner;
-    if (!w->resyncs[m->index])
-        w->resyncs[m->index] = resync_new(w->masters, w->rounds.n, w->rounds.quorum, (size_t)m->index);
-    if (w->resyncs[m->index])
-        resync_start(w->resyncs[m->index]);
+    resync *r = w->id == 0 ? resync_of(w, m) : NULL;
+    if (r)
+        resync_shorten(r);
 }
 
 static void on_master_flush(master_conn *m)
@@ -245,6 +261,7 @@ static const master_hooks hooks = {
     .want_flush = on_master_flush,
     .checked = on_checked,
     .repair = on_repair,
+    .shorten = on_shorten,
 };
 
 /* ---- cross-worker wake-ups ---- */

@@ -226,7 +226,9 @@ Test(scripts_live, tokens_grow_per_bucket_and_nothing_per_name_outlives_its_lock
     cr_assert_eq(release("a", "L2"), 1);
     cr_assert_eq(release("b", "L3"), 1);
     cr_assert_eq(release("c", "L4"), 1);
-    cr_assert_eq(int_cmd("DBSIZE"), 1, "only the record is left once the locks are gone");
+    cr_assert_eq(int_cmd("DBSIZE"), 2, "only the record and the expiry key are left once the locks are gone");
+    long long x = int_cmd("PTTL redlock:#expiry");
+    cr_assert(x > 0 && x <= 10000, "the expiry key goes with the longest lock's ttl: %lld", x);
     cr_assert_eq(acquire("a", "L5.0000000000000005", &f), 1);
     cr_assert_eq(f, 4, "and a name's tokens still grow");
 }
@@ -264,9 +266,99 @@ Test(scripts_live, base_lifts_a_stale_counter)
     cr_assert_eq(r->integer, 30);
     freeReplyObject(r);
     cr_assert_eq(int_cmd("HGET " MK " nb"), 2, "a raise that creates a counter counts it");
-    r = redisCommand(R, "EVAL %s 1 %s", script_source(SCRIPT_TOP), MK);
-    cr_assert_eq(r->integer, 30, "the largest counter, for a repair");
+    r = redisCommand(R, "EVAL %s 2 %s redlock:#expiry", script_source(SCRIPT_PROOF), MK);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 5);
+    cr_assert_eq(r->element[1]->integer, 30, "the largest counter, for a repair");
     freeReplyObject(r);
+}
+
+static void marker(const char *act, const char *run, const char *delay, const char *floor, long long out[3]);
+
+/* SCRIPT_PROOF -> {proven, largest counter, expiry pttl, history, why} */
+static void proof(long long o[4], char *why, size_t cap)
+{
+    redisReply *r = redisCommand(R, "EVAL %s 2 %s redlock:#expiry", script_source(SCRIPT_PROOF), MK);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 5, "%s",
+              r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    for (int i = 0; i < 4; i++)
+        o[i] = r->element[i]->integer;
+    snprintf(why, cap, "%s", r->element[4]->str);
+    freeReplyObject(r);
+}
+
+/* The repair trusts only what a master proves in the same call (issue 21): a record
+ * that is whole, not quarantined, not made anew after a loss, and written under the
+ * run id the process has now.  Each refusal below is a way the old SCRIPT_TOP answered
+ * a counter that could be behind. */
+Test(scripts_live, the_proof_answers_only_for_a_whole_trusted_record_of_this_run)
+{
+    char info[64], why[64];
+    redisReply *r = redisCommand(R, "INFO server");
+    const char *p = strstr(r->str, "run_id:");
+    cr_assert_not_null(p);
+    snprintf(info, sizeof info, "%.40s", p + 7);
+    freeReplyObject(r);
+    long long o[4];
+    proof(o, why, sizeof why);
+    cr_assert_eq(o[0], 0, "no record: nothing proven");
+    cr_assert_str_eq(why, "no record");
+    long long mk[3];
+    marker("mark", info, "5000", "0", mk);
+    cmd("HSET " MK " b5 7 b9 12 nb 2");
+    long long f;
+    cr_assert_eq(acquire("px", "L1.0000000000000001", &f), 1);
+    proof(o, why, sizeof why);
+    cr_assert_eq(o[0], 1, "whole, trusted, this run: proven (%s)", why);
+    cr_assert_eq(o[1], 12);
+    cr_assert(o[2] > 9000 && o[2] <= 10000, "the expiry key outlives the lock (ttl 10 s): %lld", o[2]);
+    cr_assert_eq(o[3], 1);
+    /* Finding 2: a counter deleted by hand. */
+    cmd("HDEL " MK " b9");
+    proof(o, why, sizeof why);
+    cr_assert_eq(o[0], 0, "a damaged record proves nothing");
+    cr_assert_eq(o[3], 0, "and carries no history");
+    cr_assert_str_eq(why, "damaged record");
+    cmd("HSET " MK " b9 12");
+    /* Finding 1: a record with the quarantine mark. */
+    cmd("HSET " MK " q 1");
+    proof(o, why, sizeof why);
+    cr_assert_eq(o[0], 0);
+    cr_assert_eq(o[3], 1, "quarantined after a restart that kept its data: history");
+    cr_assert_str_eq(why, "quarantined");
+    /* Made anew after a loss. */
+    cmd("HSET " MK " lost 1");
+    proof(o, why, sizeof why);
+    cr_assert_eq(o[0], 0);
+    cr_assert_eq(o[3], 0, "a record made anew has no history");
+    cmd("HDEL " MK " q lost");
+    /* Written under another run id: the process restarted since it was trusted. */
+    cmd("HSET " MK " run 0000000000000000000000000000000000000000");
+    proof(o, why, sizeof why);
+    cr_assert_eq(o[0], 0);
+    cr_assert_str_eq(why, "restarted");
+}
+
+/* shorten lowers a quarantine, never raises it, and never cuts that of a restart it
+ * finds in the same call; rejoin takes "lost" away with "q". */
+Test(scripts_live, shorten_only_lowers_and_a_rejoin_ends_the_loss)
+{
+    long long o[3];
+    cmd("FLUSHALL");
+    marker("quarantine", "run1", "60000", "0", o);
+    cr_assert_eq(o[0], 2);
+    cr_assert_eq(int_cmd("HEXISTS " MK " lost"), 1, "a bare master's new record has no history");
+    marker("shorten", "run1", "60000", "500", o);
+    cr_assert(o[1] > 0 && o[1] <= 500, "lowered: %lld", o[1]);
+    marker("shorten", "run1", "60000", "30000", o);
+    cr_assert(o[1] <= 500, "never raised: %lld", o[1]);
+    marker("shorten", "run2", "60000", "1", o);
+    cr_assert(o[1] > 50000, "a restart found in the same call keeps its full delay: %lld", o[1]);
+    cmd("DEL redlock:#quarantine");
+    marker("rejoin", "run2", "0", "9", o);
+    cr_assert_eq(o[0], 1);
+    cr_assert_eq(int_cmd("HEXISTS " MK " lost"), 0);
+    cr_assert_eq(int_cmd("HEXISTS " MK " q"), 0);
+    cr_assert_eq(int_cmd("HGET " MK " base"), 9);
 }
 
 Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_it)

@@ -236,7 +236,7 @@ Test(body, the_largest_multi_grant_fits_body_max_multi)
 
 Test(body, an_error_is_its_code_and_its_own_message_unless_another_is_given)
 {
-    body_err e = {RL_E_INVALID_NAME, NULL, 0, 0, 0, 0};
+    body_err e = {RL_E_INVALID_NAME, NULL, 0, 0, 0, 0, 0, -1};
     jw *j = writer(BODY_MAX_LOCK);
     body_error(j, &e);
     cr_assert_str_eq(buf, "{\"error\":\"invalid_name\",\"message\":\"a lock name is 1..255 bytes of "
@@ -259,7 +259,7 @@ Test(body, an_error_is_its_code_and_its_own_message_unless_another_is_given)
 /* The error body of e, parsed: it must have n members. */
 static json_t *error_body(rl_err err, int64_t retry_after_ms, size_t nodes_ok, size_t quorum, size_t n)
 {
-    body_err e = {err, NULL, retry_after_ms, nodes_ok, quorum, 0};
+    body_err e = {err, NULL, retry_after_ms, nodes_ok, quorum, 0, 0, -1};
     jw *j = writer(BODY_MAX_LOCK);
     body_error(j, &e);
     return parsed(j, n);
@@ -296,6 +296,24 @@ Test(body, a_round_that_fell_short_says_how_many_masters_answered_of_how_many_ne
                           "masters answered\",\"nodes_ok\":1,\"quorum\":2}");
 }
 
+/* Issue 21: a refusal because masters sit out their quarantine says so, not "fewer
+ * answered". */
+Test(body, masters_quarantined_says_how_many_and_when_the_first_is_back)
+{
+    body_err e = {RL_E_MASTERS_QUARANTINED, NULL, 0, 5, 3, 0, 3, 1200};
+    jw j;
+    jw_init(&j, buf, sizeof buf);
+    body_error(&j, &e);
+    cr_assert_str_eq(buf, "{\"error\":\"masters_quarantined\",\"message\":\"too few masters are "
+                          "trusted: the others sit out a restart or a loss of data until every "
+                          "lock they may have lost has expired\",\"nodes_ok\":5,\"quorum\":3,"
+                          "\"quarantined\":3,\"rejoin_ms\":1200}");
+    e.rejoin_ms = -1;
+    jw_init(&j, buf, sizeof buf);
+    body_error(&j, &e);
+    cr_assert(strstr(buf, "\"rejoin_ms\":null}"), "%s", buf);
+}
+
 Test(body, other_errors_carry_no_extras_and_every_one_fits_its_writer)
 {
     char msg[256];
@@ -303,11 +321,12 @@ Test(body, other_errors_carry_no_extras_and_every_one_fits_its_writer)
     msg[sizeof msg - 1] = '\0';
     for (int c = 0; c < RL_ERR__COUNT; c++) {
         int extras = c == RL_E_LOCK_HELD || c == RL_E_LOCK_CONTENDED ? 1
-                   : c == RL_E_QUORUM_UNAVAILABLE || c == RL_E_VALIDITY_EXHAUSTED ? 2 : 0;
+                   : c == RL_E_QUORUM_UNAVAILABLE || c == RL_E_VALIDITY_EXHAUSTED ? 2
+                   : c == RL_E_MASTERS_QUARANTINED ? 4 : 0;
         json_t *o = error_body((rl_err)c, 5, 1, 2, 2 + (size_t)extras);
         cr_assert_str_eq(str(o, "error"), rl_err_code((rl_err)c));
         json_decref(o);
-        body_err e = {(rl_err)c, msg, 5, 1, 2, 0};
+        body_err e = {(rl_err)c, msg, 5, 1, 2, 0, 0, -1};
         jw big;
         static char bigbuf[4 * BODY_MAX_LOCK];
         jw_init(&big, bigbuf, sizeof bigbuf);
@@ -329,16 +348,17 @@ Test(body, retry_after_is_whole_seconds_rounded_up_and_at_least_one)
 Test(body, health_lists_each_master_with_quarantine_and_failed_latency_shown)
 {
     body_master ms[3] = {
-        {"a:1", 1, "ready", 0, 0, 0, 0.25},
-        {"b:2", 0, "quarantined", 1, -40, 0, 1.5},
-        {"c:3", 0, "ready", 0, 0, 1, 9.0},
+        {"a:1", 1, "ready", 0, 0, 0, 0.25, NULL},
+        {"b:2", 0, "quarantined", 1, -40, 0, 1.5, "a quorum of proven peers"},
+        {"c:3", 0, "ready", 0, 0, 1, 9.0, NULL},
     };
     jw *j = writer(BODY_MAX_HEALTH);
     body_health(j, 0, 2, ms, 3);
     cr_assert_str_eq(buf, "{\"ready\":false,\"quorum\":2,\"masters\":["
                           "{\"address\":\"a:1\",\"ok\":true,\"state\":\"ready\",\"latency_ms\":0.250},"
                           "{\"address\":\"b:2\",\"ok\":false,\"state\":\"quarantined\","
-                          "\"quarantine_remaining_ms\":0,\"latency_ms\":1.500},"
+                          "\"quarantine_remaining_ms\":0,\"waiting_for\":\"a quorum of proven peers\","
+                          "\"latency_ms\":1.500},"
                           "{\"address\":\"c:3\",\"ok\":false,\"state\":\"ready\",\"latency_ms\":null}]}");
     json_t *o = parsed(j, 3);
     json_t *arr = json_object_get(o, "masters");
@@ -355,7 +375,8 @@ Test(body, health_of_seven_masters_with_long_addresses_fits_its_writer)
     addr[sizeof addr - 1] = '\0';
     body_master ms[7];
     for (int i = 0; i < 7; i++)
-        ms[i] = (body_master){addr, 1, "quarantined", 1, INT64_MAX, 0, 1e9};
+        ms[i] = (body_master){addr, 1, "quarantined", 1, INT64_MAX, 0, 1e9,
+                              "repair waits for a quorum of proven peers: 2 of 4 (7 of 7 masters kept their history)"};
     jw *j = writer(BODY_MAX_HEALTH);
     body_health(j, 1, 4, ms, 7);
     json_t *o = parsed(j, 3);
@@ -425,7 +446,7 @@ Test(body, shared_semaphore_and_reentrant_members)
     jw_init(&j, out, sizeof out);
     body_inspected(&j, &l);
     cr_assert(strstr(out, "\"mode\":\"shared\",\"readers\":2,\"holds\":2}"), "%s", out);
-    body_err e = {RL_E_PERMITS_MISMATCH, NULL, 0, 0, 0, 5};
+    body_err e = {RL_E_PERMITS_MISMATCH, NULL, 0, 0, 0, 5, 0, -1};
     jw_init(&j, out, sizeof out);
     body_error(&j, &e);
     cr_assert(strstr(out, "\"permits\":5}"), "%s", out);

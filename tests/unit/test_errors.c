@@ -45,6 +45,7 @@ ParameterizedTestParameters(errors, status_and_code_per_error)
         {RL_E_INTERNAL, 500, "internal"},
         {RL_E_QUORUM_UNAVAILABLE, 503, "quorum_unavailable"},
         {RL_E_VALIDITY_EXHAUSTED, 503, "validity_exhausted"},
+        {RL_E_MASTERS_QUARANTINED, 503, "masters_quarantined"},
         {RL_E_TOO_MANY_WAITERS, 503, "too_many_waiters"},
         {RL_E_TOO_MANY_STREAMS, 503, "too_many_streams"},
         {RL_E_SHUTTING_DOWN, 503, "shutting_down"},
@@ -68,7 +69,7 @@ ParameterizedTest(struct err_case *c, errors, status_and_code_per_error)
 Test(errors, the_table_above_covers_every_code)
 {
     /* If a code is added, the table test above must learn its status. */
-    cr_assert_eq(RL_ERR__COUNT, 31);
+    cr_assert_eq(RL_ERR__COUNT, 32);
 }
 
 Test(errors, codes_are_distinct_snake_case)

@@ -724,13 +724,34 @@ Test(redlock, unmarked_master_waits_for_every_fresh_answer)
     cr_assert_eq(redlock_judge_unmarked(NULL, 0), RL_VERDICT_MARK, "a cluster of one");
 }
 
-Test(redlock, repair_base_is_the_largest_floor_or_that_plus_the_gap)
+/* Issue 21: the repair counts only peers proven in the round itself; no gap unless
+ * every master answered with its history (a majority restarted together). */
+Test(redlock, repair_needs_a_quorum_of_proven_peers_and_no_guessed_gap)
 {
-    cr_assert_eq(resync_floor(41, 3, 3, 1), 41, "a quorum of ready peers answered");
-    cr_assert_eq(resync_floor(41, 4, 3, 1), 41);
-    cr_assert_eq(resync_floor(41, 2, 3, 1), 41 + RESYNC_GAP, "a majority may have lost writes");
-    cr_assert_eq(resync_floor(0, 0, 3, 1), RESYNC_GAP);
-    cr_assert_eq(resync_floor(41, 2, 3, 0), 41, "no gap asked");
+    uint64_t base = 0;
+    resync_tally t = {.n = 5, .proven_peers = 3, .history = 4, .top_proven = 41, .top_all = 90};
+    cr_assert_eq(resync_decide(&t, 3, 0, &base), RESYNC_REJOIN);
+    cr_assert_eq(base, 41, "the largest counter of the proven peers, not of any that answered");
+    t.proven_peers = 2;
+    cr_assert_eq(resync_decide(&t, 3, 1, &base), RESYNC_WAIT,
+                 "finding 3: a master down, two lagging: wait, whatever the time");
+    t.history = 5;
+    cr_assert_eq(resync_decide(&t, 3, 0, &base), RESYNC_WAIT, "not before the wait is out");
+    cr_assert_eq(resync_decide(&t, 3, 1, &base), RESYNC_FALLBACK);
+    cr_assert_eq(base, 90 + RESYNC_GAP, "every master answered with its history: the largest of all");
+    t.proven_peers = 0;
+    t.history = 4; /* one master lost everything (wiped): no count can bound what it held */
+    cr_assert_eq(resync_decide(&t, 3, 1, &base), RESYNC_WAIT);
+}
+
+Test(redlock, a_quarantine_shortens_to_the_longest_outstanding_lock_of_a_proven_quorum)
+{
+    resync_tally t = {.n = 5, .proven_peers = 3, .expiry_ms = 30000};
+    cr_assert_eq(resync_delay_ms(&t, 3, 0.01), 30000 + 300 + 2);
+    t.expiry_ms = -2; /* no lock outstanding on any of them */
+    cr_assert_eq(resync_delay_ms(&t, 3, 0.01), 2);
+    t.proven_peers = 2;
+    cr_assert_eq(resync_delay_ms(&t, 3, 0.01), -1, "unproven: the delay stays");
 }
 
 /* ---- "held" versus votes split between attempts ---- */

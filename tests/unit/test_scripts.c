@@ -59,7 +59,7 @@ Test(scripts, each_single_operation_is_the_batched_function)
         const char *start = strstr(s, "local f = function(");
         cr_assert_not_null(start, "script %d", ids[i]);
         const char *end =
-            strstr(s, "\nreturn f({unpack(KEYS, 2)}, unpack(ARGV))\n");
+            strstr(s, "\nlocal r = f({unpack(KEYS, 2)}, unpack(ARGV))\n");
         cr_assert_not_null(end);
         char fn[2048];
         size_t n = (size_t)(end - (start + 10));
