@@ -538,18 +538,18 @@ Test(duplex, a_holder_process_stopped_with_sigstop_loses_the_lock_within_the_bou
 
 /* A live client behind a relay that holds every chunk a third of the ttl, each way:
  * pings one at a time, the service keeps the lock (no line but alive, the name
- * refused to others) for five ttls. */
+ * refused to others) for four ttls. */
 Test(duplex, a_live_holder_behind_a_slow_relay_keeps_the_lock)
 {
     h_require_local(&C);
-    const long ttl = 900;
+    const long ttl = 1500;
     h_proxy *px = h_proxy_start(C.svc.port);
     dx d;
     dx_hold(&d, h_proxy_port(px), "dx.slow", ttl);
     h_proxy_set_delay(px, (int)(ttl / 3)); /* from nothing to a third of the ttl */
     double t0 = h_now_ms(), worst_rtt = 0, lapsed = 0;
     long long n = 0;
-    while (h_now_ms() < t0 + 5 * ttl) {
+    while (h_now_ms() < t0 + 4 * ttl) {
         double sent;
         json_t *a = dx_ping(&d, ++n, 5000, &sent);
         double rtt = h_now_ms() - sent;
@@ -732,6 +732,66 @@ Test(duplex, sigterm_says_shutting_down_and_the_client_releases)
     cr_assert_eq(t.rc, 0, "exit 0 (see %s)", b.log);
     fprintf(stderr, "duplex: SIGTERM with a duplex holder: exited after %.0f ms\n", h_now_ms() - t0);
     cr_assert(h_wait_until(held_nowhere, "redlock:dx.term", 2000), "released on every master");
+    dx_free(&d);
+}
+
+/* SIGTERM with a holder that says nothing more (stopped, or cut off): the instance
+ * exits within its shutdown bound, and leaves the lock to expire on the masters rather
+ * than release it while the holder may still count on what it was told. */
+Test(duplex, sigterm_never_releases_before_the_validity_told)
+{
+    h_require_local(&C);
+    h_service b;
+    h_service_start(&C, &b, "--node-timeout-ms 100"); /* a shutdown bound of 4 s */
+    dx d;
+    dx_hold(&d, b.port, "dx.term2", 30000);
+    json_t *a = dx_ping(&d, 1, 5000, NULL);
+    cr_assert(is_event(a, "alive", NULL));
+    json_decref(a);
+    double t0 = h_now_ms();
+    int rc = h_service_term(&b, 30000);
+    double took = h_now_ms() - t0;
+    fprintf(stderr, "duplex: SIGTERM with a silent duplex holder: exited after %.0f ms\n", took);
+    cr_assert_eq(rc, 0, "exit 0 (see %s)", b.log);
+    cr_assert(took < 6000, "exited after %.0f ms (20 node timeouts + 2 s, then 0.5 s)", took);
+    json_t *l = dx_line(&d, 2000);
+    cr_assert(is_event(l, "lost", "shutting_down"), "%s", l ? json_dumps(l, 0) : "(none)");
+    json_decref(l);
+    cr_assert(h_now_ms() < d.valid_until, "the test ran within the validity told");
+    int holding = 0;
+    for (int i = 0; i < C.n; i++)
+        holding += h_redis_cmd(&C.masters[i], NULL, 0, "EXISTS redlock:dx.term2") == 1;
+    cr_assert_geq(holding, C.n / 2 + 1, "still held by a quorum (%d): left to expire", holding);
+    cr_assert_eq(h_acquire(&C, "dx.term2", NULL, NULL, 0, NULL), 409, "nobody else gets it meanwhile");
+    dx_free(&d);
+}
+
+Test(duplex, a_semaphore_permit)
+{
+    dx d;
+    dx_open(&d, C.svc.port, "/semaphores/dx.sem?permits=1&hold=stream&ttl_ms=2000", 10000);
+    cr_assert_eq(d.status, 101, "%s %s", d.head, d.body);
+    cr_assert_str_eq(jstr(d.grant, "name"), "dx.sem", "%s", json_dumps(d.grant, 0));
+    cr_assert_eq(jint(d.grant, "permits"), 1);
+    cr_assert_eq(jint(d.grant, "ping_ms"), 500);
+    for (int i = 1; i <= 3; i++) {
+        json_t *a = dx_ping(&d, i, 5000, NULL);
+        cr_assert(is_event(a, "alive", NULL), "%s", a ? json_dumps(a, 0) : "(none)");
+        json_decref(a);
+        h_resp q;
+        h_http(&C, "POST", "/semaphores/dx.sem?permits=1", NULL, &q);
+        cr_assert_eq(q.status, 409, "the only permit is held: %s", q.body);
+        h_resp_free(&q);
+        usleep(500 * 1000);
+    }
+    dx_send(&d, "{\"release\":true}\n");
+    json_t *l = dx_line(&d, 5000);
+    cr_assert(is_event(l, "released", "requested"), "%s", l ? json_dumps(l, 0) : "(none)");
+    json_decref(l);
+    h_resp q;
+    h_http(&C, "POST", "/semaphores/dx.sem?permits=1", NULL, &q);
+    cr_assert_eq(q.status, 201, "the permit is free: %s", q.body);
+    h_resp_free(&q);
     dx_free(&d);
 }
 
