@@ -185,8 +185,10 @@ static void extended(hold *h)
 {
     int64_t until = h->sent_us + redlock_validity_ms(h->ttl_ms, 0, h->env->ops->conf->drift_factor) * 1000;
     int64_t now = clock_now_us();
-    if (until <= now)
-        return; /* the round took the whole validity: as good as a failure */
+    if (until <= now) { /* the round took the whole validity: as good as a failure */
+        arm_tick(h, retry_ms(h->ttl_ms));
+        return;
+    }
     if (until > h->valid_until_us || !h->exact)
         h->valid_until_us = until;
     h->exact = 1;
