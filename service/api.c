@@ -195,8 +195,13 @@ static rl_err h_acquire(http_req *r)
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
     op->reentrant = r->params.reentrant;
+    int duplex = stream_duplex_asked(r); /* Upgrade: redlock-hold (stream.h) */
+    if (duplex < 0)
+        return RL_E_INVALID_HOLD;
+    if (duplex && !r->params.hold_stream)
+        return answer_fail(r, RL_E_INVALID_HOLD, "Upgrade: redlock-hold is for hold=stream");
     if (r->params.hold_stream) {
-        rl_err se = stream_reserve(r);
+        rl_err se = stream_reserve(r, duplex);
         if (se != RL_OK)
             return se;
     }

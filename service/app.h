@@ -21,6 +21,7 @@ typedef struct app {
     struct worker **workers;
     long waiters_total;          /* parked acquirers, all workers (atomic) */
     long holds_total;            /* locks held for streams, all workers (atomic) */
+    long conns_total;            /* HTTP connections open, all workers (atomic) */
     int stopping;                /* set once by main on SIGTERM/SIGINT (atomic) */
     /* when a worker last found master i untrusted (wiped or quarantined) while it was
      * ready: the other workers check it again at their next tick (atomic; 0: never) */

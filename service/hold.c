@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redlock.h"
+
 struct hold {
     hold_env *env;
     hold *next, *prev;
@@ -11,15 +13,24 @@ struct hold {
     void *owner;
     lockop op;                  /* its extension or release */
     int busy;                   /* op is in flight */
-    int ending;                 /* release when op is free, then free the hold */
-    int shutting;               /* that release is the shutdown's: tell the owner after */
+    int mode;                   /* enum hold_mode */
+    int ending;                 /* release (when op is free and letgo is not armed),
+                                 * then free the hold */
+    int said_lost;              /* HOLD_LOST was told: told mode ends with HOLD_OVER */
+    const char *end_reason;     /* HOLD_RELEASED's reason after that release, if the
+                                 * owner is told (NULL: by a DELETE, never here) */
+    int tell_released;          /* tell HOLD_RELEASED (end_reason) after the release */
     int recheck;                /* a release of the name was seen while op was in flight */
     int release_seen;           /* ... and the lease may be gone because of it */
-    int64_t valid_until_us;     /* the validity last announced ends */
+    int exact;                  /* valid_until comes from an extension sent here */
+    int64_t valid_until_us;     /* the validity of the last successful round ends */
+    int64_t told_until_us;      /* told mode: the last validity told the client ends */
+    int64_t sent_us;            /* when the extension in flight was sent */
     loop_timer tick;            /* the next extension */
     loop_timer lost;            /* say "lost" at valid_until - margin */
+    loop_timer letgo;           /* told mode, ending: the release at told_until */
     long ttl_ms;
-    int mode;                   /* the grant's (enum lockop_mode): its extensions and
+    int lock_mode;              /* the grant's (enum lockop_mode): its extensions and
                                  * release go the same way */
     size_t name_len, lease_len;
     char name[NAME_MAX_LEN + 1];
@@ -32,7 +43,7 @@ static int64_t hold_period_ms(int64_t ttl_ms)
     return ttl_ms / 3 > 0 ? ttl_ms / 3 : 1;
 }
 
-/* The margin before the announced validity ends by which "lost" is said. */
+/* The margin before the validity ends by which "lost" is said. */
 static int64_t hold_margin_ms(int64_t ttl_ms)
 {
     int64_t m = ttl_ms / 10;
@@ -51,13 +62,17 @@ static loop *loop_of(const hold *h)
     return h->env->ops->rounds->loop;
 }
 
+/* Tell the owner; the last word (anything but HOLD_EXTENDED, and HOLD_LOST in
+ * immediate mode) leaves it without further events. */
 static void tell(hold *h, int event, int64_t validity_ms, const char *reason)
 {
     hold_cb cb = h->cb;
     if (!cb)
         return;
-    if (event != HOLD_EXTENDED)
-        h->cb = NULL; /* the last word */
+    if (event == HOLD_LOST)
+        h->said_lost = 1;
+    if (event != HOLD_EXTENDED && !(event == HOLD_LOST && h->mode == HOLD_TOLD))
+        h->cb = NULL;
     cb(h->owner, event, validity_ms, reason);
 }
 
@@ -66,6 +81,7 @@ static void hold_free(hold *h)
     hold_env *env = h->env;
     loop_timer_stop(loop_of(h), &h->tick);
     loop_timer_stop(loop_of(h), &h->lost);
+    loop_timer_stop(loop_of(h), &h->letgo);
     if (env->ops->watch)
         env->ops->watch(env->ops, h->name, h->name_len, 0);
     if (h->prev)
@@ -79,6 +95,19 @@ static void hold_free(hold *h)
     free(h);
 }
 
+/* The hold is over without a release (nothing left to let go): its last word, then
+ * free it. */
+static void finish(hold *h, int event, const char *reason)
+{
+    if (event == HOLD_LOST && h->mode == HOLD_TOLD) {
+        tell(h, HOLD_LOST, 0, reason);
+        tell(h, HOLD_OVER, 0, NULL);
+    } else {
+        tell(h, event, 0, reason);
+    }
+    hold_free(h);
+}
+
 static void op_done(lockop *op);
 
 static void run(hold *h, int kind)
@@ -87,17 +116,37 @@ static void run(hold *h, int kind)
     memcpy(h->op.lease, h->lease, h->lease_len + 1);
     h->op.lease_len = h->lease_len;
     h->op.ttl_ms = h->ttl_ms;
-    h->op.mode = h->mode; /* a permit's extension and release go by its semaphore */
+    h->op.mode = h->lock_mode; /* a permit's extension and release go by its semaphore */
     h->busy = 1;
+    h->sent_us = clock_now_us();
     h->env->start_op(h->env->owner, &h->op);
 }
 
-/* The hold is over: let the lock go (when op is free), then free the hold. */
-static void end(hold *h)
+/* The hold is over: let the lock go no sooner than at_us (when op is free), then free
+ * the hold. */
+static void end_at(hold *h, int64_t at_us)
 {
     loop_timer_stop(loop_of(h), &h->tick);
     loop_timer_stop(loop_of(h), &h->lost);
     h->ending = 1;
+    if (at_us > clock_now_us()) {
+        loop_timer_start(loop_of(h), &h->letgo, at_us);
+        return;
+    }
+    loop_timer_stop(loop_of(h), &h->letgo);
+    if (!h->busy)
+        run(h, LOCKOP_RELEASE);
+}
+
+/* When this mode may let go without its client's consent. */
+static int64_t letgo_at(const hold *h)
+{
+    return h->mode == HOLD_TOLD ? h->told_until_us : 0;
+}
+
+static void on_letgo(loop_timer *t)
+{
+    hold *h = container_of(t, hold, letgo);
     if (!h->busy)
         run(h, LOCKOP_RELEASE);
 }
@@ -114,23 +163,56 @@ static void arm_tick(hold *h, int64_t in_ms)
     loop_timer_start(loop_of(h), &h->tick, clock_now_us() + in_ms * 1000);
 }
 
-/* No extension came through in time: say so before the announced validity ends. */
+static void arm_lost(hold *h)
+{
+    int64_t now = clock_now_us();
+    int64_t at = h->valid_until_us - hold_margin_ms(h->ttl_ms) * 1000;
+    loop_timer_start(loop_of(h), &h->lost, at > now ? at : now);
+}
+
+/* No extension came through in time: say so before the validity ends. */
 static void on_lost(loop_timer *t)
 {
     hold *h = container_of(t, hold, lost);
     tell(h, HOLD_LOST, 0, "no_quorum");
-    end(h);
+    end_at(h, letgo_at(h));
 }
 
-/* Extended for validity_ms from now: timers first, then the owner (who may end it). */
-static void extended(hold *h, int64_t validity_ms)
+/* An extension sent at sent_us succeeded: the keys it renewed outlive
+ * sent + ttl - drift allowance (section 1), which is all the hold ever counts on.
+ * Timers first, then the owner (who may end it). */
+static void extended(hold *h)
 {
+    int64_t until = h->sent_us + redlock_validity_ms(h->ttl_ms, 0, h->env->ops->conf->drift_factor) * 1000;
     int64_t now = clock_now_us();
-    h->valid_until_us = now + validity_ms * 1000;
-    int64_t at = h->valid_until_us - hold_margin_ms(h->ttl_ms) * 1000;
-    loop_timer_start(loop_of(h), &h->lost, at > now ? at : now);
+    if (until <= now) { /* the round took the whole validity: as good as a failure */
+        arm_tick(h, retry_ms(h->ttl_ms));
+        return;
+    }
+    if (until > h->valid_until_us || !h->exact)
+        h->valid_until_us = until;
+    h->exact = 1;
+    arm_lost(h);
     arm_tick(h, hold_period_ms(h->ttl_ms));
-    tell(h, HOLD_EXTENDED, validity_ms, NULL);
+    tell(h, HOLD_EXTENDED, (h->valid_until_us - now) / 1000, NULL);
+}
+
+/* The release (the hold's last op) is done: the last word, and the hold goes. */
+static void released(hold *h, rl_err err)
+{
+    /* The lease holds no quorum any more (released, or not found on a quorum). */
+    int gone = err == RL_OK || err == RL_E_LEASE_NOT_FOUND;
+    if (h->said_lost) {
+        tell(h, HOLD_OVER, 0, NULL);
+        hold_free(h);
+    } else if (h->tell_released && gone) {
+        tell(h, HOLD_RELEASED, 0, h->end_reason);
+        hold_free(h);
+    } else if (h->tell_released) {
+        finish(h, HOLD_LOST, "no_quorum"); /* the keys expire by themselves */
+    } else {
+        hold_free(h);
+    }
 }
 
 static void op_done(lockop *op)
@@ -139,24 +221,20 @@ static void op_done(lockop *op)
     int kind = op->kind;
     rl_err err = op->err;
     h->busy = 0;
+    lockop_fini(op);
     if (kind == LOCKOP_RELEASE) {
-        lockop_fini(op);
-        if (h->shutting)
-            tell(h, HOLD_RELEASED, 0, "shutting_down");
-        hold_free(h);
+        released(h, err);
         return;
     }
     if (h->ending) {
-        lockop_fini(op);
-        run(h, LOCKOP_RELEASE);
+        if (!loop_timer_armed(&h->letgo))
+            run(h, LOCKOP_RELEASE);
         return;
     }
     if (err == RL_OK) {
-        int64_t validity_ms = op->validity_ms;
-        lockop_fini(op);
-        extended(h, validity_ms);
+        extended(h);
         if (h->ending)
-            return; /* its owner went meanwhile */
+            return; /* its owner ended it meanwhile */
         if (h->recheck) { /* a release came while it was in flight: ask again */
             h->recheck = 0;
             loop_timer_stop(loop_of(h), &h->tick);
@@ -166,18 +244,10 @@ static void op_done(lockop *op)
         }
         return;
     }
-    lockop_fini(op);
     if (err == RL_E_LEASE_NOT_FOUND) {
         /* Gone from a quorum: released with its lease, or lost.  The extension let go
          * of what was left of it already. */
-        loop_timer_stop(loop_of(h), &h->tick);
-        loop_timer_stop(loop_of(h), &h->lost);
-        if (h->release_seen) {
-            tell(h, HOLD_RELEASED, 0, NULL);
-        } else {
-            tell(h, HOLD_LOST, 0, "lease_lost");
-        }
-        hold_free(h);
+        finish(h, h->release_seen ? HOLD_RELEASED : HOLD_LOST, h->release_seen ? NULL : "lease_lost");
         return;
     }
     /* No quorum this time: again soon, until the lost timer says it is too late. */
@@ -197,6 +267,7 @@ hold *hold_new(hold_env *env)
     h->env = env;
     h->tick.cb = on_tick;
     h->lost.cb = on_lost;
+    h->letgo.cb = on_letgo;
     return h;
 }
 
@@ -206,13 +277,14 @@ void hold_discard(hold *h)
     free(h);
 }
 
-void hold_start(hold *h, const lockop *g, hold_cb cb, void *owner)
+void hold_start(hold *h, const lockop *g, int mode, hold_cb cb, void *owner)
 {
     hold_env *env = h->env;
     h->cb = cb;
     h->owner = owner;
+    h->mode = mode;
     h->ttl_ms = g->ttl_ms;
-    h->mode = g->mode;
+    h->lock_mode = g->mode;
     h->name_len = g->name_len;
     memcpy(h->name, g->name, g->name_len + 1);
     h->lease_len = g->lease_len;
@@ -225,24 +297,82 @@ void hold_start(hold *h, const lockop *g, hold_cb cb, void *owner)
     /* A release of the name through another instance is announced (notify.h). */
     if (env->ops->watch)
         env->ops->watch(env->ops, h->name, h->name_len, 1);
-    int64_t now = clock_now_us();
-    h->valid_until_us = now + g->validity_ms * 1000;
-    int64_t at = h->valid_until_us - hold_margin_ms(h->ttl_ms) * 1000;
-    loop_timer_start(loop_of(h), &h->lost, at > now ? at : now);
+    /* The grant's validity was counted from its round's start, which only the round
+     * knew: counted from now it may be a little long.  The lost timer allows for that
+     * with its margin; a told hold answers no ping from it (hold_answer). */
+    h->valid_until_us = clock_now_us() + g->validity_ms * 1000;
+    arm_lost(h);
     int64_t first = hold_period_ms(h->ttl_ms);
     if (first > g->validity_ms / 2)
         first = g->validity_ms / 2; /* the grant took a good part of its ttl */
+    if (mode == HOLD_TOLD)
+        first = 0; /* a validity known from this side, for the first answer */
     arm_tick(h, first > 0 ? first : 0);
-    if (env->stopping) { /* started during the shutdown: let it go at once */
-        h->shutting = 1;
-        end(h);
+    if (env->stopping) { /* started during the shutdown */
+        if (mode == HOLD_TOLD) {
+            tell(h, HOLD_LOST, 0, "shutting_down");
+        } else {
+            h->tell_released = h->cb != NULL;
+            h->end_reason = "shutting_down";
+        }
+        end_at(h, 0); /* nothing told yet: at once */
     }
+}
+
+void hold_told_grant(hold *h)
+{
+    if (h->valid_until_us > h->told_until_us)
+        h->told_until_us = h->valid_until_us;
+}
+
+int64_t hold_answer(hold *h)
+{
+    if (h->ending || h->said_lost || !h->cb)
+        return -1;
+    if (!h->exact)
+        return 0;
+    int64_t now = clock_now_us();
+    int64_t v = (h->valid_until_us - now) / 1000; /* rounded down */
+    if (v < 1)
+        return -1; /* the lost timer is due */
+    int64_t until = now + v * 1000;
+    if (until > h->told_until_us)
+        h->told_until_us = until;
+    return v;
+}
+
+void hold_release(hold *h, const char *reason)
+{
+    if (h->ending && !h->said_lost) {
+        return; /* already letting go */
+    }
+    if (!h->said_lost) {
+        h->tell_released = h->cb != NULL;
+        h->end_reason = reason;
+    }
+    /* The client's own request lets go at once; its silence only once what it was
+     * told has run out (it has by the time the owner notices: silence lasts a ttl). */
+    int asked = reason && strcmp(reason, "requested") == 0;
+    end_at(h, asked ? 0 : letgo_at(h));
+}
+
+void hold_fail(hold *h, const char *reason)
+{
+    if (h->ending || h->said_lost)
+        return;
+    tell(h, HOLD_LOST, 0, reason);
+    end_at(h, letgo_at(h));
 }
 
 void hold_close(hold *h)
 {
     h->cb = NULL;
-    end(h);
+    h->tell_released = 0;
+    if (h->ending) {
+        /* Already letting go; an owner gone does not make that sooner. */
+        return;
+    }
+    end_at(h, letgo_at(h));
 }
 
 void hold_check(hold_env *env, const char *name, size_t len)
@@ -263,11 +393,19 @@ void hold_check(hold_env *env, const char *name, size_t len)
 void hold_shutdown(hold_env *env)
 {
     env->stopping = 1;
-    for (hold *h = env->head; h; h = h->next) {
+    for (hold *h = env->head, *next; h; h = next) {
+        next = h->next;
         if (h->ending)
             continue;
-        h->shutting = h->cb != NULL;
-        end(h);
+        if (h->mode == HOLD_TOLD) {
+            /* Never let go before what the client was told runs out: say so now; a
+             * client that reads it releases at once. */
+            hold_fail(h, "shutting_down");
+        } else {
+            h->tell_released = h->cb != NULL;
+            h->end_reason = "shutting_down";
+            end_at(h, 0);
+        }
     }
 }
 

@@ -1,13 +1,21 @@
 /* hold.h -- locks held for as long as their client stays: after a grant, the service
  * itself extends the lease about every third of its ttl, tells its owner (a streamed
- * HTTP answer) each time and how long the lock is now valid, says "lost" before the
- * validity it last announced ends if it cannot extend, and releases the lock when the
- * owner goes (client gone), when asked, or at shutdown.
+ * HTTP answer) each time, says "lost" before the validity of its last successful round
+ * ends if it cannot extend, and releases the lock when the owner goes (client gone),
+ * when asked, or at shutdown.
+ *
+ * Two modes (docs/DESIGN.md section 10):
+ * - immediate (a one-way stream): whatever ends the hold releases the lock at once;
+ *   HOLD_LOST and HOLD_RELEASED are the last events.
+ * - told (a duplex stream): the owner tells its client validities (hold_answer()), and
+ *   the hold never lets the lock go before the last validity told has run out
+ *   (told_until), unless the client asked (hold_release(), or a DELETE with the lease).
+ *   After HOLD_LOST the hold waits for that (or for hold_release()), releases, and ends
+ *   with HOLD_OVER.
  *
  * A hold belongs to one worker (its hold_env) and runs ordinary lock operations
  * (lockop.h: extend, release) through the worker, so they are routed and batched
- * like every other.  docs/DESIGN.md section 10 has the argument: a hold is a client
- * of the lock like any other, and only ever claims what an extension round granted. */
+ * like every other. */
 #ifndef RL_HOLD_H
 #define RL_HOLD_H
 
@@ -20,12 +28,19 @@ typedef struct hold hold;
 
 enum hold_event {
     HOLD_EXTENDED,   /* extended: valid for validity_ms from now */
-    HOLD_LOST,       /* cannot be kept (reason); the hold is over */
-    HOLD_RELEASED,   /* released (reason: NULL by a DELETE with its lease, or
-                      * "shutting_down"); the hold is over */
+    HOLD_LOST,       /* cannot be counted on any more (reason).  Immediate mode: the
+                      * hold is over.  Told mode: HOLD_OVER follows once the lock is let
+                      * go */
+    HOLD_RELEASED,   /* released (reason: NULL by a DELETE with its lease, "requested",
+                      * "client_silent", or "shutting_down"); the hold is over */
+    HOLD_OVER,       /* told mode, after HOLD_LOST: the lock was let go (or left to
+                      * expire); the hold is over */
 };
 
-/* An event for the hold's owner.  After HOLD_LOST or HOLD_RELEASED no other comes. */
+enum hold_mode { HOLD_IMMEDIATE, HOLD_TOLD };
+
+/* An event for the hold's owner.  After the last one (see enum hold_event) no other
+ * comes, and the hold frees itself. */
 typedef void (*hold_cb)(void *owner, int event, int64_t validity_ms, const char *reason);
 
 typedef struct hold_env {
@@ -49,11 +64,33 @@ hold *hold_new(hold_env *env);
 /* The acquire was not granted: forget h. */
 void hold_discard(hold *h);
 
-/* Keep the lock granted (op: an acquire that succeeded just now) until hold_close();
- * events go to cb(owner, ...). */
-void hold_start(hold *h, const lockop *granted, hold_cb cb, void *owner);
+/* Keep the lock granted (op: an acquire that succeeded just now) until the hold ends;
+ * events go to cb(owner, ...).  Told mode: the first extension starts at once, and
+ * nothing counts as told until hold_told_grant(). */
+void hold_start(hold *h, const lockop *granted, int mode, hold_cb cb, void *owner);
 
-/* The owner is gone: release the lock (no more events); the hold frees itself. */
+/* Told mode: the grant (its validity, counted from the request) was written to the
+ * client: the hold never lets go before that validity ends. */
+void hold_told_grant(hold *h);
+
+/* Told mode: the validity to tell the client now, in ms (at least 1), counted from
+ * now, and recorded as told; 0: not known yet (the first extension has not succeeded:
+ * ask again at HOLD_EXTENDED); -1: none (the hold is ending). */
+int64_t hold_answer(hold *h);
+
+/* The client asks to let the lock go (reason: "requested", or "client_silent" when it
+ * has been silent: then not before the validity told has run out).  Ends with
+ * HOLD_RELEASED (reason) if the release reached a quorum, else HOLD_LOST
+ * ("no_quorum") and HOLD_OVER; after HOLD_LOST, with HOLD_OVER. */
+void hold_release(hold *h, const char *reason);
+
+/* Told mode: the owner ends the hold without its client's consent (a bad message):
+ * HOLD_LOST (reason) now, the release at the end of the validity told (or at
+ * hold_release()), then HOLD_OVER. */
+void hold_fail(hold *h, const char *reason);
+
+/* The owner is gone: no more events; the lock is released (immediate mode: at once;
+ * told mode: once the validity told has run out) and the hold frees itself. */
 void hold_close(hold *h);
 
 /* A release of name went through (here or, announced, through another instance): a
@@ -61,11 +98,13 @@ void hold_close(hold *h);
  * with HOLD_RELEASED if not. */
 void hold_check(hold_env *env, const char *name, size_t len);
 
-/* Shutdown: release every hold's lock, then end it with HOLD_RELEASED
- * ("shutting_down"). */
+/* Shutdown.  Immediate mode: release every hold's lock, then end it with
+ * HOLD_RELEASED ("shutting_down").  Told mode: HOLD_LOST ("shutting_down") at once,
+ * the release at the end of the validity told (or at hold_release()), then HOLD_OVER. */
 void hold_shutdown(hold_env *env);
 
-/* Free the holds left (at the very end of a shutdown: no more I/O). */
+/* Free the holds left (at the very end of a shutdown: no more I/O).  A hold still
+ * waiting to let go leaves its keys to expire on the masters. */
 void hold_env_fini(hold_env *env);
 
 #endif

@@ -23,6 +23,7 @@
 #include "listop.h"
 #include "route.h"
 #include "stat.h"
+#include "stream.h"
 #include "validate.h"
 
 /* A chunked body past BODY_MAX_BYTES is read (and thrown away) up to this much more,
@@ -31,6 +32,9 @@
 
 /* ---- connections and the header timeout ---- */
 
+/* The cap is the whole instance's (--max-connections): the workers take connections
+ * from the shared socket unevenly, so a share per worker would refuse some while
+ * fewer than the cap are open.  A connection counts while its socket context is set. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -39,17 +43,18 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         int fd = ci ? ci->connect_fd : -1;
         s->nconns++;
-        if (s->nconns > s->max_conns) {
-            /* Past the cap: refuse at once (the daemon's own limit is set higher, so
-             * that excess clients are told instead of left in the accept queue). */
+        long open = __atomic_add_fetch(s->conns_total, 1, __ATOMIC_RELAXED);
+        idle_conn *hc = open > s->max_conns ? NULL : calloc(1, sizeof *hc);
+        if (!hc) {
+            /* Past the cap (or no memory): refuse at once (the daemon's own limit is
+             * set higher, so that excess clients are told instead of left in the
+             * accept queue). */
+            __atomic_fetch_sub(s->conns_total, 1, __ATOMIC_RELAXED);
             if (fd >= 0)
                 shutdown(fd, SHUT_RDWR);
             stat_inc(&s->stats.conns_refused);
             return;
         }
-        idle_conn *hc = calloc(1, sizeof *hc);
-        if (!hc)
-            return; /* untracked: only MHD's own idle timeout applies to it */
         hc->fd = fd;
         idle_push(&s->idle, hc, clock_now_us());
         *socket_context = hc;
@@ -60,6 +65,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             idle_remove(&s->idle, hc);
             free(hc);
             *socket_context = NULL;
+            __atomic_fetch_sub(s->conns_total, 1, __ATOMIC_RELAXED);
         }
     }
 }
@@ -83,6 +89,11 @@ void http_server_release_held(http_server *s, int64_t now_us)
 
 void http_server_tick(http_server *s, int64_t now_us)
 {
+    /* Over TLS an upgraded connection that was closed (stream.c) is let go by
+     * libmicrohttpd once it has forwarded what was left: it resumes the connection
+     * from inside a run, and nothing wakes the loop for the run that completes it. */
+    if (s->upgrades_closing)
+        s->mhd_ready = 1;
     if (s->held)
         http_server_release_held(s, now_us);
     if (!s->mhd || now_us < s->next_sweep_us)
@@ -109,6 +120,7 @@ static http_req *req_new(http_server *s)
     r->begun = 0;
     r->raw_uri_len = 0;
     r->raw_query = 0;
+    r->http10 = 0;
     r->ub_prev = r->ub_next = NULL;
     r->start_us = clock_now_us();
     r->request_id[0] = '\0';
@@ -266,6 +278,7 @@ static rl_err req_begin(http_req *r, const char *url, const char *method, const 
 {
     const app *a = r->srv->env.app;
     r->method_id = route_method_id(method);
+    r->http10 = version && strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
     request_id(r);
     trace_parse(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "traceparent"), &r->trace);
     /* libmicrohttpd keeps the URI as a C string: a raw NUL byte in it would cut the
@@ -462,7 +475,9 @@ static void on_mhd_io(loop_io *io, uint32_t events)
 static int start_daemon(http_server *s)
 {
     const app *a = s->env.app;
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+    /* MHD_ALLOW_UPGRADE: duplex streamed holds (stream.h). */
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_TURBO |
+                     MHD_USE_ERROR_LOG;
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
         {MHD_OPTION_HTTPS_MEM_CERT, 0, a->tls_cert},
@@ -483,7 +498,7 @@ static int start_daemon(http_server *s)
                               MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                              MHD_OPTION_CONNECTION_LIMIT, s->max_conns + 64,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->max_conns + 64,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
@@ -522,7 +537,8 @@ http_server *http_server_new(const http_env *env)
         return NULL;
     }
     const app *a = env->app;
-    s->max_conns = (unsigned)((a->cfg.max_connections + (long)a->nworkers - 1) / (long)a->nworkers);
+    s->max_conns = a->cfg.max_connections;
+    s->conns_total = &env->app->conns_total;
     if (start_daemon(s) != 0) {
         http_server_free(s);
         return NULL;
@@ -542,6 +558,7 @@ void http_server_stop(http_server *s)
 {
     if (!s->mhd)
         return;
+    stream_close_all(s); /* upgraded connections go back to the daemon first */
     loop_io_set(s->env.loop, &s->mhd_io, 0);
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;

@@ -22,14 +22,18 @@ typedef struct http_req http_req;
 struct http_server {
     /* read-only after http_server_new() */
     http_env env;
-    unsigned max_conns;         /* this daemon's share of --max-connections */
+    long max_conns;             /* --max-connections: the whole instance's */
+    long *conns_total;          /* connections open, all workers (atomic) */
     /* private: the owner's thread only */
     struct MHD_Daemon *mhd;     /* NULL once stopped */
     loop_io mhd_io;             /* the daemon's epoll descriptor, in the owner's loop */
     int mhd_ready;              /* the daemon has work: run it this pass */
     int quiesced;               /* 1: asked, 2: the daemon gave its socket back */
     int listen_fd;              /* this daemon's descriptor of the shared socket */
-    unsigned nconns;
+    unsigned nconns;            /* connections of this daemon (refused ones too) */
+    struct stream_state *duplex; /* upgraded duplex streams (stream.c) */
+    unsigned upgrades_closing;  /* upgraded connections closed, not yet completed:
+                                 * run the daemon at every tick (stream.c) */
     http_req *free_reqs;        /* a bounded pool */
     size_t nfree_reqs;
     size_t active_reqs;         /* requests between first callback and completion */
@@ -61,6 +65,7 @@ struct http_req {
                                  * reading its header, or refused it) */
     size_t raw_uri_len;         /* the request line's URI as read, up to a first NUL */
     int raw_query;              /* that URI has a query string */
+    int http10;                 /* an HTTP/1.0 request */
     http_req *ub_prev, *ub_next; /* in srv->unbegun while !begun */
     char request_id[65];
     trace_parent trace;         /* its W3C traceparent, if valid (trace_id "" if not) */

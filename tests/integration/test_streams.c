@@ -703,7 +703,7 @@ Test(streams, sigterm_releases_the_lock_and_says_shutting_down)
     stream s;
     hold_stream(&s, C.svc.url, "st.term", 30000, NULL, 0);
     /* The grant was decided on a quorum: the last master may still be writing it. */
-    cr_assert(h_wait_until(held_everywhere, "redlock:st.term", 2000), "held on every master");
+    cr_assert(h_wait_until(held_everywhere, "redlock:st.term", 5000), "held on every master");
     struct term_arg ta = {&C.svc, -2};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, term_main, &ta), 0);
