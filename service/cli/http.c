@@ -73,7 +73,7 @@ struct cli_req {
     size_t ch_line_len;
 };
 
-static int dx_progress(cli_req *r);
+static int dx_send(cli_req *r);
 
 /* File descriptors scanned for ones that curl_multi_init() opened. */
 #define FD_SCAN 1024
@@ -483,7 +483,7 @@ int cli_req_send_line(cli_req *r, const char *line)
     memcpy(r->out + r->out_len, line, n);
     r->out[r->out_len + n] = '\n';
     r->out_len += n + 1;
-    (void)dx_progress(r); /* most often it goes at once */
+    (void)dx_send(r); /* most often it goes at once; answers are read in the poll */
     return 0;
 }
 
@@ -695,9 +695,9 @@ static int dx_take(cli_req *r, const char *p, size_t n)
     return 0;
 }
 
-/* Move a duplex hold on: send what is pending, take what has come, without waiting.
- * Returns 1 if anything moved (bytes either way, or its end). */
-static int dx_progress(cli_req *r)
+/* Send what is pending of a duplex hold, without waiting.  Returns 1 if anything moved
+ * (bytes, or its end). */
+static int dx_send(cli_req *r)
 {
     int moved = 0;
 
@@ -721,6 +721,19 @@ static int dx_progress(cli_req *r)
         if (r->duplex == DX_SENDING)
             r->duplex = DX_HEAD;
     }
+    return moved;
+}
+
+/* Move a duplex hold on: send what is pending, take what has come, without waiting.
+ * Reading happens only here, inside cli_http_poll(), so that whatever comes is seen by
+ * the caller's next look at the request.  Returns 1 if anything moved (bytes either way,
+ * or its end), or if a complete line waits to be taken (the poll must not sleep on it). */
+static int dx_progress(cli_req *r)
+{
+    int moved = dx_send(r);
+
+    if (r->done || r->duplex < DX_SENDING)
+        return moved;
     /* Read even while sending: a refusal may come before the whole request went.  Read
      * until libcurl says there is nothing more (TLS may hold bytes the socket does not
      * show). */
@@ -753,6 +766,9 @@ static int dx_progress(cli_req *r)
         if (dx_take(r, buf, n) != 0)
             return 1;
     }
+    if (r->resp != NULL && r->resp_len > r->resp_off &&
+        memchr(r->resp + r->resp_off, '\n', r->resp_len - r->resp_off) != NULL)
+        moved = 1;
     return moved;
 }
 

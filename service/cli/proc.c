@@ -281,7 +281,7 @@ static void guard_main(cli_proc *p, pid_t cli, int sock, long long fence, const 
     while (waitpid(g.cmd, &status, 0) < 0 && errno == EINTR)
         ;
 reaped:
-    if (g.sock >= 0) {
+    if (g.sock >= 0 && g.why != CLI_GUARD_ORPHANED) {
         memset(&m, 0, sizeof(m));
         m.kind = MSG_DONE;
         m.status = status;

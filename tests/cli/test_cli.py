@@ -862,22 +862,26 @@ def two_elects_take_turns_with_a_larger_token(env):
 
 @test
 def killing_the_leaders_redlock_hands_leadership_over(env):
-    """SIGKILL of the leader's redlock closes its stream: the service releases the lock
-    (to the parked campaigner) long before the ttl, and the old CMD gets SIGTERM."""
+    """SIGKILL of the leader's redlock: its CMD gets SIGTERM at once, and the parked
+    campaigner takes over only once that CMD has ended, with a larger token.  How soon:
+    a one-way stream is released when its connection closes (the guard holds it until
+    CMD is gone), a duplex hold at the end of the validity it last told (within a ttl)."""
     name = env.name("kill")
     marks = env.path("marks")
-    a = spawn_elect(env, name, marks, "A", 10000)
+    a = spawn_elect(env, name, marks, "A", 3000)
     wait_until(lambda: started(marks, "A"), 10, "A to lead")
-    b = spawn_elect(env, name, marks, "B", 10000)
+    b = spawn_elect(env, name, marks, "B", 3000)
     check(not wait_until_or_none(lambda: started(marks, "B"), 0.5), "B ran while A led")
     a.send_signal(signal.SIGKILL)
     a.wait(timeout=10)
     t0 = time.monotonic()
-    wait_until(lambda: started(marks, "B"), 5, "B to take over")
+    wait_until(lambda: ["TERM", "A"] in marks_of(marks), 2, "A's CMD to get SIGTERM")
+    wait_until(lambda: started(marks, "B"), 6, "B to take over")
     took = time.monotonic() - t0
-    check(took < 2.0, "B took over %.2fs after A was killed (ttl 10 s)" % took)
-    wait_until(lambda: ["TERM", "A"] in marks_of(marks), 5, "A's CMD to get SIGTERM")
+    check(took < 4.0, "B took over %.2fs after A was killed (ttl 3 s)" % took)
     m = marks_of(marks)
+    check(m.index(["TERM", "A"]) < m.index(started(marks, "B")[0]),
+          "B led before A's CMD was stopped: %r" % m)
     check(int(started(marks, "B")[0][2]) > int(started(marks, "A")[0][2]), "tokens: %r" % m)
     b.send_signal(signal.SIGTERM)
     check(finish(b, 10, "elect B") == 0, "B: %d %s" % (b.returncode, read(b.err_path)))
@@ -1411,8 +1415,9 @@ class Relay:
     seconds (the delay in force when it came), and, with `trickle` > 0, written one byte
     every `trickle` seconds.  set() changes both for every connection, open or not."""
 
-    def __init__(self, upstream):
+    def __init__(self, upstream, one_way=False):
         self.upstream = upstream
+        self.one_way = one_way      # drop the client's Upgrade: a service without duplex
         self.delay = 0.0
         self.trickle = 0.0
         self.socks = []
@@ -1449,16 +1454,18 @@ class Relay:
             with self.lock:
                 self.socks += [c, u]
             q = queue.Queue()
-            for fn, args in ((self._copy, (c, u)), (self._read, (u, q)), (self._write, (q, c))):
+            for fn, args in ((self._up, (c, u)), (self._read, (u, q)), (self._write, (q, c))):
                 threading.Thread(target=fn, args=args, daemon=True).start()
 
-    @staticmethod
-    def _copy(src, dst):
+    def _up(self, src, dst):
         try:
             while True:
                 b = src.recv(65536)
                 if not b:
                     break
+                if self.one_way:
+                    # redlock sends a request's head in one piece.
+                    b = b.replace(b"Connection: Upgrade\r\nUpgrade: redlock-hold\r\n", b"")
                 dst.sendall(b)
             dst.shutdown(socket.SHUT_WR)
         except OSError:
@@ -1492,6 +1499,22 @@ class Relay:
                         time.sleep(self.trickle)
         except OSError:
             pass
+
+
+def duplex_service(url):
+    """True if the service at url grants duplex holds (101 to Upgrade: redlock-hold)."""
+    host, port = url.split("//")[1].split(":")
+    body = b'{"ttl_ms":1000,"hold":"stream"}'
+    with socket.create_connection((host, int(port)), timeout=5) as c:
+        c.sendall(b"POST /locks/cli-test/duplex-probe-%d HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+                  b"Connection: Upgrade\r\nUpgrade: redlock-hold\r\n\r\n%s"
+                  % (os.getpid(), len(body), body))
+        head = c.recv(4096)
+        if head.startswith(b"HTTP/1.1 101"):
+            c.sendall(b'{"release":true}\n')
+            return True
+        return False
 
 
 def holder_args(verb, name):
@@ -1591,9 +1614,10 @@ def stopped_redlock_still_stops_its_command_at_the_deadline(env):
         gone = GoneWatch(int(start[0]))
         p.send_signal(signal.SIGSTOP)
         try:
-            if verb == "elect":
-                # A stopped elect still holds its connection open: the service keeps the
-                # lock, so no one else gets it; CMD must still stop by the validity.
+            if verb == "elect" and not duplex_service(env.url):
+                # A stopped elect holds its one-way stream open: the service keeps the
+                # lock (it cannot tell), so no one else gets it; CMD must still stop by
+                # the validity.  A duplex hold goes silent and is released (below).
                 t0 = time.monotonic()
                 wait_until(lambda: recorded(marks, "TERM"), 4, "CMD to get SIGTERM")
                 check(time.monotonic() - t0 < 3.0, "SIGTERM %.2fs after SIGSTOP (ttl 2 s)"
@@ -1660,8 +1684,9 @@ def loss_through_a_slow_network(env, verb, svc, relay, delay, trickle=0.0):
     check(rc == TEMPFAIL, "%s exit %d: %s" % (verb, rc, read(p.err_path)))
     margin = sent - float(term[0])
     what = "trickle %.2fs/byte" % trickle if trickle else "delay %.2fs" % delay
+    what += " one-way" if relay.one_way else ""
     MARGINS.append((verb, what, margin))
-    print("     %-8s %-20s loss signalled %+5.0f ms before another holder's grant"
+    print("     %-8s %-22s loss signalled %+5.0f ms before another holder's grant"
           % (verb, what, margin * 1000), flush=True)
     if margin <= 0 or env.args.verbose:
         sys.stdout.write("       CMD started %.3f, TERM %.3f, other grant sent %.3f; stderr:\n%s"
@@ -1669,10 +1694,10 @@ def loss_through_a_slow_network(env, verb, svc, relay, delay, trickle=0.0):
     return margin
 
 
-def slow_network(env, verb, trickle=0.0):
+def slow_network(env, verb, trickle=0.0, one_way=False):
     not_on_the_stub(env)
     svc, url = env.start_service()      # instance A, frozen by the test
-    relay = Relay(int(url.rsplit(":", 1)[1]))
+    relay = Relay(int(url.rsplit(":", 1)[1]), one_way=one_way)
     margins = []
     try:
         for delay in ((0.0,) if trickle else (0.0, 0.15, 0.8)):
@@ -1710,6 +1735,32 @@ def run_signals_loss_before_another_grant_through_a_trickle(env):
 @test
 def elect_signals_loss_before_another_grant_through_a_trickle(env):
     slow_network(env, "elect", trickle=0.05)
+
+
+@test
+def elect_one_way_signals_loss_before_another_grant_through_a_slow_network(env):
+    """A service without duplex holds (the relay drops the Upgrade header): elect keeps
+    the validity with its own extensions, never with the stream's "extended" lines."""
+    slow_network(env, "elect", one_way=True)
+
+
+@test
+def elect_keeps_a_one_way_hold_by_extensions(env):
+    """Through a service without duplex holds, elect leads for several ttls, exits with
+    CMD's status and leaves the lock free."""
+    not_on_the_stub(env)
+    relay = Relay(int(env.url.rsplit(":", 1)[1]), one_way=True)
+    try:
+        name = env.name("oneway")
+        marks = env.path("marks")
+        r = env.cli("elect", name, "--ttl", "900", "--", "sh", "-c",
+                    'echo "start $REDLOCK_FENCING_TOKEN" >> %s; sleep 2.5; exit 6' % marks,
+                    url=relay.url)
+        check(r.returncode == 6 and "lost" not in r.stderr, "%r" % (r,))
+        check(recorded(marks, "start") is not None, "CMD did not run")
+        check(env.held(name) is False, "held after elect")
+    finally:
+        relay.close()
 
 
 
