@@ -773,8 +773,8 @@ static int dx_progress(cli_req *r)
 }
 
 /* The connection of a duplex hold being set up: drive its multi.  Returns 1 when it is
- * up (or failed), else 0; adds its descriptors to wfds and lowers *timeout_ms to its
- * own timeout. */
+ * up (or failed), else 0; adds its descriptors to wfds (unless NULL) and lowers
+ * *timeout_ms to its own timeout. */
 static int dx_connecting(cli_req *r, struct curl_waitfd *wfds, unsigned *nwfds,
                          int *timeout_ms)
 {
@@ -798,6 +798,8 @@ static int dx_connecting(cli_req *r, struct curl_waitfd *wfds, unsigned *nwfds,
         r->duplex = DX_SENDING;
         return 1;
     }
+    if (wfds == NULL) /* after the poll: only driven */
+        return 0;
     FD_ZERO(&rd);
     FD_ZERO(&wr);
     FD_ZERO(&ex);

@@ -582,6 +582,16 @@ def https_service_verified_with_cacert_or_the_ca_environment(env):
     check(r.returncode == 0 and json.loads(r.stdout)["held"] is False, "--cacert: %r" % (r,))
     r = env.cli("run", name, "--cacert", cert, "--", "true", url=url)
     check(r.returncode == 0, "run over https: %r" % (r,))
+    # elect's hold (a duplex one where the service has them) over the same TLS.
+    r = env.cli("elect", name, "--cacert", cert, "--ttl", "900", "--", "sleep", "1.5", url=url)
+    check(r.returncode == 0 and "lost" not in r.stderr, "elect over https: %r" % (r,))
+    marker = env.path("never")
+    p = env.spawn("elect", name, "--", "touch", marker, url=url)
+    wait_until(lambda: "certificate" in read(p.err_path) or p.poll() is not None, 10,
+               "elect to refuse the unknown CA")
+    p.send_signal(signal.SIGINT)
+    finish(p, 10, "elect")
+    check(not os.path.exists(marker), "elect trusted an unknown CA: %r" % read(p.err_path))
     r = env.cli("status", name, url=url, env_extra={"SSL_CERT_FILE": cert})
     check(r.returncode == 0, "SSL_CERT_FILE: %r" % (r,))
     r = env.cli("status", name, url=url, env_extra={"CURL_CA_BUNDLE": cert})
@@ -1298,6 +1308,14 @@ def sem_run_lost_permit_terminates_the_command(env):
 # told the lock is gone (its SIGTERM, as CMD itself saw it) and the moment another client
 # sent the request that was granted the lock: the other holder's round started after that
 # send, so a positive margin is a lower bound on the true one.
+#
+# By design that margin is the drift allowance plus the time the round took, about 32 ms
+# at a 3 s ttl with the default --drift-factor 0.01, and every scheduling delay of CMD,
+# of the guard or of this script eats into it: on a 2-core machine at a load of 20, runs
+# measured -1..0 ms.  So the instance that grants the holder's lock here allows 2% (62
+# ms): what these tests catch is a client that counts from the wrong moment, which
+# overstated by the delivery delay (-650 ms at 0.8 s before the fix) or without bound.
+HOLDER_DRIFT = ["--drift-factor", "0.02"]
 
 RECORDER = r"""
 import os, signal, sys, time
@@ -1602,19 +1620,20 @@ def stopped_redlock_still_stops_its_command_at_the_deadline(env):
     the loss must still be signalled at the lock's deadline, by a timer that does not
     depend on redlock's loop, before another client is granted the lock."""
     not_on_the_stub(env)
+    _, holders = env.start_service(extra=HOLDER_DRIFT)
     for verb in ("run", "elect"):
         name = env.name("stopped")
         marks = env.path("marks")
         cmd = recorder(env, marks, "exit")
         p = env.spawn(*holder_args(verb, name), "--ttl", "2000", "--grace", "3000", "--",
-                      *cmd)
+                      *cmd, url=holders)
         start = wait_until(lambda: recorded(marks, "start") or p.poll() is not None, 10,
                            "CMD to start")
         check(p.poll() is None, "%s exited: %s" % (verb, read(p.err_path)))
         gone = GoneWatch(int(start[0]))
         p.send_signal(signal.SIGSTOP)
         try:
-            if verb == "elect" and not duplex_service(env.url):
+            if verb == "elect" and not duplex_service(holders):
                 # A stopped elect holds its one-way stream open: the service keeps the
                 # lock (it cannot tell), so no one else gets it; CMD must still stop by
                 # the validity.  A duplex hold goes silent and is released (below).
@@ -1690,13 +1709,13 @@ def loss_through_a_slow_network(env, verb, svc, relay, delay, trickle=0.0):
           % (verb, what, margin * 1000), flush=True)
     if margin <= 0 or env.args.verbose:
         sys.stdout.write("       CMD started %.3f, TERM %.3f, other grant sent %.3f; stderr:\n%s"
-                         % (float(start[3]), float(term[0]), sent, read(p.err_path)))
+                         % (float(start[2]), float(term[0]), sent, read(p.err_path)))
     return margin
 
 
 def slow_network(env, verb, trickle=0.0, one_way=False):
     not_on_the_stub(env)
-    svc, url = env.start_service()      # instance A, frozen by the test
+    svc, url = env.start_service(extra=HOLDER_DRIFT)   # instance A, frozen by the test
     relay = Relay(int(url.rsplit(":", 1)[1]), one_way=one_way)
     margins = []
     try:
