@@ -244,6 +244,8 @@ static int lead(elect_ctx *c)
  * else tell the guard.  Returns -1 to go on, else the exit code. */
 static int renewed(elect_ctx *c)
 {
+    if (c->phase == CONFIRMING && cli_sched_expired(&c->keep.sched, cli_now_ms()))
+        return -1; /* came too late to count on: the next ping or extension may do */
     if (c->phase == CONFIRMING)
         return lead(c);
     cli_proc_set_deadline(&c->proc, c->keep.sched.deadline);
@@ -255,7 +257,6 @@ static int renewed(elect_ctx *c)
 static int take_alive(elect_ctx *c, json_t *j)
 {
     json_t *n = json_object_get(j, "ping"), *v = json_object_get(j, "validity_ms");
-    int64_t until;
 
     if (!c->ping_waiting || !json_is_integer(n) || json_integer_value(n) != c->ping_n ||
         !json_is_integer(v)) {
@@ -263,11 +264,9 @@ static int take_alive(elect_ctx *c, json_t *j)
         return -1;
     }
     c->ping_waiting = 0;
-    until = c->ping_sent + json_integer_value(v);
-    if (until <= c->keep.sched.deadline && c->phase != CONFIRMING)
+    if (!cli_sched_answered(&c->keep.sched, c->ping_sent, (long)json_integer_value(v)) &&
+        c->phase != CONFIRMING)
         return -1;
-    if (until > c->keep.sched.deadline)
-        c->keep.sched.deadline = until;
     return c->lost ? -1 : renewed(c);
 }
 

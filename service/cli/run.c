@@ -212,6 +212,8 @@ static int confirm_grant(run_ctx *c)
         switch (cli_keep_take(&c->keep)) {
         case CLI_KEEP_OK:
             c->answered_at = cli_now_ms();
+            if (cli_sched_expired(&c->keep.sched, c->answered_at))
+                break; /* its answer came after its own validity: try again */
             return -1;
         case CLI_KEEP_GONE:
             c->gone = 1;

@@ -587,6 +587,24 @@ Test(policy, a_grant_after_a_long_wait_is_confirmed_before_the_command)
     cr_assert(cli_sched_confirm_first(&s, 100));
 }
 
+Test(policy, a_pings_answer_counts_from_the_pings_send_and_never_shortens)
+{
+    cli_sched s;
+
+    cli_sched_granted(&s, 1000, 2900, 3000); /* granted: valid until 3900 */
+    /* Ping sent at 1500, answered (read at, say, 2400): valid until 1500 + 2800. */
+    cr_assert_eq(cli_sched_answered(&s, 1500, 2800), 1);
+    cr_assert_eq(s.deadline, 4300);
+    /* An answer whose end comes before the one known moves nothing. */
+    cr_assert_eq(cli_sched_answered(&s, 2000, 2000), 0);
+    cr_assert_eq(s.deadline, 4300);
+    cr_assert_eq(cli_sched_answered(&s, 2000, 0), 0);
+    cr_assert_eq(cli_sched_answered(&s, 2000, -5), 0);
+    cr_assert_eq(s.deadline, 4300);
+    cr_assert(cli_sched_expired(&s, 4300));
+    cr_assert_not(cli_sched_expired(&s, 4299));
+}
+
 Test(policy, failed_extension_retries_soon_within_bounds)
 {
     cli_sched s;
