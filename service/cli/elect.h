@@ -1,26 +1,27 @@
 /* elect.h -- `redlock elect`: leader election on a lock held while connected.
  *
- * Campaign: POST /locks/NAME with hold=stream and a long wait_ms, again and again until
- * granted (at once after a 409, with a growing, jittered back-off after a 503 or no
- * answer).  Lead: run the command with REDLOCK_FENCING_TOKEN and REDLOCK_LEASE while
- * the service keeps the lock and says so on the stream.  One thread, one loop, as for
- * `redlock run`: the signalfd, the stream, the extensions and the validity clock are
- * waited on together in one curl_multi_poll(), so a stream gone silent never delays
- * stopping the command.
+ * Campaign: POST /locks/NAME with hold=stream, a long wait_ms and Upgrade: redlock-hold,
+ * again and again until granted (at once after a 409, with a growing, jittered back-off
+ * after a 503 or no answer).  Lead: run the command with REDLOCK_FENCING_TOKEN and
+ * REDLOCK_LEASE while the hold's validity runs.  One thread, one loop, as for `redlock
+ * run`: the signalfd, the stream, the pings or extensions and the validity clock are
+ * waited on together in one poll, so a stream gone silent never delays stopping the
+ * command.
  *
- * Validity.  The service's lines cannot anchor a validity: a line says how much validity
- * its round left, but not when that round ran, and a line can spend any time on the way
- * (a slow network, a relay, this process descheduled) without anything showing it.  So
- * the grant's validity is counted from the send of the POST (its round started after
- * that), and it is kept by this process's own extensions, a PATCH with the lease every
- * third of the ttl, each success counted from that PATCH's send (keep.h), exactly as
- * `redlock run` keeps its lock; "extended" lines move nothing.  A grant that comes after
- * its first extension was due (the POST was parked) is confirmed by an extension before
- * CMD starts.  The stream still matters: "lost" and "released" lines and the stream's
- * end stop CMD at once, and the service releases the lock as soon as the connection
- * closes.  CMD's guard (proc.h) holds the deadline and stops CMD there on its own timer,
- * and keeps the stream's connection open until CMD is gone, so that the lock is not
- * handed on while CMD still runs, whatever happens to redlock. */
+ * Validity (docs/DESIGN.md, "The rule for clients").  The grant's is counted from the
+ * send of the POST (its round started after that).  A duplex hold (the service answered
+ * 101) is then kept by pings: one every ping_ms, never two unanswered, each answer's
+ * validity counted from its ping's send, the latest end kept.  A one-way stream (a 201:
+ * a service without duplex holds) cannot anchor anything: an "extended" line says how
+ * much validity its round left, not when that round ran, and it can spend any time on
+ * the way.  So it is kept by this process's own extensions, a PATCH with the lease every
+ * third of the ttl, each success counted from its send (keep.h), as `redlock run` keeps
+ * its lock; "extended" lines move nothing.  A grant that comes after its first renewal
+ * was due (the POST was parked) is confirmed by a ping's answer or an extension before
+ * the command starts.  "lost" and "released" lines and the stream's end stop the command
+ * at once.  The command's guard (proc.h) holds the deadline and stops the command there
+ * on its own timer, and keeps the stream's connection open until the command is gone, so
+ * that the lock is not handed on while it still runs, whatever happens to redlock. */
 #ifndef RLC_ELECT_H
 #define RLC_ELECT_H
 
