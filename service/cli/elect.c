@@ -435,7 +435,7 @@ static int64_t sleep_for(elect_ctx *c, int64_t now)
     if (c->phase == CAMPAIGN && c->stream != NULL && c->answer_by - now < t)
         t = c->answer_by - now;
     if (holding && !c->duplex)
-        t = cli_keep_sleep(&c->keep, now, t);
+        t = cli_keep_sleep(&c->keep, now, t, c->phase == LEADING);
     if (holding && c->duplex) {
         if (!c->ping_waiting && c->ping_sent + c->ping_ms - now < t)
             t = c->ping_sent + c->ping_ms - now;

@@ -82,9 +82,16 @@ cli_keep_outcome cli_keep_take(cli_keep *k)
     return out;
 }
 
-int64_t cli_keep_sleep(const cli_keep *k, int64_t now, int64_t cap_ms)
+int64_t cli_keep_sleep(const cli_keep *k, int64_t now, int64_t cap_ms, int holding)
 {
-    return cli_sched_sleep(&k->sched, now, k->ext == NULL, cap_ms);
+    int64_t t;
+
+    if (holding)
+        return cli_sched_sleep(&k->sched, now, k->ext == NULL, cap_ms);
+    /* A late grant's deadline is already past: waking for it would spin. */
+    t = k->ext == NULL && k->sched.next_extend - now < cap_ms ? k->sched.next_extend - now
+                                                               : cap_ms;
+    return t < 0 ? 0 : t;
 }
 
 void cli_keep_cancel(cli_keep *k)

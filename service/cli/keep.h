@@ -46,8 +46,9 @@ void cli_keep_tick(cli_keep *k, int64_t now, int64_t until);
 cli_keep_outcome cli_keep_take(cli_keep *k);
 
 /* How long the caller may sleep at now: until the next extension is due (if none is in
- * flight) or the deadline, at most cap_ms. */
-int64_t cli_keep_sleep(const cli_keep *k, int64_t now, int64_t cap_ms);
+ * flight) or, if holding (the deadline is the lock's, not a late grant's being
+ * confirmed), the deadline; at most cap_ms. */
+int64_t cli_keep_sleep(const cli_keep *k, int64_t now, int64_t cap_ms, int holding);
 
 /* Cancel the extension in flight, if any. */
 void cli_keep_cancel(cli_keep *k);

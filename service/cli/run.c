@@ -202,7 +202,7 @@ static int confirm_grant(run_ctx *c)
             return CLI_EXIT_TEMPFAIL;
         }
         cli_keep_tick(&c->keep, now, give_up);
-        sleep_ms = cli_keep_sleep(&c->keep, now, LOOP_CAP_MS);
+        sleep_ms = cli_keep_sleep(&c->keep, now, LOOP_CAP_MS, 0);
         if (c->keep.ext == NULL && give_up - now < sleep_ms)
             sleep_ms = give_up - now;
         if (cli_http_poll(c->h, c->proc.sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
@@ -255,7 +255,7 @@ static int supervise(run_ctx *c)
             cli_keep_tick(&c->keep, now, c->keep.sched.deadline);
         sleep_ms = cli_proc_tick(&c->proc, now, LOOP_CAP_MS);
         if (!c->lost)
-            sleep_ms = cli_keep_sleep(&c->keep, now, sleep_ms);
+            sleep_ms = cli_keep_sleep(&c->keep, now, sleep_ms, 1);
         if (cli_http_poll(c->h, c->proc.sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
             fprintf(stderr, "redlock: curl multi error; stopping %s\n", c->o->argv[0]);
             cli_proc_kill(&c->proc);
