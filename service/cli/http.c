@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -16,6 +18,15 @@
 /* Answers larger than this are cut off and the request fails: redlockd's are < 1 KiB. */
 #define RESPONSE_MAX (1024 * 1024)
 #define CONNECT_TIMEOUT_MS 5000L
+/* A duplex hold's answer head larger than this is refused (redlockd's are < 1 KiB). */
+#define HEAD_MAX (16 * 1024)
+/* Descriptors one poll waits on besides curl's own. */
+#define WAIT_FDS_MAX 32
+
+/* The states of a duplex hold (cli_http_start_duplex), in order. */
+enum { DX_CONNECTING = 1, DX_SENDING, DX_HEAD, DX_BODY, DX_LINES };
+/* The chunked decoder's states (a one-way stream from a service without duplex holds). */
+enum { CH_SIZE = 0, CH_DATA, CH_CRLF, CH_END };
 
 struct cli_http {
     CURLM *multi;
@@ -35,7 +46,7 @@ struct cli_req {
     char *body;         /* request body or NULL */
     char *resp;         /* response body, NUL-terminated */
     size_t resp_len;
-    int stream;         /* the answer is read line by line (cli_http_start_stream) */
+    int stream;         /* the answer is read line by line (a duplex hold) */
     size_t resp_off;    /* stream: bytes of resp already taken as lines */
     int done;
     int timed_out;
@@ -43,7 +54,26 @@ struct cli_req {
     json_t *json;
     char errbuf[CURL_ERROR_SIZE];
     char error[CURL_ERROR_SIZE + 64];
+    /* A duplex hold (0 otherwise): the connection is set up by libcurl (CURLOPT_CONNECT_ONLY,
+     * in a multi of its own, whose connection cache holds that connection alone, so that
+     * no other transfer's pruning or cache limit can close it), the HTTP exchange and the
+     * lines both ways go through curl_easy_send/curl_easy_recv. */
+    int duplex;         /* DX_* */
+    CURLM *dmulti;
+    char *out;          /* bytes to send: the request, then lines */
+    size_t out_len, out_off;
+    char *head;         /* the answer's head until its blank line */
+    size_t head_len;
+    long clen;          /* Content-Length of an answer that is not 101, -1: none */
+    size_t body_got;
+    int chunked;        /* Transfer-Encoding: chunked */
+    int ch_state;       /* CH_* */
+    size_t ch_left;     /* CH_DATA: bytes left in the chunk */
+    char ch_line[40];   /* CH_SIZE: the size line so far */
+    size_t ch_line_len;
 };
+
+static int dx_send(cli_req *r);
 
 /* File descriptors scanned for ones that curl_multi_init() opened. */
 #define FD_SCAN 1024
@@ -125,7 +155,8 @@ void cli_http_set_collection(cli_http *h, const char *collection)
     h->collection = collection;
 }
 
-/* Take r off its owner's in-flight list and out of the multi handle. */
+/* Take r off its owner's in-flight list and out of the shared multi handle (a duplex
+ * hold stays in its own multi until freed: its connection lives there). */
 static void req_detach(cli_req *r)
 {
     cli_http *h = r->owner;
@@ -140,7 +171,8 @@ static void req_detach(cli_req *r)
     }
     r->next = NULL;
     /* Removing an easy handle from a multi cannot fail for a handle that is in it. */
-    (void)curl_multi_remove_handle(h->multi, r->easy);
+    if (!r->duplex)
+        (void)curl_multi_remove_handle(h->multi, r->easy);
     r->owner = NULL;
 }
 
@@ -168,10 +200,10 @@ void cli_http_free(cli_http *h)
     free(h);
 }
 
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* Append n bytes to r's answer (a stream drops the lines already taken first).  Returns
+ * 0, or -1 past RESPONSE_MAX or out of memory. */
+static int resp_append(cli_req *r, const char *ptr, size_t n)
 {
-    cli_req *r = userdata;
-    size_t n = size * nmemb;
     char *p;
 
     if (r->resp_off > 0) { /* a stream: drop the lines already taken */
@@ -180,15 +212,23 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
         r->resp_off = 0;
     }
     if (n > RESPONSE_MAX || r->resp_len + n > RESPONSE_MAX)
-        return 0; /* makes curl fail the transfer with CURLE_WRITE_ERROR */
+        return -1;
     p = realloc(r->resp, r->resp_len + n + 1);
     if (p == NULL)
-        return 0;
+        return -1;
     r->resp = p;
     memcpy(r->resp + r->resp_len, ptr, n);
     r->resp_len += n;
     r->resp[r->resp_len] = '\0';
-    return n;
+    return 0;
+}
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    size_t n = size * nmemb;
+
+    /* 0 makes curl fail the transfer with CURLE_WRITE_ERROR. */
+    return resp_append(userdata, ptr, n) == 0 ? n : 0;
 }
 
 /* Sockets must not leak into the command that `redlock run` executes. */
@@ -277,7 +317,16 @@ static int req_setup(cli_http *h, cli_req *r, const char *method, const char *na
     if (h->cacert != NULL)
         SETOPT(CURLOPT_CAINFO, h->cacert);
     SETOPT(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
-    SETOPT(CURLOPT_TIMEOUT_MS, r->stream ? 0L : timeout_ms > 0 ? timeout_ms : 1L);
+    /* Freeing a request while its name is being resolved must not wait for the resolver
+     * thread (libcurl otherwise joins it). */
+#if LIBCURL_VERSION_NUM >= 0x075700
+    SETOPT(CURLOPT_QUICK_EXIT, 1L);
+#endif
+    /* A whole-call bound: resolving, connecting, sending and receiving together.  A
+     * duplex hold's bounds its connecting (TLS included); its exchange is the caller's. */
+    SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L);
+    if (r->duplex)
+        SETOPT(CURLOPT_CONNECT_ONLY, 1L);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
            timeout_ms > 0 && timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
     if (strcmp(method, "GET") == 0) {
@@ -301,7 +350,7 @@ out:
 }
 
 static cli_req *start(cli_http *h, const char *method, const char *name, const char *query,
-                      const json_t *body, long timeout_ms, int stream, char *err, size_t errlen)
+                      const json_t *body, long timeout_ms, char *err, size_t errlen)
 {
     cli_req *r = calloc(1, sizeof(*r));
     CURLMcode mc;
@@ -310,7 +359,6 @@ static cli_req *start(cli_http *h, const char *method, const char *name, const c
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    r->stream = stream;
     if (req_setup(h, r, method, name, query, body, timeout_ms, err, errlen) != 0)
         goto fail;
     mc = curl_multi_add_handle(h->multi, r->easy);
@@ -330,20 +378,116 @@ fail:
 cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const json_t *body,
                         long timeout_ms, char *err, size_t errlen)
 {
-    return start(h, method, name, NULL, body, timeout_ms, 0, err, errlen);
+    return start(h, method, name, NULL, body, timeout_ms, err, errlen);
 }
 
 cli_req *cli_http_start_query(cli_http *h, const char *method, const char *name,
                               const char *query, long timeout_ms, char *err, size_t errlen)
 {
-    return start(h, method, name, query, NULL, timeout_ms, 0, err, errlen);
+    return start(h, method, name, query, NULL, timeout_ms, err, errlen);
 }
 
-cli_req *cli_http_start_stream(cli_http *h, const char *method, const char *name,
-                               const json_t *body, char *err, size_t errlen)
+/* The bytes of a duplex hold's request into r->out.  Returns 0 or -1 (err set). */
+static int dx_request(cli_http *h, cli_req *r, char *err, size_t errlen)
 {
-    return start(h, method, name, NULL, body, 0, 1, err, errlen);
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *path = NULL, *query = NULL;
+    size_t body_len = r->body != NULL ? strlen(r->body) : 0, len;
+    int rc = -1;
+
+    if (u == NULL || curl_url_set(u, CURLUPART_URL, r->url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
+        snprintf(err, errlen, "cannot parse the URL %s", r->url);
+        goto out;
+    }
+    (void)curl_url_get(u, CURLUPART_PORT, &port, CURLU_NO_DEFAULT_PORT);
+    (void)curl_url_get(u, CURLUPART_QUERY, &query, 0);
+    len = strlen(path) + (query ? strlen(query) : 0) + strlen(host) + (port ? strlen(port) : 0) +
+          (h->auth_header ? strlen(h->auth_header) : 0) + body_len + 512;
+    r->out = malloc(len);
+    if (r->out == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    r->out_len = (size_t)snprintf(
+        r->out, len,
+        "POST %s%s%s HTTP/1.1\r\nHost: %s%s%s\r\nUser-Agent: redlock/" RL_VERSION "\r\n"
+        "Accept: application/json\r\nContent-Type: application/json\r\n"
+        "Content-Length: %zu\r\nConnection: Upgrade\r\nUpgrade: redlock-hold\r\n"
+        "%s%s\r\n%s",
+        path, query ? "?" : "", query ? query : "", host, port ? ":" : "", port ? port : "",
+        body_len, h->auth_header ? h->auth_header : "", h->auth_header ? "\r\n" : "",
+        r->body != NULL ? r->body : "");
+    rc = 0;
+out:
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_free(query);
+    curl_url_cleanup(u);
+    return rc;
 }
+
+cli_req *cli_http_start_duplex(cli_http *h, const char *name, const char *query,
+                               const json_t *body, long connect_timeout_ms, char *err,
+                               size_t errlen)
+{
+    cli_req *r = calloc(1, sizeof(*r));
+    unsigned char open_before[FD_SCAN];
+    CURLMcode mc;
+
+    if (r == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->stream = 1;
+    r->duplex = DX_CONNECTING;
+    r->clen = -1;
+    if (req_setup(h, r, "POST", name, query, body, connect_timeout_ms, err, errlen) != 0 ||
+        dx_request(h, r, err, errlen) != 0)
+        goto fail;
+    for (int fd = 0; fd < FD_SCAN; fd++)
+        open_before[fd] = fcntl(fd, F_GETFD) >= 0;
+    r->dmulti = curl_multi_init();
+    cloexec_new_fds(open_before);
+    if (r->dmulti == NULL) {
+        snprintf(err, errlen, "curl_multi_init failed");
+        goto fail;
+    }
+    mc = curl_multi_add_handle(r->dmulti, r->easy);
+    if (mc != CURLM_OK) {
+        snprintf(err, errlen, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
+        goto fail;
+    }
+    r->owner = h;
+    r->next = h->inflight;
+    h->inflight = r;
+    return r;
+fail:
+    cli_req_free(r);
+    return NULL;
+}
+
+int cli_req_send_line(cli_req *r, const char *line)
+{
+    size_t n = strlen(line);
+    char *p;
+
+    if (r->done || r->duplex != DX_LINES)
+        return -1;
+    p = realloc(r->out, r->out_len + n + 1);
+    if (p == NULL)
+        return -1;
+    r->out = p;
+    memcpy(r->out + r->out_len, line, n);
+    r->out[r->out_len + n] = '\n';
+    r->out_len += n + 1;
+    (void)dx_send(r); /* most often it goes at once; answers are read in the poll */
+    return 0;
+}
+
+int cli_req_upgraded(const cli_req *r) { return r->duplex == DX_LINES; }
 
 /* Record the end of one transfer. */
 static void req_finish(cli_req *r, CURLcode result)
@@ -385,32 +529,366 @@ static int drain_done(cli_http *h)
     return n;
 }
 
+/* ---- duplex holds ----------------------------------------------------------------- */
+
+/* The duplex hold has ended: its answer, the stream, or a failure (why: NULL if none). */
+static void dx_end(cli_req *r, const char *why)
+{
+    r->done = 1;
+    if (why != NULL && r->error[0] == '\0')
+        snprintf(r->error, sizeof(r->error), "%s", why);
+    if (r->duplex != DX_LINES && !r->chunked && r->resp != NULL && r->resp_len > r->resp_off)
+        r->json = json_loadb(r->resp + r->resp_off, r->resp_len - r->resp_off, 0, NULL);
+    req_detach(r);
+}
+
+/* Decode n bytes of a chunked body into r's answer.  Returns 0, or -1 (ended). */
+static int dx_chunked(cli_req *r, const char *p, size_t n)
+{
+    while (n > 0 && r->ch_state != CH_END) {
+        if (r->ch_state == CH_DATA) {
+            size_t take = n < r->ch_left ? n : r->ch_left;
+            if (resp_append(r, p, take) != 0) {
+                dx_end(r, "the answer is too large");
+                return -1;
+            }
+            p += take;
+            n -= take;
+            r->ch_left -= take;
+            if (r->ch_left == 0)
+                r->ch_state = CH_CRLF;
+        } else if (*p != '\n') {
+            /* CH_SIZE collects the size line; CH_CRLF skips to the end of the line. */
+            if (r->ch_state == CH_SIZE) {
+                if (r->ch_line_len + 1 >= sizeof(r->ch_line)) {
+                    dx_end(r, "a bad chunk size in the answer");
+                    return -1;
+                }
+                r->ch_line[r->ch_line_len++] = *p;
+            }
+            p++;
+            n--;
+        } else {
+            p++;
+            n--;
+            if (r->ch_state == CH_CRLF) {
+                r->ch_state = CH_SIZE;
+                r->ch_line_len = 0;
+                continue;
+            }
+            r->ch_line[r->ch_line_len] = '\0';
+            r->ch_line_len = 0;
+            errno = 0;
+            char *end = NULL;
+            unsigned long size = strtoul(r->ch_line, &end, 16);
+            if (end == r->ch_line || errno != 0 || size > RESPONSE_MAX) {
+                dx_end(r, "a bad chunk size in the answer");
+                return -1;
+            }
+            r->ch_left = size;
+            r->ch_state = size == 0 ? CH_END : CH_DATA;
+        }
+    }
+    if (r->ch_state == CH_END) {
+        dx_end(r, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* Bytes of the body (after the head).  Returns 0, or -1 once the hold has ended. */
+static int dx_body(cli_req *r, const char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (r->chunked)
+        return dx_chunked(r, p, n);
+    if (r->clen >= 0 && r->body_got + n > (size_t)r->clen)
+        n = (size_t)r->clen - r->body_got; /* nothing follows an answer on this connection */
+    if (resp_append(r, p, n) != 0) {
+        dx_end(r, "the answer is too large");
+        return -1;
+    }
+    r->body_got += n;
+    if (r->duplex == DX_BODY && r->clen >= 0 && r->body_got >= (size_t)r->clen) {
+        dx_end(r, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* The answer's head is complete (NUL-terminated in r->head, without its blank line):
+ * its status and the headers that say how the body comes.  Returns 0 or -1 (ended). */
+static int dx_parse_head(cli_req *r)
+{
+    char *line = r->head, *next;
+    int first = 1;
+
+    r->clen = -1;
+    for (; line != NULL; line = next, first = 0) {
+        next = strstr(line, "\r\n");
+        if (next != NULL) {
+            *next = '\0';
+            next += 2;
+        }
+        if (first) {
+            int major = 0, minor = 0;
+            long status = 0;
+            if (sscanf(line, "HTTP/%d.%d %ld", &major, &minor, &status) != 3 ||
+                status < 100 || status > 999) {
+                dx_end(r, "no HTTP status in the answer");
+                return -1;
+            }
+            r->status = status;
+        } else if (strncasecmp(line, "Content-Length:", 15) == 0) {
+            r->clen = strtol(line + 15, NULL, 10);
+        } else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0 &&
+                   strcasestr(line + 18, "chunked") != NULL) {
+            r->chunked = 1;
+        }
+    }
+    if (r->status == 101) {
+        r->duplex = DX_LINES;
+    } else {
+        r->duplex = DX_BODY;
+        if (!r->chunked && r->clen == 0) {
+            dx_end(r, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* n bytes came.  Returns 0, or -1 once the hold has ended. */
+static int dx_take(cli_req *r, const char *p, size_t n)
+{
+    if (r->duplex >= DX_BODY)
+        return dx_body(r, p, n);
+    while (n > 0) {
+        char *blank;
+        char *grown;
+        size_t before = r->head_len, used;
+
+        if (r->head_len + n > HEAD_MAX) {
+            dx_end(r, "the answer's head is too large");
+            return -1;
+        }
+        grown = realloc(r->head, r->head_len + n + 1);
+        if (grown == NULL) {
+            dx_end(r, "out of memory");
+            return -1;
+        }
+        r->head = grown;
+        memcpy(r->head + r->head_len, p, n);
+        r->head_len += n;
+        r->head[r->head_len] = '\0';
+        blank = strstr(r->head, "\r\n\r\n");
+        if (blank == NULL)
+            return 0;
+        used = (size_t)(blank + 4 - r->head) - before;
+        *blank = '\0';
+        r->head_len = (size_t)(blank - r->head);
+        if (dx_parse_head(r) != 0)
+            return -1;
+        return dx_body(r, p + used, n - used);
+    }
+    return 0;
+}
+
+/* Send what is pending of a duplex hold, without waiting.  Returns 1 if anything moved
+ * (bytes, or its end). */
+static int dx_send(cli_req *r)
+{
+    int moved = 0;
+
+    if (r->done || r->duplex < DX_SENDING)
+        return 0;
+    while (r->out_off < r->out_len) {
+        size_t n = 0;
+        CURLcode cc = curl_easy_send(r->easy, r->out + r->out_off, r->out_len - r->out_off, &n);
+        if (cc == CURLE_AGAIN)
+            break;
+        if (cc != CURLE_OK) {
+            dx_end(r, curl_easy_strerror(cc));
+            return 1;
+        }
+        r->out_off += n;
+        moved = 1;
+    }
+    if (r->out_off == r->out_len) {
+        memset(r->out, 0, r->out_len); /* the request holds the token */
+        r->out_off = r->out_len = 0;
+        if (r->duplex == DX_SENDING)
+            r->duplex = DX_HEAD;
+    }
+    return moved;
+}
+
+/* Move a duplex hold on: send what is pending, take what has come, without waiting.
+ * Reading happens only here, inside cli_http_poll(), so that whatever comes is seen by
+ * the caller's next look at the request.  Returns 1 if anything moved (bytes either way,
+ * or its end), or if a complete line waits to be taken (the poll must not sleep on it). */
+static int dx_progress(cli_req *r)
+{
+    int moved = dx_send(r);
+
+    if (r->done || r->duplex < DX_SENDING)
+        return moved;
+    /* Read even while sending: a refusal may come before the whole request went.  Read
+     * until libcurl says there is nothing more (TLS may hold bytes the socket does not
+     * show). */
+    for (;;) {
+        char buf[16384];
+        size_t n = 0;
+        CURLcode cc = curl_easy_recv(r->easy, buf, sizeof(buf), &n);
+        if (cc == CURLE_AGAIN)
+            break;
+        moved = 1;
+        if (cc != CURLE_OK) {
+            if (r->duplex < DX_BODY)
+                r->status = 0;
+            dx_end(r, curl_easy_strerror(cc));
+            return 1;
+        }
+        if (n == 0) {
+            /* End of file: the end of an answer read to the close, or of the stream. */
+            if (r->duplex < DX_BODY) {
+                r->status = 0;
+                dx_end(r, "the service closed the connection without an answer");
+            } else if (r->duplex == DX_LINES || r->chunked ||
+                       (r->clen >= 0 && r->body_got < (size_t)r->clen)) {
+                dx_end(r, "the service closed the connection");
+            } else {
+                dx_end(r, NULL);
+            }
+            return 1;
+        }
+        if (dx_take(r, buf, n) != 0)
+            return 1;
+    }
+    if (r->resp != NULL && r->resp_len > r->resp_off &&
+        memchr(r->resp + r->resp_off, '\n', r->resp_len - r->resp_off) != NULL)
+        moved = 1;
+    return moved;
+}
+
+/* The connection of a duplex hold being set up: drive its multi.  Returns 1 when it is
+ * up (or failed), else 0; adds its descriptors to wfds (unless NULL) and lowers
+ * *timeout_ms to its own timeout. */
+static int dx_connecting(cli_req *r, struct curl_waitfd *wfds, unsigned *nwfds,
+                         int *timeout_ms)
+{
+    CURLMsg *msg;
+    int running = 0, left = 0, maxfd = -1;
+    long t = -1;
+    fd_set rd, wr, ex;
+
+    if (curl_multi_perform(r->dmulti, &running) != CURLM_OK) {
+        dx_end(r, "curl multi error");
+        return 1;
+    }
+    while ((msg = curl_multi_info_read(r->dmulti, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        if (msg->data.result != CURLE_OK) {
+            r->timed_out = msg->data.result == CURLE_OPERATION_TIMEDOUT;
+            dx_end(r, r->errbuf[0] != '\0' ? r->errbuf : curl_easy_strerror(msg->data.result));
+            return 1;
+        }
+        r->duplex = DX_SENDING;
+        return 1;
+    }
+    if (wfds == NULL) /* after the poll: only driven */
+        return 0;
+    FD_ZERO(&rd);
+    FD_ZERO(&wr);
+    FD_ZERO(&ex);
+    if (curl_multi_fdset(r->dmulti, &rd, &wr, &ex, &maxfd) == CURLM_OK) {
+        for (int fd = 0; fd <= maxfd && *nwfds < WAIT_FDS_MAX; fd++) {
+            short ev = (short)((FD_ISSET(fd, &rd) ? CURL_WAIT_POLLIN : 0) |
+                               (FD_ISSET(fd, &wr) ? CURL_WAIT_POLLOUT : 0));
+            if (ev == 0)
+                continue;
+            wfds[*nwfds].fd = fd;
+            wfds[*nwfds].events = ev;
+            wfds[*nwfds].revents = 0;
+            (*nwfds)++;
+        }
+    }
+    /* No descriptor yet (the resolver's thread, say): come back soon. */
+    if (maxfd < 0 && *timeout_ms > 10)
+        *timeout_ms = 10;
+    if (curl_multi_timeout(r->dmulti, &t) == CURLM_OK && t >= 0 && t < *timeout_ms)
+        *timeout_ms = (int)t;
+    return 0;
+}
+
+/* Drive every duplex hold in flight; add what they wait on to wfds.  Returns how many
+ * moved (their poll must not wait). */
+static int dx_all(cli_http *h, struct curl_waitfd *wfds, unsigned *nwfds, int *timeout_ms)
+{
+    int moved = 0;
+
+    for (cli_req *r = h->inflight, *next; r != NULL; r = next) {
+        next = r->next; /* r may end and leave the list */
+        if (!r->duplex)
+            continue;
+        if (r->duplex == DX_CONNECTING && dx_connecting(r, wfds, nwfds, timeout_ms))
+            moved++;
+        if (r->done || r->duplex == DX_CONNECTING)
+            continue;
+        moved += dx_progress(r);
+        if (r->done || wfds == NULL || *nwfds >= WAIT_FDS_MAX)
+            continue;
+        curl_socket_t fd = CURL_SOCKET_BAD;
+        if (curl_easy_getinfo(r->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK ||
+            fd == CURL_SOCKET_BAD) {
+            dx_end(r, "the connection is gone");
+            moved++;
+            continue;
+        }
+        wfds[*nwfds].fd = fd;
+        wfds[*nwfds].events = (short)(CURL_WAIT_POLLIN |
+                                      (r->out_len > r->out_off ? CURL_WAIT_POLLOUT : 0));
+        wfds[*nwfds].revents = 0;
+        (*nwfds)++;
+    }
+    return moved;
+}
+
 int cli_http_poll(cli_http *h, int extra_fd, int timeout_ms, int *extra_ready)
 {
-    struct curl_waitfd wfd;
-    int running = 0, numfds = 0;
+    struct curl_waitfd wfds[WAIT_FDS_MAX];
+    unsigned nwfds = 0;
+    int running = 0, numfds = 0, dummy = 0;
 
     if (extra_ready != NULL)
         *extra_ready = 0;
     if (timeout_ms < 0)
         timeout_ms = 0;
-    memset(&wfd, 0, sizeof(wfd));
-    wfd.fd = extra_fd;
-    wfd.events = CURL_WAIT_POLLIN;
+    if (extra_fd >= 0) {
+        wfds[0].fd = extra_fd;
+        wfds[0].events = CURL_WAIT_POLLIN;
+        wfds[0].revents = 0;
+        nwfds = 1;
+    }
     if (curl_multi_perform(h->multi, &running) != CURLM_OK)
         return -1;
-    /* Only wait when nothing finished in the perform above, so callers see each end
-     * without delay. */
-    if (drain_done(h) > 0 || timeout_ms == 0)
+    /* Only wait when nothing finished or moved in the work above, so callers see each
+     * end without delay. */
+    if (drain_done(h) > 0)
         timeout_ms = 0;
-    /* curl_multi_poll waits on extra_fd even with no transfer in flight. */
-    if (curl_multi_poll(h->multi, extra_fd >= 0 ? &wfd : NULL, extra_fd >= 0 ? 1 : 0,
-                        timeout_ms, &numfds) != CURLM_OK)
+    if (dx_all(h, wfds, &nwfds, &timeout_ms) > 0)
+        timeout_ms = 0;
+    /* curl_multi_poll waits on the extra descriptors even with no transfer in flight. */
+    if (curl_multi_poll(h->multi, nwfds > 0 ? wfds : NULL, nwfds, timeout_ms, &numfds) !=
+        CURLM_OK)
         return -1;
     if (curl_multi_perform(h->multi, &running) != CURLM_OK)
         return -1;
     (void)drain_done(h);
-    if (extra_ready != NULL && extra_fd >= 0 && (wfd.revents & CURL_WAIT_POLLIN))
+    (void)dx_all(h, NULL, NULL, &dummy);
+    if (extra_ready != NULL && extra_fd >= 0 && (wfds[0].revents & CURL_WAIT_POLLIN))
         *extra_ready = 1;
     return 0;
 }
@@ -432,11 +910,22 @@ cli_req *cli_http_do(cli_http *h, const char *method, const char *name, const js
 
 int cli_req_done(const cli_req *r) { return r->done; }
 
+int cli_req_socket(const cli_req *r)
+{
+    curl_socket_t fd = CURL_SOCKET_BAD;
+
+    if (r->done || r->easy == NULL ||
+        curl_easy_getinfo(r->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK ||
+        fd == CURL_SOCKET_BAD)
+        return -1;
+    return (int)fd;
+}
+
 long cli_req_status_now(const cli_req *r)
 {
     long status = 0;
 
-    if (r->done || r->easy == NULL)
+    if (r->done || r->easy == NULL || r->duplex)
         return r->status;
     if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
         return 0;
@@ -484,8 +973,18 @@ void cli_req_free(cli_req *r)
     if (r == NULL)
         return;
     req_detach(r);
+    if (r->dmulti != NULL && r->easy != NULL)
+        (void)curl_multi_remove_handle(r->dmulti, r->easy);
     if (r->easy != NULL)
         curl_easy_cleanup(r->easy);
+    if (r->dmulti != NULL)
+        (void)curl_multi_cleanup(r->dmulti); /* closes the hold's connection */
+    if (r->out != NULL) {
+        /* The request holds the token (what was sent is wiped already). */
+        memset(r->out, 0, r->out_len);
+        free(r->out);
+    }
+    free(r->head);
     curl_slist_free_all(r->headers);
     free(r->url);
     if (r->body != NULL) {

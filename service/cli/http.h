@@ -1,6 +1,10 @@
 /* http.h -- the redlock client's HTTP side: JSON requests to /locks/{name} over libcurl,
  * driven by one curl multi handle so that a caller can wait on a request and on its own
- * file descriptor (a signalfd) in the same poll, single-threaded.
+ * file descriptor (a signalfd) in the same poll, single-threaded; and duplex holds (lines
+ * both ways over an upgraded connection), waited on in that same poll.  Every request has
+ * a whole-call bound (resolving, connecting, sending, receiving together: libcurl's
+ * CURLOPT_TIMEOUT_MS); a duplex hold's exchange after connecting is bounded by its
+ * caller's clock.
  *
  * Requests never carry the lease in the URL (it goes in the JSON body) and error texts
  * never contain it. */
@@ -44,13 +48,26 @@ cli_req *cli_http_start(cli_http *h, const char *method, const char *name, const
 cli_req *cli_http_start_query(cli_http *h, const char *method, const char *name,
                               const char *query, long timeout_ms, char *err, size_t errlen);
 
-/* Start METHOD /locks/<name> whose answer may be a stream (application/x-ndjson, as
- * POST ?hold=stream answers): its body is taken line by line as it arrives
- * (cli_req_next_line), and no timeout bounds it (connecting excepted): the caller ends
- * it with cli_req_free(), which closes its connection.  An answer that is not a stream
- * (an error) ends as any request does.  NULL as cli_http_start. */
-cli_req *cli_http_start_stream(cli_http *h, const char *method, const char *name,
-                               const json_t *body, char *err, size_t errlen);
+/* Start a duplex hold (docs/DESIGN.md section 10): POST /<collection>/<name>?<query>
+ * (query already encoded, may be NULL) with body, Connection: Upgrade and Upgrade:
+ * redlock-hold.  connect_timeout_ms bounds setting up the connection (resolving,
+ * connecting, TLS) as one call; the rest is bounded by the caller's clock.  Its answer:
+ * cli_req_status_now() once the head has come; a 101 then carries lines both ways
+ * (cli_req_next_line, cli_req_send_line) until either side ends it; any other answer ends
+ * as a request does (a 201 with a streamed body, from a service without duplex holds, is
+ * taken line by line too).  cli_req_free() closes the connection.
+ * NULL as cli_http_start. */
+cli_req *cli_http_start_duplex(cli_http *h, const char *name, const char *query,
+                               const json_t *body, long connect_timeout_ms, char *err,
+                               size_t errlen);
+
+/* A duplex hold that was upgraded (101): send line and a newline, at once or in the next
+ * polls, in order, without waiting.  Returns 0, or -1 (not upgraded, ended, out of
+ * memory). */
+int cli_req_send_line(cli_req *r, const char *line);
+
+/* 1 if r is a duplex hold whose answer was 101 (lines both ways). */
+int cli_req_upgraded(const cli_req *r);
 
 /* Let requests progress: wait up to timeout_ms (0: just progress, no wait) for network
  * activity or for extra_fd (-1: none) to become readable.  Sets *extra_ready (may be
@@ -63,6 +80,9 @@ cli_req *cli_http_do(cli_http *h, const char *method, const char *name, const js
 
 /* 1 once the request has ended (answered, failed or timed out). */
 int cli_req_done(const cli_req *r);
+
+/* The socket of a request still in flight (a stream's connection), or -1. */
+int cli_req_socket(const cli_req *r);
 
 /* The HTTP status of a request still in flight: 0 until the answer's status line has
  * come; once done, cli_req_status(). */

@@ -45,6 +45,14 @@ void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl
     s->next_extend = sent_at + step;
 }
 
+int cli_sched_answered(cli_sched *s, int64_t sent_at, long validity_ms)
+{
+    if (validity_ms <= 0 || sent_at + validity_ms <= s->deadline)
+        return 0;
+    s->deadline = sent_at + validity_ms;
+    return 1;
+}
+
 void cli_sched_failed(cli_sched *s, int64_t now)
 {
     int64_t delay = s->ttl_ms / 10;

@@ -33,6 +33,13 @@ typedef struct cli_sched {
  * is due a third of the ttl later (earlier if the validity is unusually short). */
 void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl_ms);
 
+/* A duplex hold's answer to a ping sent at sent_at says validity_ms: the lock is valid
+ * until sent_at + validity_ms (the answer was written after the ping was read, so after
+ * it was sent; never count from the answer's arrival).  The deadline becomes the later of
+ * that and the one it had: each end is a bound the service guaranteed.  Returns 1 if the
+ * deadline moved. */
+int cli_sched_answered(cli_sched *s, int64_t sent_at, long validity_ms);
+
 /* 1 when a grant scheduled by cli_sched_granted() and received at now must be confirmed
  * by an extension before the command starts: its first extension is already due (or its
  * validity, counted from the send time, is over).  That is the case after a long --wait:

@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/http.h"
+#include "cli/keep.h"
 #include "cli/ops.h"
 #include "cli/policy.h"
 #include "cli/proc.h"
@@ -27,12 +28,8 @@ typedef struct run_ctx {
     int64_t answered_at;            /* when the last grant or extension was received */
     int64_t confirm_until;          /* a late grant: confirm it by then or give up */
     long long fence;
-    cli_sched sched;
+    cli_keep keep;                  /* the lease clock and the extension in flight */
     int lost;                       /* the lock was lost: the command is being stopped */
-    cli_req *ext;                   /* extension in flight */
-    int64_t ext_sent;
-    int64_t ext_until;              /* extensions are retried until then */
-    int ext_failing;                /* extensions have been failing since the last success */
 } run_ctx;
 
 /* Pick lease, fencing token, validity and ttl out of a 201.  The lease is taken first:
@@ -87,8 +84,8 @@ static int parse_grant(run_ctx *c, const cli_req *r, long *validity_ms, long *tt
  * confirm first. */
 static int granted(run_ctx *c, int64_t sent, int64_t received, long validity_ms, long ttl_ms)
 {
-    cli_sched_granted(&c->sched, sent, validity_ms, ttl_ms);
-    if (!cli_sched_confirm_first(&c->sched, received))
+    cli_sched_granted(&c->keep.sched, sent, validity_ms, ttl_ms);
+    if (!cli_sched_confirm_first(&c->keep.sched, received))
         return -1;
     /* Retry the confirmation for as long as the grant's validity counted from its arrival,
      * a bound on what is left of it (D <= received): past that the keys are expiring
@@ -182,74 +179,8 @@ out:
 static void lose(run_ctx *c, const char *why)
 {
     c->lost = 1;
-    cli_req_free(c->ext);
-    c->ext = NULL;
+    cli_keep_cancel(&c->keep);
     cli_proc_stop(&c->proc, c->o->name, why);
-}
-
-/* Send an extension at now, to be retried (after failures) until `until`, which also
- * bounds this request. */
-static void extend_start(run_ctx *c, int64_t now, int64_t until)
-{
-    json_t *body = json_pack("{s:s,s:I}", "lease", c->lease, "ttl_ms",
-                             (json_int_t)c->sched.ttl_ms);
-    char err[256];
-    long timeout = (long)(until - now);
-
-    if (timeout < 1)
-        timeout = 1;
-    c->ext_sent = now;
-    c->ext_until = until;
-    c->ext = body != NULL ? cli_http_start(c->h, "PATCH", c->o->name, body, timeout, err,
-                                           sizeof(err))
-                          : NULL;
-    if (body == NULL)
-        snprintf(err, sizeof(err), "out of memory");
-    json_decref(body);
-    if (c->ext == NULL) {
-        fprintf(stderr, "redlock: extend %s: %s\n", c->o->name, err);
-        cli_sched_failed(&c->sched, now);
-    }
-}
-
-typedef enum { EXT_OK, EXT_GONE, EXT_RETRY } ext_outcome;
-
-/* The extension in flight has ended: EXT_OK (the lease clock restarts from its send
- * time), EXT_GONE (404 lease_not_found: c->gone is set) or EXT_RETRY (scheduled). */
-static ext_outcome extend_done(run_ctx *c)
-{
-    cli_req *r = c->ext;
-    long status = cli_req_status(r);
-    json_t *validity = json_object_get(cli_req_json(r), "validity_ms");
-    char msg[768];
-    ext_outcome out;
-
-    c->ext = NULL;
-    if (status == 200 && json_is_integer(validity) && json_integer_value(validity) > 0) {
-        cli_sched_granted(&c->sched, c->ext_sent, (long)json_integer_value(validity),
-                          c->sched.ttl_ms);
-        c->answered_at = cli_now_ms();
-        if (c->ext_failing)
-            fprintf(stderr, "redlock: extend %s: succeeded again\n", c->o->name);
-        c->ext_failing = 0;
-        out = EXT_OK;
-    } else if (status == 404 && strcmp(cli_req_error_code(r), "lease_not_found") == 0) {
-        c->gone = 1;
-        out = EXT_GONE;
-    } else {
-        if (!c->ext_failing) {
-            int64_t left = c->ext_until - cli_now_ms();
-            cli_ops_describe(msg, sizeof(msg), c->o->sem ? "sem extend" : "extend", c->o->name,
-                             cli_http_url(c->h), r);
-            fprintf(stderr, "redlock: %s; retrying for the %lld ms of validity left\n", msg,
-                    (long long)(left > 0 ? left : 0));
-        }
-        c->ext_failing = 1;
-        cli_sched_failed(&c->sched, cli_now_ms());
-        out = EXT_RETRY;
-    }
-    cli_req_free(r);
-    return out;
 }
 
 /* The grant came late (see granted()): extend it before the command starts, retrying
@@ -261,38 +192,38 @@ static int confirm_grant(run_ctx *c)
 
     for (;;) {
         struct signalfd_siginfo si;
-        int64_t now = cli_now_ms(), sleep_ms = LOOP_CAP_MS;
+        int64_t now = cli_now_ms(), sleep_ms;
         int ready = 0, sig;
 
-        if (c->ext == NULL && now >= give_up) {
+        if (c->keep.ext == NULL && now >= give_up) {
             fprintf(stderr, "redlock: the grant of %s came too late to count on and no "
                     "extension could confirm it; not running %s\n", c->o->name,
                     c->o->argv[0]);
             return CLI_EXIT_TEMPFAIL;
         }
-        if (c->ext == NULL && now >= c->sched.next_extend)
-            extend_start(c, now, give_up);
-        if (c->ext == NULL) {
-            sleep_ms = cli_sched_sleep(&c->sched, now, 1, LOOP_CAP_MS);
-            if (give_up - now < sleep_ms)
-                sleep_ms = give_up - now;
-        }
+        cli_keep_tick(&c->keep, now, give_up);
+        sleep_ms = cli_keep_sleep(&c->keep, now, LOOP_CAP_MS, 0);
+        if (c->keep.ext == NULL && give_up - now < sleep_ms)
+            sleep_ms = give_up - now;
         if (cli_http_poll(c->h, c->proc.sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
             fprintf(stderr, "redlock: extend %s: curl multi error\n", c->o->name);
             return CLI_EXIT_FAILURE;
         }
-        if (c->ext != NULL && cli_req_done(c->ext)) {
-            switch (extend_done(c)) {
-            case EXT_OK:
-                return -1;
-            case EXT_GONE:
-                fprintf(stderr, "redlock: the grant of %s came too late to count on and "
-                        "had expired before an extension could confirm it (HTTP 404 "
-                        "lease_not_found); not running %s\n", c->o->name, c->o->argv[0]);
-                return CLI_EXIT_TEMPFAIL;
-            case EXT_RETRY:
-                break;
-            }
+        switch (cli_keep_take(&c->keep)) {
+        case CLI_KEEP_OK:
+            c->answered_at = cli_now_ms();
+            if (cli_sched_expired(&c->keep.sched, c->answered_at))
+                break; /* its answer came after its own validity: try again */
+            return -1;
+        case CLI_KEEP_GONE:
+            c->gone = 1;
+            fprintf(stderr, "redlock: the grant of %s came too late to count on and "
+                    "had expired before an extension could confirm it (HTTP 404 "
+                    "lease_not_found); not running %s\n", c->o->name, c->o->argv[0]);
+            return CLI_EXIT_TEMPFAIL;
+        case CLI_KEEP_NONE:
+        case CLI_KEEP_RETRY:
+            break;
         }
         while (ready && (sig = cli_proc_next_signal(&c->proc, &si)) > 0) {
             if (sig == SIGCHLD)
@@ -305,27 +236,48 @@ static int confirm_grant(run_ctx *c)
 }
 
 /* Supervise the command until it has exited.  Returns 0, or -1 on a loop error (the
- * command is then killed and reaped). */
+ * command is then killed and reaped).
+ *
+ * Loss is signalled twice over, at the same deadline: here, and by the command's guard
+ * (proc.h), which holds the deadline too and stops the command on its own timer should
+ * this loop be held up.  The deadline is checked after every poll before an extension's
+ * answer is taken, so an answer that comes after it never revives the lock here while
+ * the guard stops the command. */
 static int supervise(run_ctx *c)
 {
     while (!c->proc.done) {
         int64_t now = cli_now_ms(), sleep_ms;
         int ready = 0;
 
-        if (!c->lost && cli_sched_expired(&c->sched, now))
+        if (!c->lost && cli_sched_expired(&c->keep.sched, now))
             lose(c, "its validity ran out with no successful extension");
-        if (!c->lost && c->ext == NULL && now >= c->sched.next_extend)
-            extend_start(c, now, c->sched.deadline);
+        if (!c->lost)
+            cli_keep_tick(&c->keep, now, c->keep.sched.deadline);
         sleep_ms = cli_proc_tick(&c->proc, now, LOOP_CAP_MS);
         if (!c->lost)
-            sleep_ms = cli_sched_sleep(&c->sched, now, c->ext == NULL, LOOP_CAP_MS);
+            sleep_ms = cli_keep_sleep(&c->keep, now, sleep_ms, 1);
         if (cli_http_poll(c->h, c->proc.sfd, (int)(sleep_ms > 0 ? sleep_ms : 0), &ready) != 0) {
             fprintf(stderr, "redlock: curl multi error; stopping %s\n", c->o->argv[0]);
             cli_proc_kill(&c->proc);
             return -1;
         }
-        if (c->ext != NULL && cli_req_done(c->ext) && extend_done(c) == EXT_GONE)
-            lose(c, "the service no longer holds the lease (HTTP 404 lease_not_found)");
+        if (!c->lost && cli_sched_expired(&c->keep.sched, cli_now_ms()))
+            lose(c, "its validity ran out with no successful extension");
+        if (!c->lost) {
+            switch (cli_keep_take(&c->keep)) {
+            case CLI_KEEP_OK:
+                c->answered_at = cli_now_ms();
+                cli_proc_set_deadline(&c->proc, c->keep.sched.deadline);
+                break;
+            case CLI_KEEP_GONE:
+                c->gone = 1;
+                lose(c, "the service no longer holds the lease (HTTP 404 lease_not_found)");
+                break;
+            case CLI_KEEP_NONE:
+            case CLI_KEEP_RETRY:
+                break;
+            }
+        }
         if (ready)
             cli_proc_on_signals(&c->proc);
         cli_proc_reap(&c->proc);
@@ -344,7 +296,7 @@ static void release(run_ctx *c)
     char msg[768];
     /* The quorum's keys were last set before answered_at, to live about ttl from then (a
      * failed extension may have renewed some of them: an estimate, not a bound). */
-    long left = (long)(c->answered_at + c->sched.ttl_ms - cli_now_ms());
+    long left = (long)(c->answered_at + c->keep.sched.ttl_ms - cli_now_ms());
 
     c->held = 0;
     if (cli_ops_release(c->h, c->o->name, c->lease, RELEASE_TIMEOUT_MS, msg, sizeof(msg)) >= 0)
@@ -365,11 +317,12 @@ int cli_run(const cli_opts *o, cli_http *h)
     memset(&c, 0, sizeof(c));
     c.o = o;
     c.h = h;
+    cli_keep_init(&c.keep, h, o->name, o->sem ? "sem extend" : "extend", c.lease);
     if (o->argv == NULL || o->argc < 1) {
         fprintf(stderr, "redlock: run: no command\n");
         return CLI_EXIT_USAGE;
     }
-    if (cli_proc_init(&c.proc, o->argv, o->grace_ms) != 0)
+    if (cli_proc_init(&c.proc, o->argv, o->name, o->grace_ms) != 0)
         goto out;
     rc = acquire(&c);
     if (rc == -2)
@@ -377,7 +330,7 @@ int cli_run(const cli_opts *o, cli_http *h)
     if (rc >= 0)
         goto out;
 
-    if (cli_proc_spawn(&c.proc, c.fence, c.lease) != 0) {
+    if (cli_proc_spawn(&c.proc, c.fence, c.lease, c.keep.sched.deadline) != 0) {
         rc = CLI_EXIT_FAILURE;
         goto out;
     }
@@ -388,8 +341,7 @@ int cli_run(const cli_opts *o, cli_http *h)
     rc = cli_proc_exit_code(&c.proc, c.lost, o->name);
 out:
     /* Every way out after a grant, the command having ended if it was started. */
-    cli_req_free(c.ext);
-    c.ext = NULL;
+    cli_keep_cancel(&c.keep);
     if (c.held && !c.gone)
         release(&c);
     memset(c.lease, 0, sizeof(c.lease));

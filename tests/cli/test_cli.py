@@ -11,6 +11,7 @@ The last line is "N passed, N failed"; the exit status is 1 if any test failed."
 import argparse
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -581,6 +582,16 @@ def https_service_verified_with_cacert_or_the_ca_environment(env):
     check(r.returncode == 0 and json.loads(r.stdout)["held"] is False, "--cacert: %r" % (r,))
     r = env.cli("run", name, "--cacert", cert, "--", "true", url=url)
     check(r.returncode == 0, "run over https: %r" % (r,))
+    # elect's hold (a duplex one where the service has them) over the same TLS.
+    r = env.cli("elect", name, "--cacert", cert, "--ttl", "900", "--", "sleep", "1.5", url=url)
+    check(r.returncode == 0 and "lost" not in r.stderr, "elect over https: %r" % (r,))
+    marker = env.path("never")
+    p = env.spawn("elect", name, "--", "touch", marker, url=url)
+    wait_until(lambda: "certificate" in read(p.err_path) or p.poll() is not None, 10,
+               "elect to refuse the unknown CA")
+    p.send_signal(signal.SIGINT)
+    finish(p, 10, "elect")
+    check(not os.path.exists(marker), "elect trusted an unknown CA: %r" % read(p.err_path))
     r = env.cli("status", name, url=url, env_extra={"SSL_CERT_FILE": cert})
     check(r.returncode == 0, "SSL_CERT_FILE: %r" % (r,))
     r = env.cli("status", name, url=url, env_extra={"CURL_CA_BUNDLE": cert})
@@ -861,22 +872,26 @@ def two_elects_take_turns_with_a_larger_token(env):
 
 @test
 def killing_the_leaders_redlock_hands_leadership_over(env):
-    """SIGKILL of the leader's redlock closes its stream: the service releases the lock
-    (to the parked campaigner) long before the ttl, and the old CMD gets SIGTERM."""
+    """SIGKILL of the leader's redlock: its CMD gets SIGTERM at once, and the parked
+    campaigner takes over only once that CMD has ended, with a larger token.  How soon:
+    a one-way stream is released when its connection closes (the guard holds it until
+    CMD is gone), a duplex hold at the end of the validity it last told (within a ttl)."""
     name = env.name("kill")
     marks = env.path("marks")
-    a = spawn_elect(env, name, marks, "A", 10000)
+    a = spawn_elect(env, name, marks, "A", 3000)
     wait_until(lambda: started(marks, "A"), 10, "A to lead")
-    b = spawn_elect(env, name, marks, "B", 10000)
+    b = spawn_elect(env, name, marks, "B", 3000)
     check(not wait_until_or_none(lambda: started(marks, "B"), 0.5), "B ran while A led")
     a.send_signal(signal.SIGKILL)
     a.wait(timeout=10)
     t0 = time.monotonic()
-    wait_until(lambda: started(marks, "B"), 5, "B to take over")
+    wait_until(lambda: ["TERM", "A"] in marks_of(marks), 2, "A's CMD to get SIGTERM")
+    wait_until(lambda: started(marks, "B"), 6, "B to take over")
     took = time.monotonic() - t0
-    check(took < 2.0, "B took over %.2fs after A was killed (ttl 10 s)" % took)
-    wait_until(lambda: ["TERM", "A"] in marks_of(marks), 5, "A's CMD to get SIGTERM")
+    check(took < 4.0, "B took over %.2fs after A was killed (ttl 3 s)" % took)
     m = marks_of(marks)
+    check(m.index(["TERM", "A"]) < m.index(started(marks, "B")[0]),
+          "B led before A's CMD was stopped: %r" % m)
     check(int(started(marks, "B")[0][2]) > int(started(marks, "A")[0][2]), "tokens: %r" % m)
     b.send_signal(signal.SIGTERM)
     check(finish(b, 10, "elect B") == 0, "B: %d %s" % (b.returncode, read(b.err_path)))
@@ -1285,6 +1300,520 @@ def sem_run_lost_permit_terminates_the_command(env):
     check(rc == TEMPFAIL, "exit %d, stderr %r" % (rc, err))
     check("TERM" in read(marks), "CMD did not get SIGTERM: %r" % read(marks))
     check("lease_not_found" in err, "stderr: %r" % err)
+
+
+# ---- a holder's belief never outlives its lock (issue 29) ----------------------------
+#
+# The figures these tests print ("margin ...") are the time between the moment CMD was
+# told the lock is gone (its SIGTERM, as CMD itself saw it) and a moment known to precede
+# another client's grant: the send of its request, or, once the holder's instance is
+# frozen, the moment the lock's keys will have expired on a quorum of masters (read with
+# PTTL), whichever is later.  A positive margin is a lower bound on the true one.
+#
+# By design that margin is the drift allowance plus the time the round took, about 32 ms
+# at a 3 s ttl with the default --drift-factor 0.01, and every scheduling delay of CMD,
+# of the guard or of this script eats into it: on a 2-core machine at a load of 20, runs
+# measured -1..0 ms.  So the instance that grants the holder's lock here allows 2% (62
+# ms): what these tests catch is a client that counts from the wrong moment, which
+# overstated by the delivery delay (-650 ms at 0.8 s before the fix) or without bound.
+HOLDER_DRIFT = ["--drift-factor", "0.02"]
+
+RECORDER = r"""
+import os, signal, sys, time
+marks, on_term = sys.argv[1], sys.argv[2]
+def mark(*words):
+    with open(marks, "a") as f:
+        f.write(" ".join(str(w) for w in words) + "\n")
+def term(sig, frame):
+    mark("TERM", "%.6f" % time.monotonic())
+    if on_term == "exit":
+        os._exit(0)
+signal.signal(signal.SIGTERM, term)
+mark("start", os.getpid(), os.environ.get("REDLOCK_FENCING_TOKEN"), "%.6f" % time.monotonic())
+while True:
+    time.sleep(0.05)
+"""
+
+
+def recorder(env, marks, on_term="exit"):
+    """A CMD (argv) that appends "start PID TOKEN T" to marks, and "TERM T" when it gets
+    SIGTERM (T: CLOCK_MONOTONIC, as time.monotonic() here), then exits (on_term "exit")
+    or runs on ("ignore": only SIGKILL ends it)."""
+    path = os.path.join(env.tmp, "recorder.py")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(RECORDER)
+    return [sys.executable, path, marks, on_term]
+
+
+def recorded(marks, word):
+    """The words after the first line of marks starting with word, or None."""
+    for m in marks_of(marks):
+        if m and m[0] == word:
+            return m[1:]
+    return None
+
+
+def proc_gone(pid):
+    """True once pid has exited (a zombie counts as gone: it runs no code)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+
+
+class GoneWatch:
+    """Notes when pid has exited, polling every 5 ms in a thread (t: None until then);
+    with watch=False, only remembers pid for kill_leftover()."""
+
+    def __init__(self, pid, limit=30.0, watch=True):
+        self.pid, self.t = pid, None
+        if not watch:
+            return
+
+        def run():
+            end = time.monotonic() + limit
+            while time.monotonic() < end:
+                if proc_gone(pid):
+                    self.t = time.monotonic()
+                    return
+                time.sleep(0.005)
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def kill_leftover(self, marker):
+        """SIGKILL pid if it still runs the recorder (a CMD that outlived the test)."""
+        try:
+            with open("/proc/%d/cmdline" % self.pid, "rb") as f:
+                if marker.encode() in f.read():
+                    os.kill(self.pid, signal.SIGKILL)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+
+
+def grant_elsewhere(url, name, sem=False, ttl=3000, within=15.0):
+    """Ask url for NAME (a lock, or a semaphore of 1 permit) every 20 ms until granted.
+    Returns (when the granted POST was sent, the grant)."""
+    coll = "semaphores" if sem else "locks"
+    body = {"ttl_ms": ttl}
+    if sem:
+        body["permits"] = 1
+    data = json.dumps(body).encode()
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        req = urllib.request.Request("%s/%s/%s" % (url, coll, name), data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        sent = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                if r.status == 201:
+                    return sent, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            e.read()
+            check(e.code in (409, 503), "acquire at %s: HTTP %d" % (url, e.code))
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.02)
+    raise Failure("%s was never granted at %s within %.0fs" % (name, url, within))
+
+
+def pttl(port, key):
+    """(t, PTTL of key on the master at port), t taken just before the command went: the
+    key expires at or after t + PTTL (-2: no key, -1: no expiry)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        t = time.monotonic()
+        c.sendall(b"PTTL %s\r\n" % key.encode())
+        data = b""
+        while not data.endswith(b"\r\n"):
+            chunk = c.recv(64)
+            if not chunk:
+                break
+            data += chunk
+    return t, int(data[1:].strip())
+
+
+def quorum_expiry(env, key):
+    """With nobody extending key any more: a moment before which it cannot have expired
+    on a quorum of masters, so before which nobody else can be granted it."""
+    ends = []
+    for port in env.masters:
+        t, ms = pttl(port, key)
+        ends.append(float("-inf") if ms == -2 else float("inf") if ms < 0 else t + ms / 1000)
+    return sorted(ends)[N_MASTERS // 2]
+
+
+def release_at(url, name, grant, sem=False):
+    req = urllib.request.Request("%s/%s/%s" % (url, "semaphores" if sem else "locks", name),
+                                 data=json.dumps({"lease": grant["lease"]}).encode(),
+                                 method="DELETE", headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=5).read()
+    except (urllib.error.URLError, OSError):
+        pass
+
+
+class Relay:
+    """A TCP relay on a free loopback port in front of 127.0.0.1:upstream.  Bytes from the
+    client pass at once; bytes from the service are held back: each chunk by `delay`
+    seconds (the delay in force when it came), and, with `trickle` > 0, written one byte
+    every `trickle` seconds.  set() changes both for every connection, open or not."""
+
+    def __init__(self, upstream, one_way=False):
+        self.upstream = upstream
+        self.one_way = one_way      # drop the client's Upgrade: a service without duplex
+        self.delay = 0.0
+        self.trickle = 0.0
+        self.socks = []
+        self.lock = threading.Lock()
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.url = "http://127.0.0.1:%d" % self.srv.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def set(self, delay=0.0, trickle=0.0):
+        self.delay, self.trickle = delay, trickle
+
+    def close(self):
+        self.srv.close()
+        with self.lock:
+            for s in self.socks:
+                s.close()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.socks += [c, u]
+            q = queue.Queue()
+            for fn, args in ((self._up, (c, u)), (self._read, (u, q)), (self._write, (q, c))):
+                threading.Thread(target=fn, args=args, daemon=True).start()
+
+    def _up(self, src, dst):
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                if self.one_way:
+                    # redlock sends a request's head in one piece.
+                    b = b.replace(b"Connection: Upgrade\r\nUpgrade: redlock-hold\r\n", b"")
+                dst.sendall(b)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _read(self, u, q):
+        try:
+            while True:
+                b = u.recv(65536)
+                if not b:
+                    break
+                q.put((time.monotonic() + self.delay, b))
+        except OSError:
+            pass
+        q.put((time.monotonic() + self.delay, None))
+
+    def _write(self, q, c):
+        try:
+            while True:
+                due, b = q.get()
+                if due > time.monotonic():
+                    time.sleep(due - time.monotonic())
+                if b is None:
+                    c.shutdown(socket.SHUT_WR)
+                    return
+                while b:
+                    n = 1 if self.trickle > 0 else len(b)
+                    c.sendall(b[:n])
+                    b = b[n:]
+                    if self.trickle > 0:
+                        time.sleep(self.trickle)
+        except OSError:
+            pass
+
+
+def duplex_service(url):
+    """True if the service at url grants duplex holds (101 to Upgrade: redlock-hold)."""
+    host, port = url.split("//")[1].split(":")
+    body = b'{"ttl_ms":1000,"hold":"stream"}'
+    with socket.create_connection((host, int(port)), timeout=5) as c:
+        c.sendall(b"POST /locks/cli-test/duplex-probe-%d HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+                  b"Connection: Upgrade\r\nUpgrade: redlock-hold\r\n\r\n%s"
+                  % (os.getpid(), len(body), body))
+        head = c.recv(4096)
+        if head.startswith(b"HTTP/1.1 101"):
+            c.sendall(b'{"release":true}\n')
+            return True
+        return False
+
+
+def holder_args(verb, name):
+    return {"run": ["run", name], "sem run": ["sem", "run", name, "--permits", "1"],
+            "elect": ["elect", name]}[verb]
+
+
+def killed_holder_stops_its_command(env, verb):
+    """SIGKILL of `redlock VERB`: nobody extends the lock any more, and another client is
+    granted it when its ttl runs out.  CMD (which ignores SIGTERM) must get SIGTERM at
+    once and SIGKILL after the grace, and be gone before that grant."""
+    not_on_the_stub(env)
+    name = env.name("killed")
+    marks = env.path("marks")
+    sem = verb == "sem run"
+    cmd = recorder(env, marks, "ignore")
+    p = env.spawn(*holder_args(verb, name), "--ttl", "2000", "--grace", "700", "--", *cmd)
+    start = wait_until(lambda: recorded(marks, "start") or p.poll() is not None, 10,
+                       "CMD to start")
+    check(p.poll() is None, "%s exited: %s" % (verb, read(p.err_path)))
+    gone = GoneWatch(int(start[0]))
+    try:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        t_kill = time.monotonic()
+        sent, grant = grant_elsewhere(env.url, name, sem=sem)
+        release_at(env.url, name, grant, sem=sem)
+        gone.thread.join(5)
+        term = recorded(marks, "TERM")
+        check(term is not None, "CMD never got SIGTERM after %s was killed" % verb)
+        check(gone.t is not None, "CMD still runs %.1fs after %s was killed"
+              % (time.monotonic() - t_kill, verb))
+        check(float(term[0]) - t_kill < 0.5, "SIGTERM %.2fs after the kill"
+              % (float(term[0]) - t_kill))
+        check(0.5 < gone.t - float(term[0]) < 2.0, "SIGKILL %.2fs after SIGTERM (grace 0.7 s)"
+              % (gone.t - float(term[0])))
+        check(gone.t < sent, "CMD gone %.3fs after another client was granted the lock"
+              % (gone.t - sent))
+        print("     %s killed: CMD gone %.0f ms before another holder's grant"
+              % (verb, (sent - gone.t) * 1000), flush=True)
+    finally:
+        gone.kill_leftover(cmd[1])
+
+
+@test
+def killed_run_stops_its_command_before_another_holder(env):
+    killed_holder_stops_its_command(env, "run")
+
+
+@test
+def killed_sem_run_stops_its_command_before_another_holder(env):
+    killed_holder_stops_its_command(env, "sem run")
+
+
+@test
+def killed_elect_stops_its_command(env):
+    """elect's connection closes with it, so the service lets the lock go at once: its
+    CMD must still get SIGTERM at once and SIGKILL after the grace."""
+    not_on_the_stub(env)
+    name = env.name("killedelect")
+    marks = env.path("marks")
+    cmd = recorder(env, marks, "ignore")
+    p = env.spawn("elect", name, "--ttl", "2000", "--grace", "700", "--", *cmd)
+    start = wait_until(lambda: recorded(marks, "start") or p.poll() is not None, 10,
+                       "CMD to start")
+    check(p.poll() is None, "elect exited: %s" % read(p.err_path))
+    gone = GoneWatch(int(start[0]))
+    try:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        t_kill = time.monotonic()
+        gone.thread.join(5)
+        term = recorded(marks, "TERM")
+        check(term is not None and float(term[0]) - t_kill < 0.5, "SIGTERM: %r" % (term,))
+        check(gone.t is not None and 0.5 < gone.t - float(term[0]) < 2.0,
+              "CMD gone %r after SIGTERM (grace 0.7 s)"
+              % (gone.t and gone.t - float(term[0]),))
+    finally:
+        gone.kill_leftover(cmd[1])
+
+
+@test
+def stopped_redlock_still_stops_its_command_at_the_deadline(env):
+    """redlock itself held up (SIGSTOP: as a blocked write or DNS lookup would hold it):
+    the loss must still be signalled at the lock's deadline, by a timer that does not
+    depend on redlock's loop, before another client is granted the lock."""
+    not_on_the_stub(env)
+    _, holders = env.start_service(extra=HOLDER_DRIFT)
+    for verb in ("run", "elect"):
+        name = env.name("stopped")
+        marks = env.path("marks")
+        cmd = recorder(env, marks, "exit")
+        p = env.spawn(*holder_args(verb, name), "--ttl", "2000", "--grace", "3000", "--",
+                      *cmd, url=holders)
+        start = wait_until(lambda: recorded(marks, "start") or p.poll() is not None, 10,
+                           "CMD to start")
+        check(p.poll() is None, "%s exited: %s" % (verb, read(p.err_path)))
+        gone = GoneWatch(int(start[0]))
+        p.send_signal(signal.SIGSTOP)
+        try:
+            if verb == "elect" and not duplex_service(holders):
+                # A stopped elect holds its one-way stream open: the service keeps the
+                # lock (it cannot tell), so no one else gets it; CMD must still stop by
+                # the validity.  A duplex hold goes silent and is released (below).
+                t0 = time.monotonic()
+                wait_until(lambda: recorded(marks, "TERM"), 4, "CMD to get SIGTERM")
+                check(time.monotonic() - t0 < 3.0, "SIGTERM %.2fs after SIGSTOP (ttl 2 s)"
+                      % (time.monotonic() - t0))
+                continue
+            sent, grant = grant_elsewhere(env.url, name)
+            release_at(env.url, name, grant)
+            term = recorded(marks, "TERM")
+            check(term is not None, "CMD did not get SIGTERM before another client was "
+                  "granted the lock")
+            check(float(term[0]) < sent, "SIGTERM %.3fs after another grant"
+                  % (float(term[0]) - sent))
+            print("     %s stopped: SIGTERM %.0f ms before another holder's grant"
+                  % (verb, (sent - float(term[0])) * 1000), flush=True)
+        finally:
+            p.send_signal(signal.SIGCONT)
+            gone.thread.join(5)
+            gone.kill_leftover(cmd[1])
+        rc = finish(p, 15, "%s after SIGCONT" % verb)
+        check(rc == TEMPFAIL, "%s exit %d: %s" % (verb, rc, read(p.err_path)))
+
+
+MARGINS = []
+
+
+def loss_through_a_slow_network(env, verb, svc, relay, delay, trickle=0.0):
+    """`redlock VERB` holds NAME through relay (service-to-client bytes delayed by delay
+    s) to instance svc.  Once CMD runs, svc is frozen (SIGSTOP: a VM pause) or, with
+    trickle, the relay passes a byte every trickle s.  Another client polls the first
+    instance until granted.  Returns the margin (s) by which CMD's SIGTERM preceded the
+    send of that grant's request (negative: CMD ran on under another holder)."""
+    name = env.name("slow")
+    marks = env.path("marks")
+    sem = verb == "sem run"
+    cmd = recorder(env, marks, "exit")
+    relay.set(delay=delay)
+    p = env.spawn(*holder_args(verb, name), "--ttl", "3000", "--grace", "3000", "--", *cmd,
+                  url=relay.url)
+    grant = gone = None
+    try:
+        start = wait_until(lambda: recorded(marks, "start") or p.poll() is not None, 15,
+                           "CMD to start")
+        check(p.poll() is None, "%s exited: %s" % (verb, read(p.err_path)))
+        gone = GoneWatch(int(start[0]), watch=False)
+        expiry = float("-inf")
+        if trickle:
+            relay.set(delay=delay, trickle=trickle)
+        else:
+            svc.send_signal(signal.SIGSTOP)
+            # What the frozen instance had written has landed by now; nobody extends the
+            # lock any more.  The other client's grant comes after both this and the send
+            # of its request (its round may run well after that send on a busy machine).
+            time.sleep(0.2)
+            expiry = quorum_expiry(env, KEY_PREFIX + ("#sem:%s#0" % name if sem else name))
+        try:
+            sent, grant = grant_elsewhere(env.url, name, sem=sem, within=20)
+        except Failure:
+            raise Failure("nobody else was granted the lock; CMD %s" %
+                          ("got SIGTERM" if recorded(marks, "TERM") else "never got SIGTERM"))
+        term = wait_until(lambda: recorded(marks, "TERM"), 10, "CMD to get SIGTERM")
+    finally:
+        if not trickle:
+            svc.send_signal(signal.SIGCONT)
+        relay.set()
+        if grant is not None:
+            release_at(env.url, name, grant, sem=sem)
+        rc = finish(p, 20, verb)
+        if gone is not None:
+            gone.kill_leftover(cmd[1])
+    check(rc == TEMPFAIL, "%s exit %d: %s" % (verb, rc, read(p.err_path)))
+    margin = max(sent, expiry) - float(term[0])
+    what = "trickle %.2fs/byte" % trickle if trickle else "delay %.2fs" % delay
+    what += " one-way" if relay.one_way else ""
+    MARGINS.append((verb, what, margin))
+    print("     %-8s %-22s loss signalled %+5.0f ms before another holder's grant"
+          % (verb, what, margin * 1000), flush=True)
+    if margin <= 0 or env.args.verbose:
+        sys.stdout.write("       CMD started %.3f, TERM %.3f, quorum expiry %.3f, other grant "
+                         "sent %.3f; stderr:\n%s" % (float(start[2]), float(term[0]), expiry,
+                                                      sent, read(p.err_path)))
+    return margin
+
+
+def slow_network(env, verb, trickle=0.0, one_way=False):
+    not_on_the_stub(env)
+    svc, url = env.start_service(extra=HOLDER_DRIFT)   # instance A, frozen by the test
+    relay = Relay(int(url.rsplit(":", 1)[1]), one_way=one_way)
+    margins = []
+    try:
+        for delay in ((0.0,) if trickle else (0.0, 0.15, 0.8)):
+            margins.append((delay, loss_through_a_slow_network(env, verb, svc, relay, delay,
+                                                               trickle)))
+    finally:
+        relay.close()
+        svc.kill()
+        svc.wait(10)
+    bad = [(d, m) for d, m in margins if m <= 0]
+    check(not bad, "%s believed it held the lock after another holder was granted it: %s"
+          % (verb, ", ".join("delay %.2fs: %+.0f ms" % (d, m * 1000) for d, m in bad)))
+
+
+@test
+def run_signals_loss_before_another_grant_through_a_slow_network(env):
+    slow_network(env, "run")
+
+
+@test
+def sem_run_signals_loss_before_another_grant_through_a_slow_network(env):
+    slow_network(env, "sem run")
+
+
+@test
+def elect_signals_loss_before_another_grant_through_a_slow_network(env):
+    slow_network(env, "elect")
+
+
+@test
+def run_signals_loss_before_another_grant_through_a_trickle(env):
+    slow_network(env, "run", trickle=0.05)
+
+
+@test
+def elect_signals_loss_before_another_grant_through_a_trickle(env):
+    slow_network(env, "elect", trickle=0.05)
+
+
+@test
+def elect_one_way_signals_loss_before_another_grant_through_a_slow_network(env):
+    """A service without duplex holds (the relay drops the Upgrade header): elect keeps
+    the validity with its own extensions, never with the stream's "extended" lines."""
+    slow_network(env, "elect", one_way=True)
+
+
+@test
+def elect_keeps_a_one_way_hold_by_extensions(env):
+    """Through a service without duplex holds, elect leads for several ttls, exits with
+    CMD's status and leaves the lock free."""
+    not_on_the_stub(env)
+    relay = Relay(int(env.url.rsplit(":", 1)[1]), one_way=True)
+    try:
+        name = env.name("oneway")
+        marks = env.path("marks")
+        r = env.cli("elect", name, "--ttl", "900", "--", "sh", "-c",
+                    'echo "start $REDLOCK_FENCING_TOKEN" >> %s; sleep 2.5; exit 6' % marks,
+                    url=relay.url)
+        check(r.returncode == 6 and "lost" not in r.stderr, "%r" % (r,))
+        check(recorded(marks, "start") is not None, "CMD did not run")
+        check(env.held(name) is False, "held after elect")
+    finally:
+        relay.close()
+
 
 
 def main():

@@ -1,5 +1,6 @@
 /* test_cli_unit.c -- unit tests of the redlock client's pure parts: the command line
- * (args.c), exit codes and the lease clock (policy.c), request bodies (ops.c). */
+ * (args.c), exit codes and the lease clock (policy.c, keep.c's sleep), request bodies
+ * (ops.c). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "cli/args.h"
+#include "cli/keep.h"
 #include "cli/ops.h"
 #include "cli/policy.h"
 
@@ -585,6 +587,41 @@ Test(policy, a_grant_after_a_long_wait_is_confirmed_before_the_command)
     /* A zero validity is over at once even though its first extension is not yet due. */
     cli_sched_granted(&s, 100, 0, 2);
     cr_assert(cli_sched_confirm_first(&s, 100));
+}
+
+Test(policy, a_pings_answer_counts_from_the_pings_send_and_never_shortens)
+{
+    cli_sched s;
+
+    cli_sched_granted(&s, 1000, 2900, 3000); /* granted: valid until 3900 */
+    /* Ping sent at 1500, answered (read at, say, 2400): valid until 1500 + 2800. */
+    cr_assert_eq(cli_sched_answered(&s, 1500, 2800), 1);
+    cr_assert_eq(s.deadline, 4300);
+    /* An answer whose end comes before the one known moves nothing. */
+    cr_assert_eq(cli_sched_answered(&s, 2000, 2000), 0);
+    cr_assert_eq(s.deadline, 4300);
+    cr_assert_eq(cli_sched_answered(&s, 2000, 0), 0);
+    cr_assert_eq(cli_sched_answered(&s, 2000, -5), 0);
+    cr_assert_eq(s.deadline, 4300);
+    cr_assert(cli_sched_expired(&s, 4300));
+    cr_assert_not(cli_sched_expired(&s, 4299));
+}
+
+Test(policy, confirming_a_late_grant_does_not_wake_for_its_past_deadline)
+{
+    cli_keep k;
+    int in_flight;
+
+    cli_keep_init(&k, NULL, "n", "extend", "lease");
+    cli_sched_granted(&k.sched, 1000, 1400, 1500); /* sent at 1000, granted at 9000 */
+    cr_assert_eq(cli_keep_sleep(&k, 9000, 1000, 0), 0, "the extension is due at once");
+    k.ext = (struct cli_req *)&in_flight; /* an extension in flight: only its answer */
+    cr_assert_eq(cli_keep_sleep(&k, 9000, 1000, 0), 1000);
+    /* Holding, the deadline is a wake-up (and one in the past is due at once). */
+    cr_assert_eq(cli_keep_sleep(&k, 9000, 1000, 1), 0);
+    cr_assert_eq(cli_keep_sleep(&k, 1200, 1000, 1), 1000);
+    cr_assert_eq(cli_keep_sleep(&k, 2000, 1000, 1), 400);
+    k.ext = NULL;
 }
 
 Test(policy, failed_extension_retries_soon_within_bounds)
