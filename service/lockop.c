@@ -494,6 +494,11 @@ static void acquire_done(round *rd)
         return;
     }
     op->holds = quorum_holds(rd);
+    /* A waiting writer's mark went where a script set the key for it (an adopted key
+     * answers what it kept: pttl > 0); complete() takes it back from the others. */
+    for (size_t i = 0; i < re->n && i < 64; i++)
+        if (rd->replies[i].state == RL_SLOT_OK && rd->replies[i].pttl < 0)
+            op->intent_mask &= ~((uint64_t)1 << i);
     /* Granted by a quorum.  Counters may differ: the masters that answered below the
      * token are raised, and the token is issued once a quorum of granting masters hold
      * it (docs/DESIGN.md, section 3); none when a quorum already does. */
@@ -794,7 +799,7 @@ static void release_judged(lockop *op, const round *rd, int kind)
     /* Released: a master that failed (down, or no answer in time: not one still about
      * to answer) may keep the key, a minority of them, until its ttl; finish it there
      * too, so that the next acquirer does not need every other master. */
-    if (holds == 0)
+    if (holds == 0 && op->env->nfinishers < FINISHERS_MAX / 2) /* half kept for the above */
         finisher_start(op, rd, found, failed, 0);
 }
 
