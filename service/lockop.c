@@ -47,6 +47,7 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
 }
 
 static void finisher_free(lockop_finisher *f);
+static void finisher_cancel(lockop_env *env, const lockop *op);
 
 void lockop_env_fini(lockop_env *env)
 {
@@ -377,6 +378,8 @@ static void acquire_succeeded(lockop *op)
         release_everywhere(op);
         announce_release(op);
     } else {
+        if (env->nfinishers) /* a lease granted again: an old release must not take it */
+            finisher_cancel(env, op);
         waitq_granted(&env->wq, &op->w, op->validity_ms);
         if (env->granted) {
             const char(*names)[NAME_MAX_LEN + 1];
@@ -642,6 +645,18 @@ static void finisher_free(lockop_finisher *f)
         round_unref(f->rd);
     }
     free(f);
+}
+
+/* A grant of op's name and lease through this worker: a finisher of an earlier release
+ * of the lease must not delete it (a lease names one hold; README). */
+static void finisher_cancel(lockop_env *env, const lockop *op)
+{
+    for (lockop_finisher *f = env->finishers, *next; f; f = next) {
+        next = f->next;
+        if (f->op.lease_len == op->lease_len && memcmp(f->op.lease, op->lease, op->lease_len) == 0 &&
+            f->op.name_len == op->name_len && memcmp(f->op.name, op->name, op->name_len) == 0)
+            finisher_free(f);
+    }
 }
 
 /* Whether the master answered at all (an error, a quarantine, counts as not). */
