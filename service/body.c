@@ -174,6 +174,7 @@ void body_error(jw *j, const body_err *e)
         break;
     case RL_E_QUORUM_UNAVAILABLE:
     case RL_E_VALIDITY_EXHAUSTED:
+    case RL_E_RELEASE_UNCONFIRMED:
         jw_key_uint(j, "nodes_ok", e->nodes_ok);
         jw_key_uint(j, "quorum", e->quorum);
         break;

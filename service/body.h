@@ -110,9 +110,9 @@ typedef struct body_err {
 } body_err;
 
 /* {"error","message"}, plus "retry_after_ms" for RL_E_LOCK_HELD and
- * RL_E_LOCK_CONTENDED, "nodes_ok","quorum" for RL_E_QUORUM_UNAVAILABLE and
- * RL_E_VALIDITY_EXHAUSTED, and with them "quarantined", "rejoin_ms" for
- * RL_E_MASTERS_QUARANTINED. */
+ * RL_E_LOCK_CONTENDED, "nodes_ok","quorum" for RL_E_QUORUM_UNAVAILABLE,
+ * RL_E_VALIDITY_EXHAUSTED and RL_E_RELEASE_UNCONFIRMED, and with them "quarantined",
+ * "rejoin_ms" for RL_E_MASTERS_QUARANTINED. */
 void body_error(jw *j, const body_err *e);
 
 /* The Retry-After header that goes with a 409's retry_after_ms: whole seconds,

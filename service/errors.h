@@ -54,7 +54,10 @@
       "a quorum granted, but the round took longer than the ttl allows")             \
     X(RL_E_TOO_MANY_WAITERS, 503, "too_many_waiters", "too many requests are waiting") \
     X(RL_E_TOO_MANY_STREAMS, 503, "too_many_streams", "too many locks are held by streams") \
-    X(RL_E_SHUTTING_DOWN, 503, "shutting_down", "the service is shutting down")
+    X(RL_E_SHUTTING_DOWN, 503, "shutting_down", "the service is shutting down")          \
+    X(RL_E_RELEASE_UNCONFIRMED, 503, "release_unconfirmed",                           \
+      "masters that did not answer may still hold the lock for this lease: the service " \
+      "goes on releasing it there, until its ttl ends")
 
 typedef enum {
 #define RL_ERR_ENUM(sym, status, code, msg) sym,

@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
+
 #include "keys.h"
 #include "multilock.h"
+#include "reply.h"
 #include "rnd.h"
 #include "scripts.h"
 #include "shapes.h"
@@ -43,8 +46,13 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     return waitq_env_init(&env->wq);
 }
 
+static void finisher_free(lockop_finisher *f);
+static void finisher_cancel(lockop_env *env, const lockop *op);
+
 void lockop_env_fini(lockop_env *env)
 {
+    while (env->finishers)
+        finisher_free(env->finishers);
     waitq_env_fini(&env->wq);
 }
 
@@ -88,6 +96,8 @@ static void complete(lockop *op)
 {
     if (op->kind == LOCKOP_ACQUIRE || op->kind == LOCKOP_MACQUIRE)
         count_kind(op);
+    if (op->intent_mask) /* a waiting writer is answered: its marks go (DESIGN.md §12) */
+        shape_send_unwant(op);
     waitq_detach(&op->w);
     stop_waiting(op);
     op->done(op);
@@ -326,6 +336,8 @@ static void acquire_failed(lockop *op, rl_err err)
                                                      remaining_ms, rnd(env));
         if (waitq_released_since(&env->wq, &op->w))
             delay = 0; /* released while this attempt was in flight */
+        if (op->intent_mask && delay > SHAPE_INTENT_RENEW_MS)
+            delay = SHAPE_INTENT_RENEW_MS; /* its next try renews its marks before they expire */
         /* Park even when the lock outlives the wait: a release through this
          * instance wakes the waiter, and its deadline answers otherwise. */
         rl_err parked = waitq_park(&env->wq, &op->w, delay, op->wait_deadline_us);
@@ -367,6 +379,8 @@ static void acquire_succeeded(lockop *op)
         release_everywhere(op);
         announce_release(op);
     } else {
+        if (env->nfinishers) /* a lease granted again: an old release must not take it */
+            finisher_cancel(env, op);
         waitq_granted(&env->wq, &op->w, op->validity_ms);
         if (env->granted) {
             const char(*names)[NAME_MAX_LEN + 1];
@@ -408,7 +422,7 @@ static void acquire_refused(lockop *op, round *rd)
  * the acquire round's start, is left. */
 static void acquire_fenced(lockop *op, int64_t start_us, size_t fenced)
 {
-    int64_t validity = redlock_validity_ms(op->ttl_ms, clock_now_us() - start_us,
+    int64_t validity = redlock_validity_ms(op->hold_ms, clock_now_us() - start_us,
                                            op->env->conf->drift_factor);
     drop_round(op);
     if (fenced < op->env->rounds->quorum) {
@@ -423,20 +437,15 @@ static void acquire_fenced(lockop *op, int64_t start_us, size_t fenced)
     }
 }
 
-/* Reentrant holds a quorum of rd's masters count: the granted lease's (acquire), or
- * what a release left (left: release, handoff). */
-static long quorum_holds(const round *rd, int left)
+/* Reentrant holds a quorum of rd's granting masters count for the granted lease (what
+ * a release leaves is release_judged()'s). */
+static long quorum_holds(const round *rd)
 {
     int64_t v[64];
     size_t k = 0;
-    for (size_t i = 0; i < rd->env->n && k < 64; i++) {
-        const redlock_reply *r = &rd->replies[i];
-        /* only answered replies were decoded: a silent master's fields are unset */
-        if (left && (r->state == RL_SLOT_OK || (r->state == RL_SLOT_REFUSED && r->released)))
-            v[k++] = r->left;
-        else if (!left && r->state == RL_SLOT_OK)
-            v[k++] = r->holds;
-    }
+    for (size_t i = 0; i < rd->env->n && k < 64; i++)
+        if (rd->replies[i].state == RL_SLOT_OK) /* a silent master's fields are unset */
+            v[k++] = rd->replies[i].holds;
     return (long)redlock_quorum_at_least(v, k, rd->env->quorum);
 }
 
@@ -481,12 +490,20 @@ static void acquire_done(round *rd)
         acquire_refused(op, rd);
         return;
     }
-    if (redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us, op->env->conf->drift_factor) <= 0) {
+    /* The lock's own expiry, as a quorum of granting masters holds it: the ttl for a
+     * fresh grant; more for a re-entry, which never shortens a hold (DESIGN.md §12). */
+    op->hold_ms = redlock_granted_ms(rd->replies, re->n, re->quorum, op->ttl_ms);
+    if (redlock_validity_ms(op->hold_ms, clock_now_us() - rd->start_us, op->env->conf->drift_factor) <= 0) {
         drop_round(op);
         acquire_failed(op, RL_E_VALIDITY_EXHAUSTED);
         return;
     }
-    op->holds = quorum_holds(rd, 0);
+    op->holds = quorum_holds(rd);
+    /* A waiting writer's mark went where a script set the key for it (an adopted key
+     * answers what it kept: pttl > 0); complete() takes it back from the others. */
+    for (size_t i = 0; i < re->n && i < 64; i++)
+        if (rd->replies[i].state == RL_SLOT_OK && rd->replies[i].pttl < 0)
+            op->intent_mask &= ~((uint64_t)1 << i);
     /* Granted by a quorum.  Counters may differ: the masters that answered below the
      * token are raised, and the token is issued once a quorum of granting masters hold
      * it (docs/DESIGN.md, section 3); none when a quorum already does. */
@@ -557,19 +574,250 @@ static const waitq_hooks queue_hooks = {on_attempt, on_answer, on_waited_out, on
 
 /* ---- release and handoff ---- */
 
-/* The outcome of a release round (or of a handoff's release side). */
-static void release_outcome(lockop *op, int decision)
+/* A release answers only what no master yet to answer can change (docs/DESIGN.md,
+ * section 1): released once n - quorum + 1 masters say the lease is gone there, the
+ * holds a quorum still counts once the silent masters cannot move that count, and
+ * otherwise RL_E_RELEASE_UNCONFIRMED, the service then finishing the release itself. */
+
+enum release_kind { REL_PLAIN, REL_HANDOFF, REL_SET };
+
+/* What each master of rd says the lease keeps after the release: left[i] its holds
+ * there, 0 where the key went or never held the lease, -1 where no answer came (it may
+ * still hold it).  Returns the masters that had the lease. */
+static uint64_t release_left(const round *rd, int kind, int64_t *left)
 {
-    if (decision == RL_DECIDE_QUORUM) {
-        op->err = RL_OK;
-        count(op->env, CNT_REL_OK);
-    } else if (decision == RL_DECIDE_NO_QUORUM) {
-        op->err = RL_E_LEASE_NOT_FOUND;
+    uint64_t found = 0;
+    for (size_t i = 0; i < rd->env->n && i < 64; i++) {
+        const redlock_reply *r = &rd->replies[i];
+        int answered = r->state == RL_SLOT_OK || r->state == RL_SLOT_REFUSED;
+        /* a handoff had it where the old lease went (or counts a hold less), whether
+         * the waiter was granted there or not; a set has no counts */
+        int had = kind == REL_HANDOFF ? answered && r->released : r->state == RL_SLOT_OK;
+        left[i] = !answered ? -1 : had && kind != REL_SET ? r->left : 0;
+        found |= (uint64_t)had << i;
+    }
+    return found;
+}
+
+/* A single-name release round's replies: decided as soon as the outcome is known,
+ * and until then it waits for every master (or the node timeout). */
+static void release_decode(round *rd, size_t i, const struct redisReply *r, redlock_reply *out)
+{
+    (void)i;
+    reply_decode(rd->script, r, out);
+    int64_t left[64], holds;
+    release_left(rd, REL_PLAIN, left);
+    if (redlock_release_known(left, rd->env->n, rd->env->quorum, &holds))
+        rd->wait_all = 0; /* round.c decides on the tally at once */
+}
+
+/* ---- finishing what a release could not confirm ---- */
+
+#define FINISHERS_MAX 1024     /* per worker; past it, the keys expire with their ttl */
+#define FINISH_FIRST_MS 200
+#define FINISH_MAX_DELAY_MS 2000
+
+/* A release whose masters did not all answer: sent again, idempotent (SCRIPT_RELEASE
+ * with "<lease>*<target>", a permit's or a set's by lease), to the masters that did not
+ * answer, until each has or the lock's ttl is over.  One per lease and name. */
+struct lockop_finisher {
+    lockop_finisher *next;
+    lockop op;                  /* kind, name, lease, mode: what the release was */
+    char who[LEASE_MAX_LEN + 24];
+    size_t who_len;
+    char scope[NAME_MAX_LEN + 1]; /* a set's release: the token's scope */
+    uint64_t mask;              /* masters still to answer */
+    int64_t until_us, delay_ms;
+    loop_timer timer;
+    round *rd;                  /* in flight */
+};
+
+static void finisher_free(lockop_finisher *f)
+{
+    lockop_env *env = f->op.env;
+    lockop_finisher **pp = &env->finishers;
+    while (*pp != f)
+        pp = &(*pp)->next;
+    *pp = f->next;
+    env->nfinishers--;
+    loop_timer_stop(env->rounds->loop, &f->timer);
+    if (f->rd) { /* in flight: its replies go nowhere */
+        f->rd->done = NULL;
+        f->rd->owner = NULL;
+        round_unref(f->rd);
+    }
+    free(f);
+}
+
+/* A grant of op's name and lease through this worker: a finisher of an earlier release
+ * of the lease must not delete it (a lease names one hold; README). */
+static void finisher_cancel(lockop_env *env, const lockop *op)
+{
+    for (lockop_finisher *f = env->finishers, *next; f; f = next) {
+        next = f->next;
+        if (f->op.lease_len == op->lease_len && memcmp(f->op.lease, op->lease, op->lease_len) == 0 &&
+            f->op.name_len == op->name_len && memcmp(f->op.name, op->name, op->name_len) == 0)
+            finisher_free(f);
+    }
+}
+
+/* Whether the master answered at all (an error, a quarantine, counts as not). */
+static void finisher_decode(round *rd, size_t i, const struct redisReply *r, redlock_reply *out)
+{
+    (void)rd;
+    (void)i;
+    out->state = r && r->type != REDIS_REPLY_ERROR ? RL_SLOT_OK : RL_SLOT_FAILED;
+}
+
+static void finisher_done(round *rd)
+{
+    lockop_finisher *f = rd->owner;
+    int answered = 0;
+    for (size_t i = 0; i < rd->env->n && i < 64; i++)
+        if (rd->replies[i].state == RL_SLOT_OK && (f->mask >> i & 1)) {
+            f->mask &= ~((uint64_t)1 << i);
+            answered = 1;
+        }
+    round_unref(f->rd);
+    f->rd = NULL;
+    if (answered && f->op.kind == LOCKOP_RELEASE)
+        announce_release(&f->op); /* it may be free now: waiters here try */
+    if (!f->mask || clock_now_us() >= f->until_us) {
+        finisher_free(f);
+        return;
+    }
+    f->delay_ms = f->delay_ms * 2 < FINISH_MAX_DELAY_MS ? f->delay_ms * 2 : FINISH_MAX_DELAY_MS;
+    loop_timer_start(f->op.env->rounds->loop, &f->timer, clock_now_us() + f->delay_ms * 1000);
+}
+
+static void on_finish_timer(loop_timer *t)
+{
+    lockop_finisher *f = container_of(t, lockop_finisher, timer);
+    lockop_env *env = f->op.env;
+    round *rd = round_new(env->rounds, finisher_done, f);
+    if (!rd) {
+        loop_timer_start(env->rounds->loop, &f->timer, clock_now_us() + f->delay_ms * 1000);
+        return;
+    }
+    f->rd = rd;
+    rd->wait_all = 1;
+    rd->decode = finisher_decode;
+    if (f->op.kind != LOCKOP_MRELEASE) {
+        shape_send_release(&f->op, rd, f->who, f->who_len, f->mask);
+        return;
+    }
+    const char *prefix = env->conf->key_prefix;
+    char key[KEYS_MAX];
+    size_t kl = keys_set(prefix, f->op.lease, f->op.lease_len, key, sizeof key);
+    const char *argv[] = {key, f->op.lease, prefix, env->origin, f->scope};
+    size_t lens[] = {kl, f->op.lease_len, strlen(prefix), env->origin_len, strlen(f->scope)};
+    round_send(rd, SCRIPT_MRELEASE, 1, 4, argv, lens, f->mask);
+}
+
+/* Finish op's release on the masters in mask, which did not answer rd: lower the
+ * lease's holds there to target (0: delete; -1: one hold only), until each answers or
+ * the lock's ttl (the longest any master that had it reported, drift added; the
+ * longest a lock may have when none did) is over.  A later release of the same lease
+ * and name takes over the finisher of an earlier one. */
+static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t mask,
+                           int64_t target)
+{
+    lockop_env *env = op->env;
+    size_t n = rd->env->n;
+    int64_t longest = -1;
+    for (size_t i = 0; i < n && i < 64; i++)
+        if ((found >> i & 1) && rd->replies[i].pttl > longest)
+            longest = rd->replies[i].pttl;
+    if (!mask)
+        return;
+    int64_t ttl = longest > 0 ? longest + redlock_drift_ms(longest, env->conf->drift_factor)
+                              : env->conf->max_ttl_ms;
+    lockop_finisher *f = env->finishers;
+    while (f && !(f->op.kind == op->kind && f->op.lease_len == op->lease_len &&
+                  memcmp(f->op.lease, op->lease, op->lease_len) == 0 &&
+                  f->op.name_len == op->name_len && memcmp(f->op.name, op->name, op->name_len) == 0))
+        f = f->next;
+    if (!f) {
+        if (env->nfinishers >= FINISHERS_MAX || !(f = calloc(1, sizeof *f)))
+            return; /* the keys expire with their ttl */
+        lockop_init(&f->op, env, op->kind, op->name, op->name_len, NULL, f);
+        memcpy(f->op.lease, op->lease, op->lease_len + 1);
+        f->op.lease_len = op->lease_len;
+        f->op.mode = op->mode;
+        f->timer.cb = on_finish_timer;
+        f->next = env->finishers;
+        env->finishers = f;
+        env->nfinishers++;
+    }
+    if (op->scope)
+        snprintf(f->scope, sizeof f->scope, "%s", op->scope);
+    if (op->kind == LOCKOP_RELEASE && op->mode != LOCKOP_SEMAPHORE)
+        f->who_len = (size_t)snprintf(f->who, sizeof f->who, "%s*%lld", op->lease,
+                                      (long long)target);
+    else
+        f->who_len = (size_t)snprintf(f->who, sizeof f->who, "%s", op->lease);
+    f->mask |= mask;
+    int64_t until = clock_now_us() + ttl * 1000;
+    if (until > f->until_us)
+        f->until_us = until;
+    f->delay_ms = FINISH_FIRST_MS;
+    if (!f->rd)
+        loop_timer_start(env->rounds->loop, &f->timer, clock_now_us() + f->delay_ms * 1000);
+}
+
+/* Delete the lease's key, whatever its count, where a master still counts holds for
+ * it after a release a quorum counts as the last (a stale count: an increment that
+ * reached it alone, or a decrement that missed it). */
+static void purge_stale(lockop *op, const int64_t *left, size_t n)
+{
+    uint64_t mask = 0;
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (left[i] > 0)
+            mask |= (uint64_t)1 << i;
+    round *rd = mask ? round_new(op->env->rounds, NULL, NULL) : NULL;
+    if (!rd)
+        return;
+    char who[LEASE_MAX_LEN + 3];
+    int wl = snprintf(who, sizeof who, "%s*0", op->lease);
+    shape_send_release(op, rd, who, (size_t)wl, mask);
+    round_unref(rd);
+}
+
+/* The outcome of a release round (or of a handoff's release side) into op. */
+static void release_judged(lockop *op, const round *rd, int kind)
+{
+    size_t n = rd->env->n, q = rd->env->quorum, nfound = 0;
+    int64_t left[64], holds;
+    uint64_t found = release_left(rd, kind, left);
+    for (size_t i = 0; i < n && i < 64; i++)
+        nfound += found >> i & 1;
+    uint64_t silent = 0, failed = 0;
+    for (size_t i = 0; i < n && i < 64; i++) {
+        silent |= (uint64_t)(left[i] < 0) << i;
+        failed |= (uint64_t)(rd->replies[i].state == RL_SLOT_FAILED) << i;
+    }
+    if (!redlock_release_known(left, n, q, &holds)) {
+        op->err = RL_E_RELEASE_UNCONFIRMED;
+        op->holds = 0;
+        count(op->env, CNT_REL_UNAVAILABLE);
+        finisher_start(op, rd, found, silent, redlock_release_target(left, found, n));
+        return;
+    }
+    op->holds = (long)holds;
+    if (holds == 0 && nfound < q) {
+        op->err = RL_E_LEASE_NOT_FOUND; /* a quorum did not have it: lost before */
         count(op->env, CNT_REL_NOT_FOUND);
     } else {
-        op->err = RL_E_QUORUM_UNAVAILABLE;
-        count(op->env, CNT_REL_UNAVAILABLE);
+        op->err = RL_OK;
+        count(op->env, CNT_REL_OK);
     }
+    if (holds == 0 && kind != REL_SET)
+        purge_stale(op, left, n);
+    /* Released: a master that failed (down, or no answer in time: not one still about
+     * to answer) may keep the key, a minority of them, until its ttl; finish it there
+     * too, so that the next acquirer does not need every other master. */
+    if (holds == 0 && op->env->nfinishers < FINISHERS_MAX / 2) /* half kept for the above */
+        finisher_start(op, rd, found, failed, 0);
 }
 
 static void handoff_done(round *rd);
@@ -621,8 +869,7 @@ static void handoff_done(round *rd)
     redlock_handoff_tally(rd->replies, rd->env->n, &t);
     r->nodes_ok = t.ok + t.refused;
     r->answered = t.answered;
-    release_outcome(r, redlock_decide(&t, rd->env->quorum, 1));
-    r->holds = r->err == RL_OK ? quorum_holds(rd, 1) : 0;
+    release_judged(r, rd, REL_HANDOFF);
     r->done(r);
     /* The waiter's side; if it fails, its keys are released and the name woken. */
     acquire_done(rd);
@@ -644,6 +891,8 @@ static int release_start(lockop *op)
         op->shape->send_release(op, rd, round_all(env->rounds));
         return 0;
     }
+    rd->wait_all = 1; /* until release_decode() knows the outcome */
+    rd->decode = release_decode;
     shape_send_release(op, rd, op->lease, op->lease_len, round_all(env->rounds));
     return 0;
 }
@@ -656,8 +905,7 @@ static void release_done(round *rd)
          * nothing (each holds the same set and refuses it whole). */
         op->err = RL_E_FORBIDDEN;
     } else {
-        release_outcome(op, rd->decision);
-        op->holds = op->err == RL_OK ? quorum_holds(rd, 1) : 0;
+        release_judged(op, rd, op->multi ? REL_SET : REL_PLAIN);
         if (op->err == RL_OK && op->holds == 0) /* else a reentrant holder keeps it */
             announce_release(op);
     }

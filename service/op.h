@@ -24,6 +24,7 @@ typedef struct lockop lockop;
 typedef struct lockop_env lockop_env;
 typedef struct lockop_multi lockop_multi;
 typedef struct lockop_shape lockop_shape;
+typedef struct lockop_finisher lockop_finisher;
 
 enum lockop_kind { LOCKOP_ACQUIRE, LOCKOP_RELEASE, LOCKOP_EXTEND, LOCKOP_INSPECT, LOCKOP_READY,
                    LOCKOP_MACQUIRE, LOCKOP_MRELEASE,
@@ -74,6 +75,9 @@ struct lockop_env {
     round_env *rounds;
     const config *conf;
     uint32_t rnd;                              /* xorshift state for tags and jitter */
+    lockop_finisher *finishers;                /* releases the masters did not all
+                                                * confirm, finished here (lockop.c) */
+    size_t nfinishers;
 };
 
 typedef void (*lockop_done_cb)(lockop *op);
@@ -142,6 +146,10 @@ struct lockop {
     int64_t split_deadline_us;  /* a no-wait acquire retries split rounds until then */
     lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
     int waiting;                /* counted in env->waiting */
+    int64_t hold_ms;            /* a grant: how long a quorum of its masters holds the key
+                                 * (the ttl, or more for a re-entry: never shortened) */
+    uint64_t intent_mask;       /* masters an attempt of this waiting writer sent its mark
+                                 * to (P#w:): taken back from them when it is answered */
 };
 
 /* The names of a multi-name lock and what the masters said of each (multilock.c). */

@@ -289,3 +289,38 @@ int redlock_held_for_sure(const redlock_reply *r, size_t n, size_t quorum)
 {
     return held_by(r, n, quorum, 0);
 }
+
+int64_t redlock_granted_ms(const redlock_reply *r, size_t n, size_t quorum, int64_t ttl_ms)
+{
+    int64_t v[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 64; i++)
+        if (r[i].state == RL_SLOT_OK)
+            v[k++] = r[i].pttl > 0 ? r[i].pttl : ttl_ms;
+    return k >= quorum && quorum ? redlock_quorum_at_least(v, k, quorum) : ttl_ms;
+}
+
+int redlock_release_known(const int64_t *left, size_t n, size_t quorum, int64_t *holds)
+{
+    /* The holds a quorum may count lie between two bounds: the masters yet to answer
+     * counting none (lo) or any number (hi).  Known once the bounds meet; they only
+     * close in as answers come. */
+    int64_t lo[64], hi[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 64; i++, k++) {
+        lo[k] = left[i] < 0 ? 0 : left[i];
+        hi[k] = left[i] < 0 ? INT64_MAX : left[i];
+    }
+    int64_t a = redlock_quorum_at_least(lo, k, quorum);
+    *holds = redlock_quorum_at_least(hi, k, quorum);
+    return a == *holds;
+}
+
+int64_t redlock_release_target(const int64_t *left, uint64_t found, size_t n)
+{
+    int64_t t = -1;
+    for (size_t i = 0; i < n && i < 64; i++)
+        if ((found >> i & 1) && left[i] > t)
+            t = left[i] < 0 ? t : left[i];
+    return t;
+}

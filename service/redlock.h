@@ -125,6 +125,29 @@ int64_t redlock_quorum_count(const redlock_reply *r, size_t n, size_t quorum);
  * quorum).  v is sorted in place. */
 int64_t redlock_quorum_at_least(int64_t *v, size_t k, size_t quorum);
 
+/* How long a granted lock lives, as a quorum of its granting masters holds it: the
+ * quorum-th largest of what each granting master's key has left (the script's pttl for
+ * a key it found held by the lease and never shortened; ttl_ms for a key it set), so
+ * that a re-entry's answer is the lock's own and a fresh grant's is its ttl.  ttl_ms
+ * when fewer than quorum granted.  The validity is then redlock_validity_ms() of it. */
+int64_t redlock_granted_ms(const redlock_reply *r, size_t n, size_t quorum, int64_t ttl_ms);
+
+/* A release, from what each master says the lease keeps there after it: left[i] the
+ * holds master i still counts (0: it deleted the key, or never had it), negative when
+ * master i has not answered (it may still hold the key, at any count).  Returns 1 when
+ * the masters yet to answer cannot change how many holds a quorum may still count,
+ * which goes to *holds (0: no quorum can hold the key for the lease any more: released;
+ * that takes n - quorum + 1 masters answering 0); else 0 (the outcome is not known;
+ * *holds is the most a quorum may count, INT64_MAX when that is unbounded). */
+int redlock_release_known(const int64_t *left, size_t n, size_t quorum, int64_t *holds);
+
+/* What a release the masters did not all confirm still has to do on those that did not
+ * answer: lower the lease's holds to the most any master that had the lease says is
+ * left (found: bit i, master i had it), so that it is done once however often it is
+ * sent; -1 when no master that answered had the lease (then only a single hold is let
+ * go, and more are left alone: a reentrant count nobody saw is not guessed at). */
+int64_t redlock_release_target(const int64_t *left, uint64_t found, size_t n);
+
 /* A refused acquire round: whether one lease holds a quorum of the masters, or might
  * (it holds some and the masters that did not answer would make a quorum).  No: the
  * votes were split between attempts, and nobody holds the lock on a quorum. */

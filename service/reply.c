@@ -47,12 +47,16 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
                                 * tried as an acquire */
             a -= 10;
         }
+        long long p = -2; /* a fresh grant: the key lives its ttl */
         if ((a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) &&
-            (r->elements == 2 || (a == 2 && r->elements == 3 && int_at(r, 2, &c) && c >= 1)) &&
+            (r->elements == 2 ||
+             (a == 2 && (r->elements == 3 || (r->elements == 4 && int_at(r, 3, &p) && p > 0)) &&
+              int_at(r, 2, &c) && c >= 1)) &&
             int_at(r, 1, &b) && b >= 0) {
             out->state = RL_SLOT_OK;
             out->fence = (uint64_t)b;
-            out->holds = r->elements == 3 ? c : 1;
+            out->holds = r->elements >= 3 ? c : 1;
+            out->pttl = p; /* a key found held by the lease: what it has left now */
             out->released |= a == 3;
             return;
         }
@@ -83,9 +87,16 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         break;
     case SCRIPT_RELEASE:
     case SCRIPT_SEM_RELEASE:
-        if (r->type == REDIS_REPLY_INTEGER) {
-            out->state = r->integer == 1 || r->integer > 10 ? RL_SLOT_OK : RL_SLOT_REFUSED;
-            out->left = r->integer > 10 ? r->integer - 10 : 0; /* a reentrant hold less */
+        /* 1 | {1, pttl}: deleted; {10 + c, pttl}: c holds left; 0: not the lease's */
+        a = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        b = -2;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && int_at(r, 1, &b) &&
+            !int_at(r, 0, &a))
+            a = -1;
+        if (a == 0 || a == 1 || a > 10) {
+            out->state = a == 0 ? RL_SLOT_REFUSED : RL_SLOT_OK;
+            out->left = a > 10 ? a - 10 : 0;
+            out->pttl = b;
             return;
         }
         break;

@@ -138,8 +138,10 @@
  * counter take its bucket as their first argument. */
 
 /* value: the lease, or "<lease>.<tag>".  A free key is set and the counter bumped; a
- * key held by the same lease (an idempotent retry) is adopted: marked so that no
- * attempt's clean-up deletes it, neither the one that set it nor this one.  A refusal
+ * key held by the same lease (an idempotent retry, or a reentrant one counting a hold
+ * more) is adopted: marked so that no attempt's clean-up deletes it, neither the one
+ * that set it nor this one, and it keeps the later of its expiry and ttl (a re-entry
+ * never shortens a hold), which it answers.  A refusal
  * names the holding lease, so that a round can tell "held" from votes split between
  * attempts. */
 #define FN_ACQUIRE                                                                   \
@@ -147,11 +149,11 @@
     "  local key, lease = K[1], untag(value)\n"                                      \
     "  local v = redis.call('GET', key)\n"                                            \
     "  if mine(v, lease) then\n"                                                      \
-    "    local c = holds(v)\n"                                                        \
+    "    local c, p = holds(v), math.max(redis.call('PTTL', key), tonumber(ttl))\n"   \
     "    if reentrant == '1' then c = c + 1 end\n"                                    \
-    "    redis.call('SET', key, counted(adopted(value), c), 'PX', ttl)\n"             \
-    "    outlive(ttl)\n"                                                              \
-    "    return {2, cur(b), c}\n"                                                     \
+    "    redis.call('SET', key, counted(adopted(value), c), 'PX', p)\n"               \
+    "    outlive(p)\n"                                                                \
+    "    return {2, cur(b), c, p}\n"                                                  \
     "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
     "  if v or n > 0 then\n"                                                          \
@@ -176,31 +178,42 @@
     "  return f\n"                                                                    \
     "end"
 
-/* who: a lease (the client's release: any tag) or "<lease>.<tag>" (a failed
- * attempt's clean-up: only the key that attempt wrote).  chan: the channel waiters on
- * other instances follow (see notify.h); publishing to a channel nobody follows costs
- * next to nothing.  origin: the releasing instance, which woke its own waiters already
- * and ignores its own message. */
+/* who: a lease (the client's release: any tag; one reentrant hold less), "<lease>*<t>"
+ * (the service finishing a release: the lease's holds lowered to t, idempotent, 0
+ * deletes whatever the count; t < 0 deletes a single hold and leaves more alone) or
+ * "<lease>.<tag>" (a failed attempt's clean-up: only the key that attempt wrote).  A
+ * found key answers what is left of its expiry: how long a master that did not answer
+ * may still hold it (docs/DESIGN.md, section 1).  chan: the channel waiters on other
+ * instances follow (see notify.h); publishing to a channel nobody follows costs next
+ * to nothing.  origin: the releasing instance, which woke its own waiters already and
+ * ignores its own message. */
 #define FN_RELEASE                                                                   \
     "function(K, who, chan, origin)\n"                                               \
-    "  local key = K[1]\n"                                                            \
-    "  local v = redis.call('GET', key)\n"                                            \
-    "  local client = v and not string.find(who, '.', 1, true) and mine(v, who)\n"    \
-    "  if client and holds(v) > 1 then\n"                                             \
-    "    local c = holds(v) - 1\n"                                                    \
-    "    redis.call('SET', key, counted(v, c), 'KEEPTTL')\n"                          \
-    "    return 10 + c\n"                                                             \
-    "  end\n"                                                                         \
-    "  if v == who or client then\n"                                                  \
-    "    redis.call('DEL', key)\n"                                                    \
-    "    redis.call('PUBLISH', chan, origin)\n"                                       \
-    "    return 1\n"                                                                  \
-    "  end\n"                                                                         \
-    "  if unshare(K[2], K[3], who) then\n"                                            \
-    "    redis.call('PUBLISH', chan, origin)\n"                                       \
-    "    return 1\n"                                                                  \
-    "  end\n"                                                                         \
-    "  return 0\n"                                                                    \
+    "  local key, to = K[1], nil\n"                                                \
+    "  local star = string.find(who, '*', 1, true)\n"                              \
+    "  if star then to, who = tonumber(string.sub(who, star + 1)), string.sub(who, 1, star - 1) end\n" \
+    "  local v = redis.call('GET', key)\n"                                         \
+    "  local client = v and not string.find(who, '.', 1, true) and mine(v, who)\n" \
+    "  if client then\n"                                                           \
+    "    local h = holds(v)\n"                                                     \
+    "    local c = h - 1\n"                                                        \
+    "    if to then c = to < 0 and (h > 1 and h or 0) or math.min(h, to) end\n"    \
+    "    if c > 0 then\n"                                                          \
+    "      if c < h then redis.call('SET', key, counted(v, c), 'KEEPTTL') end\n"   \
+    "      return {10 + c, redis.call('PTTL', key)}\n"                             \
+    "    end\n"                                                                    \
+    "  end\n"                                                                      \
+    "  if v == who or client then\n"                                               \
+    "    local p = redis.call('PTTL', key)\n"                                      \
+    "    redis.call('DEL', key)\n"                                                 \
+    "    redis.call('PUBLISH', chan, origin)\n"                                    \
+    "    return {1, p}\n"                                                          \
+    "  end\n"                                                                      \
+    "  if unshare(K[2], K[3], who) then\n"                                         \
+    "    redis.call('PUBLISH', chan, origin)\n"                                    \
+    "    return 1\n"                                                               \
+    "  end\n"                                                                      \
+    "  return 0\n"                                                                 \
     "end"
 
 /* set: "<prefix>#set:<lease>": a name of a multi-name set keeps the set alive as long
@@ -248,23 +261,32 @@
  * once adopted by another attempt), the writers waiting (a sorted set: lease -> until
  * when).  Refused while an exclusive holder holds the name (that holder's lease) or a
  * writer waits (SCRIPTS_HOLDER_WRITER): writers do not starve behind readers.  The
- * token is the name's counter as it stands: no bump. */
+ * token is the name's counter as it stands: no bump.  A reader already in keeps the
+ * later of its expiry and the new one (a re-entry never shortens a hold).  The tags of
+ * readers that expired without a release are dropped once 16 have gathered. */
 #define FN_SHARED                                                                    \
     "function(K, b, value, ttl, chan, origin)\n"                                     \
     "  local lease = untag(value)\n"                                                  \
-    "  local _, _, now = live(K[2])\n"                                                \
-    "  if now and redis.call('ZSCORE', K[2], lease) then\n"                           \
-    "    redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                       \
+    "  local n, _, now = live(K[2])\n"                                                \
+    "  local s = now and redis.call('ZSCORE', K[2], lease)\n"                        \
+    "  if s then\n"                                                                   \
+    "    s = math.max(tonumber(s), now + tonumber(ttl))\n"                            \
+    "    redis.call('ZADD', K[2], s, lease)\n"                                         \
     "    redis.call('HSET', K[3], lease, '!')\n"                                       \
-    "    keep(K[2], K[3], ttl)\n"                                                     \
-    "    outlive(ttl)\n"                                                              \
-    "    return {2, cur(b)}\n"                                                        \
+    "    keep(K[2], K[3], s - now)\n"                                                 \
+    "    outlive(s - now)\n"                                                          \
+    "    return {2, cur(b), 1, s - now}\n"                                            \
     "  end\n"                                                                         \
     "  local v = redis.call('GET', K[1])\n"                                           \
     "  if v then return {0, redis.call('PTTL', K[1]), cur(b), untag(v)} end\n"        \
     "  local w, longest = live(K[4])\n"                                               \
     "  if w > 0 then return {0, longest, cur(b), '" SCRIPTS_HOLDER_WRITER "'} end\n" \
     "  now = now or now_ms()\n"                                                       \
+    "  if redis.call('HLEN', K[3]) > n + 16 then\n"                                \
+    "    for _, l in ipairs(redis.call('HKEYS', K[3])) do\n"                       \
+    "      if not redis.call('ZSCORE', K[2], l) then redis.call('HDEL', K[3], l) end\n" \
+    "    end\n"                                                                    \
+    "  end\n"                                                                      \
     "  redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                         \
     "  redis.call('HSET', K[3], lease, string.sub(value, #lease + 2))\n"               \
     "  keep(K[2], K[3], ttl)\n"                                                       \
@@ -295,14 +317,15 @@
     "    end\n"                                                                       \
     "  end\n"                                                                         \
     "  local v = redis.call('GET', K[1])\n"                                           \
-    "  local r\n"                                                                     \
+    "  local r, p = nil, tonumber(ttl)\n"                                            \
     "  if not v then\n"                                                               \
     "    redis.call('SET', K[1], value, 'PX', ttl)\n"                                  \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
     "    r = {1, bump(b)}\n"                                                          \
     "  elseif mine(v, lease) then\n"                                                  \
-    "    redis.call('SET', K[1], adopted(value), 'PX', ttl)\n"                         \
-    "    r = {2, cur(b)}\n"                                                           \
+    "    p = math.max(redis.call('PTTL', K[1]), p)\n"                                 \
+    "    redis.call('SET', K[1], adopted(value), 'PX', p)\n"                           \
+    "    r = {2, cur(b), 1, p}\n"                                                     \
     "  else\n"                                                                        \
     "    local free = {}\n"                                                           \
     "    for j = 1, n - 1 do\n"                                                       \
@@ -314,8 +337,8 @@
     "    end\n"                                                                       \
     "    return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
     "  end\n"                                                                         \
-    "  if redis.call('PTTL', K[2]) < tonumber(ttl) then redis.call('SET', K[2], permits, 'PX', ttl) end\n" \
-    "  outlive(ttl)\n"                                                                \
+    "  if redis.call('PTTL', K[2]) < p then redis.call('SET', K[2], permits, 'PX', p) end\n" \
+    "  outlive(p)\n"                                                                  \
     "  return r\n"                                                                    \
     "end"
 
@@ -333,14 +356,22 @@
     "  return nil\n"                                                                  \
     "end\n"
 
-/* K: the semaphore's record.  As FN_RELEASE, over the semaphore's slots. */
+/* K: the semaphore's record.  As FN_RELEASE, over the semaphore's slots; the record
+ * goes with the last permit held on the master (no valid permit counts a master that
+ * holds none), so that a new number of permits may be used at once. */
 #define FN_SEM_RELEASE                                                               \
     "function(K, who, chan, origin, pfx)\n"                                          \
     "  local k = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"          \
     "  if not k then return 0 end\n"                                                  \
+    "  local p = redis.call('PTTL', k)\n"                                          \
     "  redis.call('DEL', k)\n"                                                        \
+    "  local n, left = tonumber(redis.call('GET', K[1])) or 0, false\n"            \
+    "  for i = 0, n - 1 do\n"                                                      \
+    "    if redis.call('EXISTS', pfx .. i) == 1 then left = true break end\n"      \
+    "  end\n"                                                                      \
+    "  if not left then redis.call('DEL', K[1]) end\n"                             \
     "  redis.call('PUBLISH', chan, origin)\n"                                         \
-    "  return 1\n"                                                                    \
+    "  return {1, p}\n"                                                            \
     "end"
 
 /* K: the semaphore's record.  As FN_EXTEND, over the semaphore's slots; the record
@@ -384,6 +415,7 @@
     "  if mine(v, old) then\n"                                   \
     "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
     "    outlive(ttl)\n"                                                              \
+    "    if K[4] then redis.call('ZREM', K[4], untag(value)) end\n"                                 \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
     "    return {3, bump(b)}\n"                                                       \
     "  end\n"                                                                         \
@@ -405,6 +437,13 @@
     "    return 1\n"                                                                  \
     "  end\n"                                                                         \
     "  return 0\n"                                                                    \
+    "end"
+
+/* A waiting writer's mark (K: the name's intents) is taken back: its writer was
+ * granted, gave up, hung up or reached its deadline (docs/DESIGN.md, section 12). */
+#define FN_UNWANT                                                                    \
+    "function(K, lease)\n"                                                           \
+    "  return redis.call('ZREM', K[1], lease)\n"                                     \
     "end"
 
 /* The names of the lock keys matching pattern (keys_scan_pattern, keys.h), the first
@@ -452,6 +491,7 @@ static const char *const sources[SCRIPT__COUNT] = {
                           "settle()\n"
                           "return r\n",
     [SCRIPT_SEM_INSPECT] = ALONE(FN_SEM_INSPECT),
+    [SCRIPT_UNWANT] = ALONE(FN_UNWANT),
     /* ARGV: for each operation its code (scripts.h) and its arguments; KEYS: the
      * master's record, then each operation's keys in the same order.  Every operation
      * runs under pcall, so one that fails (a foreign key of the wrong type, say)
@@ -581,6 +621,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "local n = tonumber(ARGV[3])\n"
         "local value, lease = ARGV[1], untag(ARGV[1])\n"
         "local held, longest, holders, adopt = false, -1, {}, ''\n"
+        "local px = tonumber(ARGV[2])\n"
         "local modes = ARGV[7 + n] or ''\n"
         "for i = 1, n do\n"
         "  local v = redis.call('GET', KEYS[1 + i])\n"
@@ -616,9 +657,13 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  if string.sub(modes, i, i) == 's' then\n"
         "    local z = KEYS[n + 2 + i]\n"
         "    local _, _, now = live(z)\n"
-        "    if now and redis.call('ZSCORE', z, lease) then adopt = '!' end\n"
-        "    redis.call('ZADD', z, (now or now_ms()) + tonumber(ARGV[2]), lease)\n"
-        "    keep(z, nil, ARGV[2])\n"
+        "    local s = now and tonumber(redis.call('ZSCORE', z, lease))\n"
+        "    if s then adopt = '!' end\n"
+        "    now = now or now_ms()\n"
+        "    s = math.max(s or 0, now + tonumber(ARGV[2]))\n"
+        "    if s - now > px then px = s - now end\n"
+        "    redis.call('ZADD', z, s, lease)\n"
+        "    keep(z, nil, s - now)\n"
         "    r[#r + 1] = cur(ARGV[4 + i])\n"
         "    if ARGV[5 + n] then\n"
         "      redis.call('PUBLISH', ARGV[5 + n] .. '" KEYS_RELEASED "' .. names[i], '+' .. ARGV[6 + n])\n"
@@ -629,13 +674,15 @@ static const char *const sources[SCRIPT__COUNT] = {
         "      redis.call('PUBLISH', ARGV[5 + n] .. '" KEYS_RELEASED "' .. names[i], '+' .. ARGV[6 + n])\n"
         "    end\n"
         "  else\n"
-        "    redis.call('SET', KEYS[1 + i], adopted(value), 'PX', ARGV[2])\n"
+        "    local p = math.max(redis.call('PTTL', KEYS[1 + i]), tonumber(ARGV[2]))\n"
+        "    if p > px then px = p end\n"
+        "    redis.call('SET', KEYS[1 + i], adopted(value), 'PX', p)\n"
         "    adopt = '!'\n"
         "    r[#r + 1] = cur(ARGV[4 + i])\n"
         "  end\n"
         "end\n"
-        "redis.call('SET', KEYS[n + 2], string.sub(value, #lease + 2) .. adopt .. '\\n' .. ARGV[4], 'PX', ARGV[2])\n"
-        "outlive(ARGV[2])\n"
+        "redis.call('SET', KEYS[n + 2], string.sub(value, #lease + 2) .. adopt .. '\\n' .. ARGV[4], 'PX', px)\n"
+        "outlive(px)\n"
         "settle()\n"
         "return r\n",
     /* ARGV: t1..tn, bucket1..n. */

@@ -13,11 +13,15 @@ enum script_id {
     SCRIPT_ACQUIRE = 0, /* KEYS lock, readers, intents; ARGV bucket, value, ttl, channel,
                          * origin, intent (ms; > 0: the attempt will wait, and readers
                          * queue behind it that long) -> {1,F} new (announced as
-                         * "+<origin>" on the channel) | {2,F} same lease (adopted) |
+                         * "+<origin>" on the channel) | {2,F,holds,pttl} same lease
+                         * (adopted; its expiry never shortened, pttl the key's now) |
                          * {0,pttl,F,holder lease or SCRIPTS_HOLDER_SHARED} */
     SCRIPT_RAISE,       /* ARGV bucket, token -> F after max(F, token) */
-    SCRIPT_RELEASE,     /* KEYS lock, readers, tags; ARGV lease (any tag) or value (exact), channel, origin ->
-                         * 1 deleted (origin published on channel) | 0 not ours */
+    SCRIPT_RELEASE,     /* KEYS lock, readers, tags; ARGV lease (any tag), "<lease>*<t>"
+                         * (its holds lowered to t, 0: deleted; t < 0: deleted only at
+                         * one hold) or value (exact), channel, origin -> {1,pttl}
+                         * deleted (origin published on channel) | {10+c,pttl} c holds
+                         * left | 1 a reader's entry gone | 0 not ours */
     SCRIPT_EXTEND,      /* KEYS lock, set of the lease, readers, tags; ARGV bucket, lease, ttl
                          * -> {1,F} | {0,F} (the exclusive holder's, or a reader's) */
     SCRIPT_INSPECT,     /* KEYS lock, readers; ARGV bucket -> {lease|nil, pttl, F, owner|"",
@@ -49,17 +53,19 @@ enum script_id {
     SCRIPT_SCAN,        /* ARGV pattern, prefix length, limit, SCAN calls -> {more, name1,
                          * name2, ...} (names of the lock keys matching, prefix cut) */
     SCRIPT_SHARED,      /* KEYS lock, readers, tags, intents; ARGV bucket, value, ttl, channel,
-                         * origin -> {1,F} a reader now (announced as a grant) | {2,F} a
-                         * reader already (adopted) | {0,pttl,F,holder}: the exclusive
+                         * origin -> {1,F} a reader now (announced as a grant) | {2,F,1,
+                         * pttl} a reader already (adopted, never shortened) | {0,pttl,F,holder}: the exclusive
                          * holder's lease, or SCRIPTS_HOLDER_WRITER */
     SCRIPT_SEM_ACQUIRE, /* KEYS slot, semaphore record; ARGV bucket, value, ttl, channel,
                          * origin, permits, slot, slot key prefix, scan (1: look for the
                          * lease in the other slots) -> as SCRIPT_ACQUIRE; refusals name
                          * SCRIPTS_HOLDER_PERMITS/MINE/FREE (scripts.c) or the holder */
-    SCRIPT_SEM_RELEASE, /* KEYS record; ARGV who, channel, origin, slot key prefix -> 1 | 0 */
+    SCRIPT_SEM_RELEASE, /* KEYS record; ARGV who, channel, origin, slot key prefix -> {1,pttl} | 0 */
     SCRIPT_SEM_EXTEND,  /* KEYS record; ARGV bucket, lease, ttl, slot key prefix -> {1,F} | {0,F} */
     SCRIPT_SEM_INSPECT, /* KEYS record; ARGV bucket, slot key prefix -> {nil, longest pttl,
                          * F, "", permits taken, permits} */
+    SCRIPT_UNWANT,      /* KEYS intents; ARGV lease -> 1 | 0: a waiting writer's mark taken
+                         * back (it was granted, gave up or left) */
     SCRIPT__COUNT
 };
 

@@ -30,11 +30,13 @@ void shape_keys_of(const lockop *op, shape_keys *kb)
 }
 
 /* How long a refused exclusive attempt asks readers to queue behind it: the wait it
- * has left (0: it will not wait). */
+ * has left, at most SHAPE_INTENT_MS (renewed while it waits); 0: it will not wait. */
 static long intent_ms(const lockop *op)
 {
     int64_t left = op->wait_deadline_us - clock_now_us();
-    return op->wait_deadline_us && left > 1000 ? (long)(left / 1000) : 0;
+    if (!op->wait_deadline_us || left <= 1000)
+        return 0;
+    return left / 1000 < SHAPE_INTENT_MS ? (long)(left / 1000) : SHAPE_INTENT_MS;
 }
 
 static void one_send_acquire(lockop *op, round *rd)
@@ -42,8 +44,11 @@ static void one_send_acquire(lockop *op, round *rd)
     shape_keys kb;
     shape_keys_of(op, &kb);
     char ttl[24], intent[24];
+    long ims = intent_ms(op);
     int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
-    int il = snprintf(intent, sizeof intent, "%ld", intent_ms(op));
+    int il = snprintf(intent, sizeof intent, "%ld", ims);
+    if (ims > 0) /* a refusing master marks it: taken back when op is answered */
+        op->intent_mask |= round_all(op->env->rounds);
     const char *argv[] = {kb.key, kb.readers, kb.intents, kb.bucket, op->value, ttl, kb.chan,
                           op->env->origin, intent, op->reentrant ? "1" : "0"};
     size_t lens[] = {kb.key_len, kb.readers_len, kb.intents_len, kb.bucket_len, op->value_len,
@@ -106,6 +111,21 @@ static void one_send_release(lockop *op, round *rd, uint64_t mask)
 {
     /* The exact value: a retry with the same lease that adopted a key keeps it. */
     shape_send_release(op, rd, op->value, op->value_len, mask);
+}
+
+void shape_send_unwant(lockop *op)
+{
+    uint64_t mask = op->intent_mask & round_all(op->env->rounds);
+    op->intent_mask = 0;
+    round *rd = mask ? round_new(op->env->rounds, NULL, NULL) : NULL;
+    if (!rd)
+        return; /* out of memory: the marks expire within SHAPE_INTENT_MS */
+    shape_keys kb;
+    shape_keys_of(op, &kb);
+    const char *argv[] = {kb.intents, op->lease};
+    size_t lens[] = {kb.intents_len, op->lease_len};
+    round_send(rd, SCRIPT_UNWANT, 1, 1, argv, lens, mask);
+    round_unref(rd);
 }
 
 const lockop_shape shape_exclusive = {

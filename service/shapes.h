@@ -27,6 +27,17 @@ void shape_keys_of(const lockop *op, shape_keys *kb);
  * exactly what it wrote) of an exclusive holder, a reader or a permit, on mask. */
 void shape_send_release(lockop *op, round *rd, const char *who, size_t who_len, uint64_t mask);
 
+/* A waiting writer's mark (P#w:<name>, docs/DESIGN.md section 12) expires this long
+ * after its last attempt wrote it; the writer's instance tries again (which renews it)
+ * at least every SHAPE_INTENT_RENEW_MS while the writer waits, so that the marks of an
+ * instance that died go within SHAPE_INTENT_MS. */
+#define SHAPE_INTENT_MS 3000
+#define SHAPE_INTENT_RENEW_MS 1000
+
+/* Take op's marks back from every master an attempt of it sent one to (op->intent_mask),
+ * fire and forget: the writer was answered (granted, refused, gone, out of time). */
+void shape_send_unwant(lockop *op);
+
 extern const lockop_shape shape_exclusive; /* a lock: one holder */
 extern const lockop_shape shape_shared;    /* a reader: readers together, never a writer */
 extern const lockop_shape shape_semaphore; /* a permit: a lock on one of N slots */

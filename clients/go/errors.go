@@ -53,6 +53,9 @@ const (
 	ErrTooManyWaiters    ErrorCode = "too_many_waiters"
 	ErrTooManyStreams    ErrorCode = "too_many_streams"
 	ErrShuttingDown      ErrorCode = "shutting_down"
+	// a release the masters could not confirm (some may still hold the lease); the
+	// service finishes it: Error.NodesOK, Error.Quorum
+	ErrReleaseUnconfirmed ErrorCode = "release_unconfirmed"
 )
 
 // Codes lists every code the service documents, in api/openapi.yaml's order.
@@ -65,7 +68,7 @@ func Codes() []ErrorCode {
 		ErrLockHeld, ErrLockContended, ErrPermitsMismatch, ErrBodyTooLarge, ErrClientClosed,
 		ErrInternal,
 		ErrQuorumUnavailable, ErrValidityExhausted, ErrTooManyWaiters, ErrTooManyStreams,
-		ErrShuttingDown,
+		ErrShuttingDown, ErrReleaseUnconfirmed,
 	}
 }
 
@@ -104,7 +107,7 @@ func (e *Error) Error() string {
 	if e.Code == ErrPermitsMismatch {
 		fmt.Fprintf(&b, " (%d permits in use)", e.Permits)
 	}
-	if e.Code == ErrQuorumUnavailable {
+	if e.Code == ErrQuorumUnavailable || e.Code == ErrReleaseUnconfirmed {
 		fmt.Fprintf(&b, " (%d of %d masters answered)", e.NodesOK, e.Quorum)
 	}
 	return b.String()

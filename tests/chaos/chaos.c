@@ -714,7 +714,7 @@ static void digest(struct client *cl, chaos_event *e, int st, http_response *r, 
             if (r->retry_after < 1)
                 set_shape(e, "409_Retry-After_header_missing_or_<1");
         }
-        if (st == 503 && !strcmp(e->error, "quorum_unavailable")) {
+        if (st == 503 && (!strcmp(e->error, "quorum_unavailable") || !strcmp(e->error, "release_unconfirmed"))) {
             json_int_t q;
             if (!json_int(j, "nodes_ok", &v) || !json_int(j, "quorum", &q) || q != QUORUM || v < 0 ||
                 v > N_MASTERS)

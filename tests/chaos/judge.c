@@ -1058,7 +1058,7 @@ static int documented(const chaos_event *e)
                (e->status == 503 && (!strcmp(err, "quorum_unavailable") || !strcmp(err, "validity_exhausted")));
     case CHAOS_RELEASE:
         return e->status == 200 || (e->status == 404 && !strcmp(err, "lease_not_found")) ||
-               (e->status == 503 && !strcmp(err, "quorum_unavailable"));
+               (e->status == 503 && (!strcmp(err, "quorum_unavailable") || !strcmp(err, "release_unconfirmed")));
     case CHAOS_INSPECT:
         return e->status == 200 || (e->status == 503 && !strcmp(err, "quorum_unavailable"));
     }

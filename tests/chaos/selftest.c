@@ -288,6 +288,7 @@ static void status_accepts_exactly_the_documented_set(void)
         {CHAOS_RELEASE, 200, "", 1},
         {CHAOS_RELEASE, 404, "lease_not_found", 1},
         {CHAOS_RELEASE, 503, "quorum_unavailable", 1},
+        {CHAOS_RELEASE, 503, "release_unconfirmed", 1},
         {CHAOS_RELEASE, 503, "validity_exhausted", 0},
         {CHAOS_RELEASE, 400, "invalid_lease", 0},
         {CHAOS_INSPECT, 200, "", 1},

@@ -66,6 +66,12 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
             *fence = (uint64_t)b; /* {2, F, holds} */
             return RL_SLOT_OK;
         }
+        long long p;
+        if (r->elements == 4 && a == 2 && is_int(r, 1, &b) && b >= 0 && is_int(r, 2, &c) && c >= 1 &&
+            is_int(r, 3, &p) && p > 0) {
+            *fence = (uint64_t)b; /* {2, F, holds, pttl}: a key kept, never shortened */
+            return RL_SLOT_OK;
+        }
         if ((r->elements == 3 || (r->elements == 4 && r->element[3] &&
                                   r->element[3]->type == REDIS_REPLY_STRING)) &&
             a == 0 && is_int(r, 1, &b) && is_int(r, 2, &c) && c >= 0) {
@@ -82,10 +88,14 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
         return RL_SLOT_FAILED;
     case SCRIPT_RELEASE:
     case SCRIPT_SEM_RELEASE:
-        /* 1 released, 10 + n a reentrant hold less (n left), else not ours */
+        /* 1 or {1, pttl} released, {10 + n, pttl} a reentrant hold less (n left), 0 not
+         * ours; anything else is no answer */
+        a = -1;
         if (r->type == REDIS_REPLY_INTEGER)
-            return r->integer == 1 || r->integer > 10 ? RL_SLOT_OK : RL_SLOT_REFUSED;
-        return RL_SLOT_FAILED;
+            a = r->integer;
+        else if (arr && r->elements == 2 && is_int(r, 1, &b) && !is_int(r, 0, &a))
+            a = -1;
+        return a == 0 ? RL_SLOT_REFUSED : a == 1 || a > 10 ? RL_SLOT_OK : RL_SLOT_FAILED;
     case SCRIPT_EXTEND:
     case SCRIPT_SEM_EXTEND:
         if (arr && (r->elements == 2 || (script == SCRIPT_SEM_EXTEND && r->elements == 3 &&

@@ -114,7 +114,9 @@ Test(faults, three_frozen_masters_are_503_within_the_bound)
             h_http(&C, methods[k], "/locks/frozen3", bodies[k], &r);
             double took = h_now_ms() - t0;
             cr_assert_eq(r.status, 503, "%s: %ld %s", methods[k], r.status, r.body);
-            cr_assert_str_eq(h_str(&r, "error"), "quorum_unavailable");
+            /* a release that cannot know whether the frozen masters hold the lease says
+             * so (docs/DESIGN.md section 1); the rest found no quorum */
+            cr_assert_str_eq(h_str(&r, "error"), k == 2 ? "release_unconfirmed" : "quorum_unavailable");
             cr_assert_eq(h_int(&r, "quorum"), 3);
             cr_assert_leq(h_int(&r, "nodes_ok"), 2);
             cr_assert_lt(took, CALL_BOUND_MS, "%s took %.0f ms", methods[k], took);

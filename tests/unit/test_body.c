@@ -283,8 +283,8 @@ Test(body, a_409_carries_retry_after_ms_never_negative)
 
 Test(body, a_round_that_fell_short_says_how_many_masters_answered_of_how_many_needed)
 {
-    rl_err codes[] = {RL_E_QUORUM_UNAVAILABLE, RL_E_VALIDITY_EXHAUSTED};
-    for (size_t i = 0; i < 2; i++) {
+    rl_err codes[] = {RL_E_QUORUM_UNAVAILABLE, RL_E_VALIDITY_EXHAUSTED, RL_E_RELEASE_UNCONFIRMED};
+    for (size_t i = 0; i < 3; i++) {
         json_t *o = error_body(codes[i], 77, 1, 3, 4);
         cr_assert_eq(num(o, "nodes_ok"), 1);
         cr_assert_eq(num(o, "quorum"), 3);
@@ -321,7 +321,8 @@ Test(body, other_errors_carry_no_extras_and_every_one_fits_its_writer)
     msg[sizeof msg - 1] = '\0';
     for (int c = 0; c < RL_ERR__COUNT; c++) {
         int extras = c == RL_E_LOCK_HELD || c == RL_E_LOCK_CONTENDED ? 1
-                   : c == RL_E_QUORUM_UNAVAILABLE || c == RL_E_VALIDITY_EXHAUSTED ? 2
+                   : c == RL_E_QUORUM_UNAVAILABLE || c == RL_E_VALIDITY_EXHAUSTED ||
+                         c == RL_E_RELEASE_UNCONFIRMED ? 2
                    : c == RL_E_MASTERS_QUARANTINED ? 4 : 0;
         json_t *o = error_body((rl_err)c, 5, 1, 2, 2 + (size_t)extras);
         cr_assert_str_eq(str(o, "error"), rl_err_code((rl_err)c));

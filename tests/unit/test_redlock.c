@@ -846,3 +846,116 @@ Test(redlock, an_inspection_takes_the_drift_off_like_a_grant)
     cr_assert_eq(redlock_inspect_validity_ms(0, 0.01), 0);
     cr_assert_eq(redlock_inspect_validity_ms(-1, 0.01), -1);
 }
+
+/* ---- a re-entry's validity, a release's outcome (docs/DESIGN.md, sections 1, 12) ---- */
+
+static redlock_reply ok_kept(int64_t pttl)
+{
+    redlock_reply r = ok_f(1);
+    r.pttl = pttl;
+    return r;
+}
+
+Test(redlock, a_grant_lives_as_long_as_a_quorum_of_its_masters_keeps_the_key)
+{
+    /* A fresh grant: every key its ttl (no expiry said), the figure of before. */
+    redlock_reply fresh[5] = {ok_kept(-2), ok_kept(-2), ok_kept(-2), failed_f(0), refused(5, 0)};
+    cr_assert_eq(redlock_granted_ms(fresh, 5, 3, 500), 500);
+    /* A re-entry with ttl 500 into a hold of 30 s: the keys kept their 30 s. */
+    redlock_reply kept[5] = {ok_kept(29800), ok_kept(29700), ok_kept(29900), failed_f(0), failed_f(0)};
+    cr_assert_eq(redlock_granted_ms(kept, 5, 3, 500), 29700, "the quorum-th largest");
+    /* Mixed: two masters kept 30 s, three were set anew for 500 ms: a quorum holds the
+     * key only 500 ms. */
+    redlock_reply mixed[5] = {ok_kept(30000), ok_kept(30000), ok_kept(-2), ok_kept(-2), ok_kept(-2)};
+    cr_assert_eq(redlock_granted_ms(mixed, 5, 3, 500), 500);
+    redlock_reply four[5] = {ok_kept(30000), ok_kept(30000), ok_kept(20000), ok_kept(-2), failed_f(0)};
+    cr_assert_eq(redlock_granted_ms(four, 5, 3, 500), 20000);
+    cr_assert_eq(redlock_granted_ms(kept, 5, 4, 500), 500, "fewer than the quorum granted");
+    /* The validity of it takes the drift off the figure, as a grant's does. */
+    cr_assert_eq(redlock_validity_ms(redlock_granted_ms(kept, 5, 3, 500), 10000, 0.01),
+                 29700 - 10 - (297 + 2));
+}
+
+/* left per master: >= 0 answered, -1 no answer. */
+static int known(const int64_t *left, size_t n, size_t q, int64_t *holds)
+{
+    return redlock_release_known(left, n, q, holds);
+}
+
+Test(redlock, a_release_is_released_once_n_minus_q_plus_one_masters_say_gone)
+{
+    int64_t h;
+    int64_t all[5] = {0, 0, 0, 0, 0};
+    cr_assert(known(all, 5, 3, &h) && h == 0);
+    int64_t three[5] = {0, 0, 0, -1, -1};
+    cr_assert(known(three, 5, 3, &h) && h == 0, "3 = n - q + 1 gone: no quorum is left");
+    int64_t two[5] = {0, 0, -1, -1, -1};
+    cr_assert(!known(two, 5, 3, &h), "the three silent masters may still hold it");
+    cr_assert_eq(h, INT64_MAX);
+    /* Four masters, quorum 3: two gone suffice (the other two are no quorum). */
+    int64_t even[4] = {0, 0, -1, -1};
+    cr_assert(known(even, 4, 3, &h) && h == 0);
+    int64_t one[4] = {0, -1, -1, -1};
+    cr_assert(!known(one, 4, 3, &h));
+}
+
+Test(redlock, a_reentrant_release_counts_the_holds_a_quorum_may_still_have)
+{
+    int64_t h;
+    /* Finding 3 of issue 22: masters 1-3 counted 2 (a re-entry that missed 4 and 5),
+     * 4 and 5 counted 1.  The DELETE: 3 answers 1 left, 4 and 5 deleted, 1 and 2 slow. */
+    int64_t first[5] = {-1, -1, 1, 0, 0};
+    cr_assert(!known(first, 5, 3, &h), "1 and 2 may still count a hold: not released yet");
+    cr_assert_eq(h, 1);
+    int64_t all[5] = {1, 1, 1, 0, 0};
+    cr_assert(known(all, 5, 3, &h) && h == 1, "1-3 keep one hold: not released");
+    /* All five counted 2 and three answered 1: the two silent ones cannot make it 0. */
+    int64_t same[5] = {1, 1, 1, -1, -1};
+    cr_assert(known(same, 5, 3, &h) && h == 1);
+    /* Three answered 1, 0, 0, two silent: 1 or 0 depending on them. */
+    int64_t split[5] = {1, 0, 0, -1, -1};
+    cr_assert(!known(split, 5, 3, &h));
+    /* Stale higher counts on a minority do not keep a hold alive. */
+    int64_t stale[5] = {0, 0, 0, 3, 3};
+    cr_assert(known(stale, 5, 3, &h) && h == 0);
+    int64_t mixed[5] = {2, 1, 1, 1, -1};
+    cr_assert(known(mixed, 5, 3, &h) && h == 1, "{2,1,1,1} and any fifth: a quorum counts 1");
+    int64_t two2[5] = {2, 2, 1, 1, -1};
+    cr_assert(!known(two2, 5, 3, &h), "{2,2,1,1}: a fifth at 2 makes it 2");
+    int64_t higher[5] = {2, 2, 1, 0, -1};
+    cr_assert(!known(higher, 5, 3, &h), "the fifth at 2 would make it 2");
+    cr_assert_eq(h, 2);
+}
+
+Test(redlock, a_release_is_known_for_good_once_known)
+{
+    /* Answers only narrow the bounds: every order of answers for five masters whose
+     * final counts are each 0..2, once known, stays known with the same count. */
+    for (int code = 0; code < 243; code++) {
+        int64_t fin[5];
+        for (int i = 0, c = code; i < 5; i++, c /= 3)
+            fin[i] = c % 3;
+        int64_t now[5] = {-1, -1, -1, -1, -1}, first = -1, h;
+        for (int i = 0; i < 5; i++) {
+            now[i] = fin[i];
+            if (known(now, 5, 3, &h)) {
+                if (first < 0)
+                    first = h;
+                cr_assert_eq(h, first, "code %d after %d answers", code, i + 1);
+            }
+        }
+        cr_assert_geq(first, 0, "everyone answered: known (code %d)", code);
+    }
+}
+
+Test(redlock, an_unconfirmed_release_lowers_the_silent_masters_to_what_was_left)
+{
+    int64_t left[5] = {-1, -1, 1, 0, 0};
+    cr_assert_eq(redlock_release_target(left, 0x1c, 5), 1, "a hold is left: lowered to 1");
+    int64_t gone[5] = {0, 0, -1, -1, -1};
+    cr_assert_eq(redlock_release_target(gone, 0x03, 5), 0, "deleted where answered: deleted");
+    cr_assert_eq(redlock_release_target(gone, 0x01, 5), 0);
+    cr_assert_eq(redlock_release_target(gone, 0, 5), -1, "nobody had it: one hold at most");
+    int64_t none[5] = {-1, -1, -1, -1, -1};
+    cr_assert_eq(redlock_release_target(none, 0, 5), -1);
+}

@@ -305,9 +305,47 @@ Test(reply, inspect_value_of_exactly_128_bytes)
 
 Test(reply, release_counts_only_one_as_deleted)
 {
-    static const char two[] = ":2\r\n", neg[] = ":-1\r\n";
-    cr_assert_eq(decode(SCRIPT_RELEASE, two, sizeof two - 1).state, RL_SLOT_REFUSED);
-    cr_assert_eq(decode(SCRIPT_RELEASE, neg, sizeof neg - 1).state, RL_SLOT_REFUSED);
+    /* Anything but the script's own answers is no answer: the master may still hold
+     * the key (a release counts it so, DESIGN.md section 1). */
+    static const char two[] = ":2\r\n", neg[] = ":-1\r\n", bad[] = "*2\r\n:2\r\n:5\r\n",
+                      str[] = "*2\r\n$1\r\n1\r\n:5\r\n";
+    cr_assert_eq(decode(SCRIPT_RELEASE, two, sizeof two - 1).state, RL_SLOT_FAILED);
+    cr_assert_eq(decode(SCRIPT_RELEASE, neg, sizeof neg - 1).state, RL_SLOT_FAILED);
+    cr_assert_eq(decode(SCRIPT_RELEASE, bad, sizeof bad - 1).state, RL_SLOT_FAILED);
+    cr_assert_eq(decode(SCRIPT_RELEASE, str, sizeof str - 1).state, RL_SLOT_FAILED);
+}
+
+Test(reply, a_release_answers_what_is_left_and_for_how_long)
+{
+    static const char gone[] = "*2\r\n:1\r\n:2900\r\n", kept[] = "*2\r\n:12\r\n:800\r\n",
+                      reader[] = ":1\r\n", none[] = ":0\r\n";
+    redlock_reply o = decode(SCRIPT_RELEASE, gone, sizeof gone - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.left == 0 && o.pttl == 2900);
+    o = decode(SCRIPT_RELEASE, kept, sizeof kept - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.left == 2 && o.pttl == 800, "two holds left");
+    o = decode(SCRIPT_RELEASE, reader, sizeof reader - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.left == 0 && o.pttl == -2, "a reader's entry");
+    o = decode(SCRIPT_RELEASE, none, sizeof none - 1);
+    cr_assert(o.state == RL_SLOT_REFUSED && o.left == 0, "not the lease's");
+    o = decode(SCRIPT_SEM_RELEASE, gone, sizeof gone - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.pttl == 2900);
+}
+
+Test(reply, a_re_entry_answers_the_expiry_it_kept)
+{
+    static const char kept[] = "*4\r\n:2\r\n:7\r\n:3\r\n:29500\r\n",
+                      old[] = "*3\r\n:2\r\n:7\r\n:3\r\n", fresh[] = "*2\r\n:1\r\n:8\r\n",
+                      zero[] = "*4\r\n:2\r\n:7\r\n:3\r\n:0\r\n";
+    redlock_reply o = decode(SCRIPT_ACQUIRE, kept, sizeof kept - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.holds == 3 && o.pttl == 29500 && o.fence == 7);
+    o = decode(SCRIPT_SHARED, kept, sizeof kept - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.pttl == 29500);
+    o = decode(SCRIPT_ACQUIRE, old, sizeof old - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.holds == 3 && o.pttl == -2, "no expiry said: the ttl");
+    o = decode(SCRIPT_ACQUIRE, fresh, sizeof fresh - 1);
+    cr_assert(o.state == RL_SLOT_OK && o.pttl == -2, "a fresh grant lives its ttl");
+    cr_assert_eq(decode(SCRIPT_ACQUIRE, zero, sizeof zero - 1).state, RL_SLOT_FAILED,
+                 "a kept key with nothing left is no grant");
 }
 
 Test(reply, decode_leaves_rtt_and_raised_alone)

@@ -8,7 +8,9 @@ each code to the exception raised for it.  Catch by meaning:
       LockHeld                   409 lock_held: another lease holds it (.retry_after, s)
         LockContended            409 lock_contended: votes split, nobody holds it
       ServiceUnavailable         503: retry later or elsewhere
-        QuorumUnavailable        quorum_unavailable (.nodes_ok, .quorum)
+        QuorumUnavailable        quorum_unavailable (.nodes_ok, .quorum); also
+                                 release_unconfirmed: masters that did not answer may still
+                                 hold the released lease (the service finishes the release)
         ValidityExhausted, TooManyWaiters, TooManyStreams, ShuttingDown
       PermitsMismatch            409 permits_mismatch: the semaphore is in use with another
                                  number of permits (.permits, the one in use)
@@ -164,6 +166,7 @@ ERRORS: Dict[str, type] = {
     "too_many_waiters": TooManyWaiters,
     "too_many_streams": TooManyStreams,
     "shutting_down": ShuttingDown,
+    "release_unconfirmed": QuorumUnavailable,
 }
 
 

@@ -33,6 +33,7 @@ export const ERROR_CODES = [
   "too_many_waiters",
   "too_many_streams",
   "shutting_down",
+  "release_unconfirmed",
 ] as const;
 
 /** A code the service sends in an error body. */
@@ -186,6 +187,7 @@ export function errorFromAnswer(status: number, body: unknown, headers: Headers)
       return new PermitsMismatchError(message, typeof b["permits"] === "number" ? b["permits"] : NaN, init);
     case "quorum_unavailable":
     case "validity_exhausted":
+    case "release_unconfirmed": // a release the masters could not confirm; the service finishes it
       return new QuorumUnavailableError(code, message, init);
     case "lease_not_found":
       return new LeaseLostError(code, message, init);
