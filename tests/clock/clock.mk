@@ -28,3 +28,6 @@ clockshim: $(CLOCKSHIM_SO)
 
 clock-selftest: $(CLOCKSHIM_SO) $(BUILD)/clock/shimtest
 	$(BUILD)/clock/shimtest --shim $(CLOCKSHIM_SO)
+
+# Every master of the integration suites runs under the shim (tests/integration/harness.c).
+test-integration test-integration-external test-valgrind test-tsan: $(CLOCKSHIM_SO)
