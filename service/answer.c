@@ -216,11 +216,14 @@ enum MHD_Result answer_health(http_req *r, int status, size_t ok, const redlock_
         int64_t rtt = replies ? replies[i].rtt_us : m->last_rtt_us;
         ms[i] = (body_master){
             .address = m->cfg->address,
-            .ok = replies ? replies[i].state == RL_SLOT_OK : master_usable(m),
+            /* in quorums on every worker: the instance's view, whichever worker answers */
+            .ok = (replies ? replies[i].state == RL_SLOT_OK : master_usable(m)) &&
+                  (!env->master_ok || env->master_ok(env->owner, i)),
             .state = master_state_name(m->state),
             .quarantined = m->state == MASTER_QUARANTINED,
             .quarantine_remaining_ms = (m->quarantine_until_us - now) / 1000,
             .waiting = m->repair_why,
+            .clock = m->clock_bad ? m->clock_why : NULL,
             .failed = replies && replies[i].state == RL_SLOT_FAILED,
             .latency_ms = (double)rtt / 1000.0,
         };

@@ -215,6 +215,8 @@ void body_health(jw *j, int ready, size_t quorum, const body_master *m, size_t n
                        m[i].quarantine_remaining_ms > 0 ? m[i].quarantine_remaining_ms : 0);
         if (m[i].quarantined && m[i].waiting && m[i].waiting[0])
             jw_key_str(j, "waiting_for", m[i].waiting);
+        if (m[i].clock && m[i].clock[0])
+            jw_key_str(j, "clock", m[i].clock);
         if (m[i].failed)
             jw_raw_fields(j, "\"latency_ms\":null");
         else

@@ -130,6 +130,7 @@ typedef struct body_master {
     double latency_ms;
     const char *waiting;        /* quarantined past its delay: what its repair waits for
                                  * (NULL or "": nothing) */
+    const char *clock;          /* out for its clock: what was seen (NULL or "": nothing) */
 } body_master;
 
 /* {"ready","quorum","masters":[{"address","ok","state"[,"quarantine_remaining_ms"],

@@ -39,6 +39,8 @@ void config_defaults(config *cfg)
     cfg->max_waiters = 10000;
     cfg->max_streams = 10000;
     cfg->quarantine_ms = -1; /* -1: follow max_ttl_ms */
+    cfg->clock_check = 1;
+    cfg->clock_max_skew_ms = 2000;
     cfg->header_timeout_ms = 15000;
     cfg->log_json = 1;
     cfg->log_level = LOG_LEVEL_INFO;
@@ -267,6 +269,10 @@ static const struct opt opts[] = {
      "how long a master that restarted or lost its data stays out of quorums"},
     {"trust-fsync-always", "REDLOCK_TRUST_FSYNC_ALWAYS", OPT_BOOL, OFF(trust_fsync_always), 0, 1,
      "1: a restarted master running AOF with appendfsync always skips the delay (not after a restore)"},
+    {"clock-check", "REDLOCK_CLOCK_CHECK", OPT_BOOL, OFF(clock_check), 0, 1,
+     "1: a master whose clock jumps, steps back or runs outside the drift factor is quarantined"},
+    {"clock-max-skew-ms", "REDLOCK_CLOCK_MAX_SKEW_MS", OPT_LONG, OFF(clock_max_skew_ms), 0, 86400000L,
+     "a master's clock this far from the other masters' is not trusted (0: not compared)"},
     {"header-timeout-ms", "REDLOCK_HEADER_TIMEOUT_MS", OPT_LONG, OFF(header_timeout_ms), 100, 3600000,
      "a connection must send a whole request header within this (also the keep-alive idle limit)"},
     {"auth-tokens-file", "REDLOCK_AUTH_TOKENS_FILE", OPT_PATH, OFF(auth_tokens_file), 0, 0,

@@ -38,6 +38,10 @@ typedef struct config {
                             * quorums (the delayed restart; default: max ttl) */
     int trust_fsync_always; /* 1: a restarted master whose config is AOF with appendfsync
                              * always rejoins without the delay (still repaired) */
+    int clock_check;       /* 1: masters' clocks are watched (mclock.h), and every lock
+                            * script carries a window of times it may run in */
+    long clock_max_skew_ms; /* a master's clock this far from the others' is not trusted
+                             * (0: not compared) */
     long header_timeout_ms; /* a request header must arrive within this (slow clients) */
     char auth_tokens_file[512]; /* empty: no authentication */
     int auth_probes;       /* 1: /readyz and /metrics need a token too */

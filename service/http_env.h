@@ -43,6 +43,9 @@ typedef struct http_env {
     void (*op_gone)(void *owner, lockop *op);
     /* Whether every worker has a quorum of trusted masters (/readyz). */
     int (*all_ready)(void *owner);
+    /* Whether master i is in quorums on every worker (/readyz's "ok": the instance's
+     * view, whichever worker answers). */
+    int (*master_ok)(void *owner, size_t i);
     /* Whether the owner's first connections to the masters are still being made, with
      * fewer than a quorum ready: a lock request then waits (up to the node timeout)
      * instead of failing at once (NULL: never). */

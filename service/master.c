@@ -84,6 +84,7 @@ static void schedule_reconnect(master_conn *m)
 static void forget_context(master_conn *m, const char *why)
 {
     redis_ev_forget(&m->ev);
+    m->clock_sent_us = 0;
     m->pending = 0;
     set_state(m, MASTER_DOWN, why);
     batch_fail(m); /* last: nothing can queue on a master that is down */
@@ -123,6 +124,8 @@ void master_close(master_conn *m, int reconnect, const char *why)
 }
 
 static void handshake_step_done(master_conn *m);
+static int send_marker(master_conn *m, const char *action, int64_t delay_ms, const char *instance,
+                       uint64_t base);
 
 static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
 {
@@ -184,8 +187,9 @@ static void apply_marker(master_conn *m, redisReply *reply)
         if (m->state != MASTER_QUARANTINED) {
             stat_inc(&m->quarantines);
             set_state(m, MASTER_QUARANTINED,
-                      "restarted or lost its data: out of quorums until every lock it may "
-                      "have lost has expired and its counters are repaired");
+                      m->clock_bad ? m->clock_why
+                                   : "restarted or lost its data: out of quorums until every lock it may "
+                                     "have lost has expired and its counters are repaired");
         }
         int64_t at = m->quarantine_until_us;
         if (at > now + 1000 * 1000)
@@ -193,6 +197,16 @@ static void apply_marker(master_conn *m, redisReply *reply)
         loop_timer_start(m->loop, &m->timer, at);
         return;
     }
+    if (m->clock_bad && !mclock_steady(&m->clock, now)) {
+        /* trusted on the master, but not its clock here (yet): out, and for everyone */
+        m->quarantine_until_us = now + 1000 * 1000;
+        stat_inc(&m->quarantines);
+        set_state(m, MASTER_QUARANTINED, m->clock_why);
+        if (send_marker(m, "distrust", m->conf->quarantine_ms, NULL, 0) != 0)
+            master_close(m, 1, "cannot queue the marker");
+        return;
+    }
+    m->clock_bad = 0;
     m->backoff_ms = BACKOFF_MIN_MS;
     m->quarantine_until_us = 0;
     loop_timer_stop(m->loop, &m->timer);
@@ -300,12 +314,114 @@ void master_rejoin(master_conn *m, uint64_t base)
         master_close(m, 1, "cannot queue the rejoin");
 }
 
+/* ---- the watch on the master's clock (mclock.h; docs/DESIGN.md §4, Rule 7) ---- */
+
+/* Its clock misbehaved (why): a master that may have forgotten its locks (they expire
+ * by that clock).  Out of quorums at once, and quarantined on the master itself for
+ * every instance, as after a loss of data; repaired only once its clock is steady. */
+static void clock_fault(master_conn *m, const char *why)
+{
+    stat_inc(&m->clock_faults);
+    snprintf(m->clock_why, sizeof m->clock_why, "%s", why);
+    mclock_reset(&m->clock); /* the next sample is a new baseline */
+    m->clock_bad = 1;
+    if (m->state != MASTER_READY)
+        return; /* connecting or out already: apply_marker() will not let it in */
+    m->quarantine_until_us = clock_now_us() + 1000 * 1000; /* until the marker says */
+    stat_inc(&m->quarantines);
+    set_state(m, MASTER_QUARANTINED, m->clock_why);
+    if (m->ev.ac && send_marker(m, "distrust", m->conf->quarantine_ms, NULL, 0) != 0)
+        master_close(m, 1, "cannot queue the marker");
+}
+
+/* Judge a TIME answered by the master (sent at m->clock_sent_us). */
+static void clock_sample(master_conn *m, const redisReply *reply)
+{
+    int64_t sent = m->clock_sent_us, now = clock_now_us();
+    m->clock_sent_us = 0;
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_STRING || reply->element[1]->type != REDIS_REPLY_STRING ||
+        !sent)
+        return;
+    int64_t master_us = atoll(reply->element[0]->str) * 1000000 + atoll(reply->element[1]->str);
+    int64_t others[CONFIG_MAX_MASTERS];
+    size_t n = 0;
+    const master_conn *all = m - m->index; /* the worker's connections, in order */
+    for (size_t j = 0; j < m->conf->n_masters; j++)
+        if ((int)j != m->index && all[j].clock.have && !all[j].clock_bad)
+            others[n++] = all[j].clock.offset_us;
+    char why[160];
+    int v = mclock_sample(&m->clock, sent, now, master_us, m->conf->drift_factor, others, n,
+                          m->conf->clock_max_skew_ms * 1000, why, sizeof why);
+    stat_set_i64(&m->clock_rate_ppm, m->clock.rate_ppm);
+    if (v != MCLOCK_OK && m->conf->clock_check)
+        clock_fault(m, why);
+}
+
+static void on_clock_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    (void)priv;
+    if (!m || m->ev.ac != ac)
+        return;
+    if (m->pending)
+        m->pending--;
+    m->progress_us = clock_now_us();
+    clock_sample(m, r);
+}
+
+void master_clock_tick(master_conn *m, int64_t now_us)
+{
+    if (!m->conf->clock_check || !m->ev.ac || !m->ev.connected || m->state < MASTER_UNMARKED ||
+        m->clock_sent_us || (m->clock.have && now_us - m->clock.at_us < 1000 * 1000))
+        return;
+    const char *argv[] = {"TIME"};
+    batch_send(m); /* keep the connection's order */
+    if (redisAsyncCommandArgv(m->ev.ac, on_clock_reply, NULL, 1, argv, NULL) != REDIS_OK)
+        return;
+    m->clock_sent_us = clock_now_us();
+    if (m->pending++ == 0)
+        m->progress_us = m->clock_sent_us;
+}
+
+int master_clock_fit(const master_conn *m, int64_t now_us)
+{
+    return !m->clock_bad || mclock_steady(&m->clock, now_us);
+}
+
+/* The window of master times a lock script sent now may run in, as its first argument
+ * ("lo:hi" in ms; "" when the clock is not watched or not known yet). */
+static size_t clock_window(const master_conn *m, char *buf, size_t cap)
+{
+    int64_t lo, hi;
+    if (!m->conf->clock_check ||
+        !mclock_window(&m->clock, clock_now_us(), m->conf->node_timeout_ms * 1000, m->conf->drift_factor, &lo, &hi))
+        return 0;
+    int n = snprintf(buf, cap, "%lld:%lld", (long long)lo, (long long)hi);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
 /* A lock script refused: the master lost its record or is quarantined (by any
- * instance).  Out of quorums at once; the check says for how long. */
+ * instance), or its clock was outside the script's window.  Out of quorums at once; the
+ * check says for how long. */
 static void untrusted(master_conn *m, const redisReply *reply)
 {
     if (m->state != MASTER_READY)
         return;
+    if (strncmp(reply->str, SCRIPT_ERR_CLOCK, sizeof SCRIPT_ERR_CLOCK - 1) == 0) {
+        /* "REDLOCKD_CLOCK <its time> <lo>:<hi>": a script that ran late (a master that
+         * was frozen) is no fault of its clock; one that ran outside its window by its
+         * clock is. */
+        long long at = 0, lo = 0, hi = 0;
+        if (sscanf(reply->str + sizeof SCRIPT_ERR_CLOCK - 1, " %lld %lld:%lld", &at, &lo, &hi) == 3 &&
+            !mclock_agrees(&m->clock, clock_now_us(), at, lo, m->conf->drift_factor)) {
+            char why[160];
+            snprintf(why, sizeof why, "a script ran at %lld by its clock, outside %lld..%lld (its clock moved)",
+                     at, lo, hi);
+            clock_fault(m, why);
+        }
+        return;
+    }
     if (strncmp(reply->str, SCRIPT_ERR_UNMARKED, sizeof SCRIPT_ERR_UNMARKED - 1) == 0) {
         m->unmarked_at_us = clock_now_us();
         m->seen_state = 0;
@@ -377,6 +493,21 @@ static void on_config_reply(redisAsyncContext *ac, void *r, void *priv)
     handshake_step_done(m);
 }
 
+/* The handshake's TIME: the first sample of the clock (or one more, after a reconnect). */
+static void on_handshake_time(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    (void)priv;
+    if (!m || m->ev.ac != ac)
+        return;
+    if (m->pending)
+        m->pending--;
+    if (!r)
+        return;
+    clock_sample(m, r);
+    handshake_step_done(m);
+}
+
 static void on_connect(const redisAsyncContext *cac, int status)
 {
     redisAsyncContext *ac = (redisAsyncContext *)cac;
@@ -416,6 +547,13 @@ static void on_connect(const redisAsyncContext *cac, int status)
     {
         const char *argv[] = {"INFO", "server"};
         ok &= redisAsyncCommandArgv(ac, on_info_reply, NULL, 2, argv, NULL) == REDIS_OK;
+        n++;
+    }
+    if (m->conf->clock_check) {
+        /* its clock, before any lock script can need a window */
+        const char *argv[] = {"TIME"};
+        ok &= redisAsyncCommandArgv(ac, on_handshake_time, NULL, 1, argv, NULL) == REDIS_OK;
+        m->clock_sent_us = clock_now_us();
         n++;
     }
     m->fsync_always = 0;
@@ -594,8 +732,10 @@ static void batch_send(master_conn *m)
     }
     int alone = b->n == 1; /* alone: its own script, without the code */
     size_t len;
+    char win[48];
+    size_t wl = clock_window(m, win, sizeof win);
     const char *cmd = resp_batch_join(&o->fmt, m->sha[alone ? o->first_script : SCRIPT_BATCH],
-                                      m->mkey, m->mkey_len, alone, &len);
+                                      m->mkey, m->mkey_len, win, wl, alone, &len);
     if (!cmd) {
         batch_fail(m);
         return;
@@ -713,12 +853,14 @@ int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **a
     if (code)
         return batch_add(m, script, code, nkeys, nargs, argv, lens, priv);
     batch_send(m); /* keep the connection's order */
-    size_t need = resp_evalsha_size(m->mkey_len, (size_t)(nkeys + nargs), lens);
+    char win[48];
+    size_t wl = clock_window(m, win, sizeof win);
+    size_t need = resp_evalsha_size(m->mkey_len + RESP_BULK_EXTRA + wl, (size_t)(nkeys + nargs), lens);
     char stackbuf[2048];
     char *buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
     if (!buf)
         return -1;
-    size_t len = resp_evalsha(buf, m->sha[script], m->mkey, m->mkey_len, (size_t)nkeys,
+    size_t len = resp_evalsha(buf, m->sha[script], m->mkey, m->mkey_len, win, wl, (size_t)nkeys,
                               (size_t)nargs, argv, lens);
     int rc = redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, priv, buf, len);
     if (buf != stackbuf)

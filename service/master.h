@@ -26,6 +26,7 @@
 #include "config.h"
 #include "hist.h"
 #include "loop.h"
+#include "mclock.h"
 #include "redis_ev.h"
 #include "resp.h"
 #include "scripts.h"
@@ -90,6 +91,13 @@ struct master_conn {
     int64_t quarantined_at_us; /* when this connection found it quarantined */
     int shorten_asked;         /* the shorten hook ran for this quarantine */
     char repair_why[160];      /* why it is still out after its delay ("" if not) */
+    /* the watch on its clock (mclock.h) */
+    mclock clock;
+    int64_t clock_sent_us;     /* the TIME in flight was sent then (0: none in flight) */
+    int clock_bad;             /* quarantined for its clock: repaired only once steady */
+    char clock_why[160];       /* what was seen of its clock, last time it was distrusted */
+    uint64_t clock_faults;     /* times its clock was distrusted (metrics) */
+    int64_t clock_rate_ppm;    /* its rate against ours, last measured (metrics) */
     /* what the handshake learnt (INFO, CONFIG) */
     char run_id[41];
     int64_t uptime_ms;
@@ -168,6 +176,14 @@ int master_shorten(master_conn *m, int64_t delay_ms);
 
 /* Why m is still out once its delay is over (shown by /readyz); "" clears it. */
 void master_set_repair_why(master_conn *m, const char *why);
+
+/* Once a second or so (the worker's tick): ask m for its TIME, pipelined on its
+ * connection, and judge the answer (mclock.h); a clock that misbehaves puts m in
+ * quarantine as a master that may have forgotten its locks. */
+void master_clock_tick(master_conn *m, int64_t now_us);
+
+/* Whether m may be repaired as far as its clock goes (steady if it was distrusted). */
+int master_clock_fit(const master_conn *m, int64_t now_us);
 
 /* Name of a state for logs and /readyz. */
 const char *master_state_name(int state);

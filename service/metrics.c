@@ -244,6 +244,22 @@ char *metrics_render(app *a, size_t *len)
         sb_printf(&b, "redlockd_master_errors_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
                   (unsigned long long)e);
     }
+    sb_printf(&b, "# HELP redlockd_master_clock_faults_total Times a master's clock was found to jump, step "
+                  "back, run outside the drift factor or stray from the others' (it is then quarantined), by address.\n"
+                  "# TYPE redlockd_master_clock_faults_total counter\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++) {
+        uint64_t e = 0;
+        for (size_t i = 0; i < a->nworkers; i++)
+            e += ld(&worker_master(a->workers[i], m)->clock_faults);
+        sb_printf(&b, "redlockd_master_clock_faults_total{address=\"%s\"} %llu\n", a->cfg.masters[m].address,
+                  (unsigned long long)e);
+    }
+    sb_printf(&b, "# HELP redlockd_master_clock_rate_ppm How fast a master's clock runs against the "
+                  "service's, in parts per million over the last 10 s or more, by address.\n"
+                  "# TYPE redlockd_master_clock_rate_ppm gauge\n");
+    for (size_t m = 0; m < a->cfg.n_masters; m++)
+        sb_printf(&b, "redlockd_master_clock_rate_ppm{address=\"%s\"} %lld\n", a->cfg.masters[m].address,
+                  (long long)__atomic_load_n(&worker_master(a->workers[0], m)->clock_rate_ppm, __ATOMIC_RELAXED));
     sb_printf(&b, "# HELP redlockd_master_batches_total Batched script calls sent (several operations each), by address.\n"
                   "# TYPE redlockd_master_batches_total counter\n");
     uint64_t bops[CONFIG_MAX_MASTERS] = {0};

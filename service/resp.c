@@ -67,11 +67,16 @@ size_t resp_evalsha_size(size_t first_len, size_t argc, const size_t *lens)
 }
 
 size_t resp_evalsha(char *buf, const char *sha, const char *first, size_t first_len,
-                    size_t nkeys, size_t nargs, const char *const *argv, const size_t *lens)
+                    const char *lead, size_t lead_len, size_t nkeys, size_t nargs,
+                    const char *const *argv, const size_t *lens)
 {
-    char *p = resp_put_evalsha_head(buf, nkeys + 1, nargs, sha);
+    char *p = resp_put_evalsha_head(buf, nkeys + 1, nargs + (lead ? 1 : 0), sha);
     p = resp_put_bulk(p, first, first_len);
-    for (size_t i = 0; i < nkeys + nargs; i++)
+    for (size_t i = 0; i < nkeys; i++)
+        p = resp_put_bulk(p, argv[i], lens[i]);
+    if (lead)
+        p = resp_put_bulk(p, lead, lead_len);
+    for (size_t i = nkeys; i < nkeys + nargs; i++)
         p = resp_put_bulk(p, argv[i], lens[i]);
     return (size_t)(p - buf);
 }
@@ -120,23 +125,26 @@ int resp_batch_add(resp_batch *b, char code, size_t nkeys, size_t nargs, const c
 }
 
 const char *resp_batch_join(resp_batch *b, const char *sha, const char *first, size_t first_len,
-                            int skip_code, size_t *len)
+                            const char *lead, size_t lead_len, int skip_code, size_t *len)
 {
     size_t skip = skip_code && b->args_len >= CODE_BULK_LEN ? CODE_BULK_LEN : 0;
     char head[RESP_HEAD_MAX];
     size_t hl = (size_t)(resp_put_evalsha_head(head, (size_t)b->nkeys + 1,
-                                               b->nargs - (skip ? 1 : 0), sha) - head);
+                                               b->nargs - (skip ? 1 : 0) + (lead ? 1 : 0), sha) - head);
     char digits[24];
     size_t fl = 5 + (size_t)(put_decimal(digits, first_len) - digits) + first_len; /* its bulk */
-    size_t n = add_sat(hl + fl, b->keys_len + b->args_len - skip);
-    /* The head and the first key go in front of the keys. */
+    size_t ll = lead ? 5 + (size_t)(put_decimal(digits, lead_len) - digits) + lead_len : 0;
+    size_t n = add_sat(add_sat(hl + fl, ll), b->keys_len + b->args_len - skip);
+    /* The head and the first key go in front of the keys, the lead after them. */
     if (grow(&b->keys, &b->keys_cap, n) != 0)
         return NULL;
     memmove(b->keys + hl + fl, b->keys, b->keys_len);
     memcpy(b->keys, head, hl);
     resp_put_bulk(b->keys + hl, first, first_len);
+    if (lead)
+        resp_put_bulk(b->keys + hl + fl + b->keys_len, lead, lead_len);
     if (b->args_len > skip)
-        memcpy(b->keys + hl + fl + b->keys_len, b->args + skip, b->args_len - skip);
+        memcpy(b->keys + hl + fl + b->keys_len + ll, b->args + skip, b->args_len - skip);
     resp_batch_clear(b);
     *len = n;
     return b->keys;

@@ -24,11 +24,14 @@ char *resp_put_bulk(char *p, const char *s, size_t n);
 char *resp_put_evalsha_head(char *p, size_t nkeys, size_t nargs, const char *sha);
 
 /* EVALSHA sha with 1 + nkeys keys (first, then argv's nkeys) and argv's nargs
- * arguments (argv/lens hold keys then arguments).  resp_evalsha_size() is room enough
- * for resp_evalsha(), which returns the length written. */
+ * arguments (argv/lens hold keys then arguments), preceded, unless lead is NULL, by
+ * one more argument lead (lead_len bytes: what every lock script takes first, its clock
+ * window).  resp_evalsha_size() is room enough for resp_evalsha() (count the lead in
+ * first_len), which returns the length written. */
 size_t resp_evalsha_size(size_t first_len, size_t argc, const size_t *lens);
 size_t resp_evalsha(char *buf, const char *sha, const char *first, size_t first_len,
-                    size_t nkeys, size_t nargs, const char *const *argv, const size_t *lens);
+                    const char *lead, size_t lead_len, size_t nkeys, size_t nargs,
+                    const char *const *argv, const size_t *lens);
 
 /* A batched call being built: one EVALSHA of a script that takes, after a first key,
  * every operation's keys, then for each operation a one-byte code and its arguments.
@@ -45,11 +48,12 @@ int resp_batch_add(resp_batch *b, char code, size_t nkeys, size_t nargs, const c
                    const size_t *lens);
 
 /* Join what was added into one EVALSHA sha: first as the first key, the operations'
- * keys, their codes and arguments.  skip_code (one operation sent as its own script):
- * without its code.  Returns the command (in b's buffer: valid until the next add) and
- * its length in *len, and empties b; or NULL when out of memory (b unchanged). */
+ * keys, then (unless lead is NULL) the argument lead, then their codes and arguments.
+ * skip_code (one operation sent as its own script): without its code.  Returns the
+ * command (in b's buffer: valid until the next add) and its length in *len, and empties
+ * b; or NULL when out of memory (b unchanged). */
 const char *resp_batch_join(resp_batch *b, const char *sha, const char *first, size_t first_len,
-                            int skip_code, size_t *len);
+                            const char *lead, size_t lead_len, int skip_code, size_t *len);
 
 /* Forget what was added (the buffers are kept). */
 void resp_batch_clear(resp_batch *b);

@@ -82,7 +82,12 @@ static void finish(resync *r)
         return;
     }
     uint64_t base = 0;
-    int waited = clock_now_us() - r->first_start_us >= resync_wait_ms(t->conf->quarantine_ms) * 1000;
+    int64_t now = clock_now_us();
+    int waited = now - r->first_start_us >= resync_wait_ms(t->conf->quarantine_ms) * 1000;
+    if (!master_clock_fit(t, now)) {
+        why(r, "its clock must be steady for %d s first (%s)", MCLOCK_STEADY_US / 1000000, t->clock_why);
+        return;
+    }
     switch (resync_decide(&r->t, r->quorum, waited, &base)) {
     case RESYNC_REJOIN:
     case RESYNC_FALLBACK:

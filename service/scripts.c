@@ -36,6 +36,7 @@
  *           attempt's clean-up, which deletes only its exact value, ever takes a key
  *           that another attempt may have counted on (docs/DESIGN.md, section 5) */
 #define PRELUDE                                                                      \
+    "local W = table.remove(ARGV, 1) or ''\n"                                         \
     "local M = redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')\n"                    \
     "if not M[1] or redis.call('HLEN', KEYS[1]) < (tonumber(M[3]) or 0) + " RECORD_FIXED " then\n" \
     "  return redis.error_reply('REDLOCKD_UNMARKED this master lost its record (wiped, "\
@@ -43,6 +44,15 @@
     "end\n"                                                                            \
     "if M[2] then return redis.error_reply('REDLOCKD_QUARANTINED this master is "     \
     "quarantined') end\n"                                                              \
+    "local NOW\n"                                                                      \
+    "if W ~= '' then\n"                                                               \
+    "  local t = redis.call('TIME')\n"                                                \
+    "  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"             \
+    "  local c = string.find(W, ':', 1, true)\n"                                      \
+    "  if not c or NOW < tonumber(string.sub(W, 1, c - 1)) or NOW > tonumber(string.sub(W, c + 1)) then\n" \
+    "    return redis.error_reply('" SCRIPT_ERR_CLOCK " ' .. NOW .. ' ' .. W)\n"      \
+    "  end\n"                                                                         \
+    "end\n"                                                                           \
     "local base = tonumber(M[1])\n"                                                    \
     "local XT = 0\n"                                                                  \
     "local function outlive(ttl)\n"                                                  \
@@ -77,6 +87,7 @@
     "  return v\n"                                                                     \
     "end\n"                                                                            \
     "local function now_ms()\n"                                                      \
+    "  if NOW then return NOW end\n"                                                  \
     "  local t = redis.call('TIME')\n"                                                \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"            \
     "end\n"                                                                           \
@@ -566,6 +577,13 @@ static const char *const sources[SCRIPT__COUNT] = {
         "if restarted then\n"
         "  if redis.call('PTTL', qk) < delay then redis.call('SET', qk, 1, 'PX', delay) end\n"
         "  redis.call('HSET', mk, 'q', 1, 'run', run)\n"
+        "  m[3] = '1'\n"
+        "end\n"
+        "if act == 'distrust' then\n"
+        "  -- its clock misbehaved: its locks may have expired early; like a loss, but its\n"
+        "  -- counters are whole (it keeps its history)\n"
+        "  if redis.call('PTTL', qk) < delay then redis.call('SET', qk, 1, 'PX', delay) end\n"
+        "  redis.call('HSET', mk, 'q', 1)\n"
         "  m[3] = '1'\n"
         "end\n"
         "if not m[3] then return {1, -2, nb} end\n"

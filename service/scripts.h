@@ -78,6 +78,7 @@ enum script_id {
 
 #define SCRIPT_ERR_UNMARKED "REDLOCKD_UNMARKED"
 #define SCRIPT_ERR_QUARANTINED "REDLOCKD_QUARANTINED"
+#define SCRIPT_ERR_CLOCK "REDLOCKD_CLOCK" /* then "<its time ms> <lo>:<hi>": the window */
 
 /* The Lua source of a script. */
 const char *script_source(int id);

@@ -487,6 +487,16 @@ static int on_masters_starting(void *owner)
     return ready < w->rounds.quorum && unsettled > 0;
 }
 
+static int on_master_ok(void *owner, size_t m)
+{
+    const worker *w = owner;
+    const app *a = w->app;
+    for (size_t i = 0; i < a->nworkers; i++)
+        if (__atomic_load_n(&a->workers[i]->masters[m].state, __ATOMIC_RELAXED) != MASTER_READY)
+            return 0;
+    return 1;
+}
+
 static int on_all_ready(void *owner)
 {
     const worker *w = owner;
@@ -570,6 +580,7 @@ static void on_tick(loop_timer *t)
     for (size_t i = 0; i < w->rounds.n; i++) {
         master_conn *m = &w->masters[i];
         master_check_stall(m, now, stall);
+        master_clock_tick(m, now);
         unmarked |= m->state == MASTER_UNMARKED;
         /* Another worker found it wiped or quarantined: ask it now, before a round. */
         if (m->state == MASTER_READY &&
@@ -710,7 +721,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     http_env env = {
         .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
         .masters = w->masters, .nmasters = n, .quorum = w->rounds.quorum, .owner = w,
-        .holds = &w->holds, .watches = &w->watches, .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready,
+        .holds = &w->holds, .watches = &w->watches, .start_op = on_start_op, .op_gone = on_op_gone, .all_ready = on_all_ready, .master_ok = on_master_ok,
         .masters_starting = on_masters_starting,
         .metrics = metrics,
     };

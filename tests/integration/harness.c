@@ -55,12 +55,19 @@ static int free_port(void)
     return ntohs(sa.sin_port);
 }
 
-static pid_t spawn(char *const argv[], const char *log_path)
+/* clock_file: for a redis-server, the file that moves its wall clock (tests/clock: its
+ * LD_PRELOAD library, when REDLOCK_TEST_CLOCKSHIM names it); NULL for others. */
+static pid_t spawn(char *const argv[], const char *log_path, const char *clock_file)
 {
     pid_t pid = fork();
     cr_assert(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        const char *shim = getenv("REDLOCK_TEST_CLOCKSHIM");
+        if (clock_file && shim && access(shim, R_OK) == 0) {
+            setenv("LD_PRELOAD", shim, 1);
+            setenv("CLOCKSHIM_FILE", clock_file, 1);
+        }
         int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -114,7 +121,9 @@ static int redis_launch(h_redis *r)
         argv[19] = "--requirepass";
         argv[20] = (char *)redis_password;
     }
-    r->pid = spawn(argv, log);
+    char clock[300];
+    snprintf(clock, sizeof clock, "%s/clock", r->dir);
+    r->pid = spawn(argv, log, clock);
     double end = h_now_ms() + 10000;
     while (h_now_ms() < end) {
         if (redis_ping(r->port))
@@ -168,6 +177,15 @@ void h_redis_restart(h_redis *r, int empty)
         usleep(50000); /* the old socket may linger an instant */
     }
     cr_assert_fail("cannot restart redis-server on port %d", r->port);
+}
+
+int h_redis_clock_file(h_redis *r, char *out, size_t cap)
+{
+    const char *shim = getenv("REDLOCK_TEST_CLOCKSHIM");
+    if (!shim || access(shim, R_OK) != 0)
+        return 0;
+    snprintf(out, cap, "%s/clock", r->dir);
+    return 1;
 }
 
 /* The incr file of the master's multi-part AOF (Redis 7: appendonlydir/ *.incr.aof). */
@@ -384,7 +402,7 @@ static void service_start(h_cluster *c, h_service *s, const char *extra, int (*r
             argv[n++] = tok;
     }
     argv[n] = NULL;
-    s->pid = spawn(argv, s->log);
+    s->pid = spawn(argv, s->log, NULL);
     double end = h_now_ms() + 10000;
     while (!(s->port = log_port(s->log))) {
         int st;

@@ -78,6 +78,10 @@ void h_redis_restart(h_redis *r, int empty); /* start again on the same port (em
  * and cutting that file back to a size (only while the master is killed): it then
  * restarts without the writes it acknowledged after that point. */
 long long h_redis_aof_size(h_redis *r);
+/* The file that moves the master's wall clock (tests/clock/clockshim.h writes it): every
+ * master runs under the clock shim when REDLOCK_TEST_CLOCKSHIM names it (make does);
+ * 0 if it does not (the test should then skip), else 1 with the path in out. */
+int h_redis_clock_file(h_redis *r, char *out, size_t cap);
 void h_redis_aof_truncate(h_redis *r, long long size);
 /* Run a redis command on a master (sync hiredis); returns the integer/-1, or copies a
  * string reply into out. */

@@ -91,6 +91,10 @@ TestSuite(scripts_live, .init = start, .fini = stop, .timeout = 60);
 #define MK "redlock:#master"
 
 /* EVAL a lock script as master.c sends it: the record key first. */
+/* The clock window the next lock_script() sends ("": none, as a service that does not
+ * watch clocks sends). */
+static const char *window = "";
+
 static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, const char **args)
 {
     const char *argv[64];
@@ -103,6 +107,7 @@ static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, 
     argv[a++] = MK;
     for (int i = 0; i < nkeys; i++)
         argv[a++] = keys[i];
+    argv[a++] = window; /* every lock script's first argument: its clock window */
     for (int i = 0; i < nargs; i++)
         argv[a++] = args[i];
     redisReply *r = redisCommandArgv(R, a, argv, NULL);
@@ -387,17 +392,17 @@ Test(scripts_live, a_batch_checks_the_record_once_and_a_wipe_refuses_it_whole)
 {
     mark();
     const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "7", MK, "redlock:p",
-                          "redlock:#r:p", "redlock:#w:p", "redlock:q", "redlock:#r:q", "redlock:#w:q",
+                          "redlock:#r:p", "redlock:#w:p", "redlock:q", "redlock:#r:q", "redlock:#w:q", "",
                           "a", "b3", "P.0000000000000001", "10000", "redlock:#released:p", "o", "0", "0",
                           "a", "b3", "Q.0000000000000002", "10000", "redlock:#released:q", "o", "0", "0"};
-    redisReply *r = redisCommandArgv(R, 26, argv, NULL);
+    redisReply *r = redisCommandArgv(R, 27, argv, NULL);
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
     cr_assert_eq(r->element[0]->element[1]->integer, 1);
     cr_assert_eq(r->element[1]->element[1]->integer, 2);
     freeReplyObject(r);
     cmd("FLUSHALL");
-    r = redisCommandArgv(R, 26, argv, NULL);
+    r = redisCommandArgv(R, 27, argv, NULL);
     cr_assert(r && refused_as(r, SCRIPT_ERR_UNMARKED));
     freeReplyObject(r);
     cr_assert_eq(int_cmd("DBSIZE"), 0, "a wiped master refuses the whole batch, before any write");
@@ -548,10 +553,10 @@ Test(scripts_live, a_handoff_writes_the_waiters_own_owner)
     cr_assert_str_eq(v, "NEW.bbbbbbbbbbbbbbbb\nnew-owner");
     /* The same through the batch: code h, one key, six arguments. */
     const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "7", MK, "redlock:h",
-                          "redlock:#r:h", "redlock:#t:h", "redlock:#w:h", "redlock:h", "redlock:#r:h",
+                          "redlock:#r:h", "redlock:#t:h", "redlock:#w:h", "redlock:h", "redlock:#r:h", "",
                           "h", "b7", "NEW", "THIRD.cccccccccccccccc\nthird", "10000",
                           "redlock:#released:h", "o", "i", "b7"};
-    redisReply *b = redisCommandArgv(R, 19, argv, NULL);
+    redisReply *b = redisCommandArgv(R, 20, argv, NULL);
     cr_assert(b && b->type == REDIS_REPLY_ARRAY && b->elements == 2, "%s",
               b && b->type == REDIS_REPLY_ERROR ? b->str : "");
     cr_assert_eq(b->element[0]->element[0]->integer, 3);

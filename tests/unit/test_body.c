@@ -349,9 +349,9 @@ Test(body, retry_after_is_whole_seconds_rounded_up_and_at_least_one)
 Test(body, health_lists_each_master_with_quarantine_and_failed_latency_shown)
 {
     body_master ms[3] = {
-        {"a:1", 1, "ready", 0, 0, 0, 0.25, NULL},
-        {"b:2", 0, "quarantined", 1, -40, 0, 1.5, "a quorum of proven peers"},
-        {"c:3", 0, "ready", 0, 0, 1, 9.0, NULL},
+        {"a:1", 1, "ready", 0, 0, 0, 0.25, NULL, NULL},
+        {"b:2", 0, "quarantined", 1, -40, 0, 1.5, "a quorum of proven peers", NULL},
+        {"c:3", 0, "ready", 0, 0, 1, 9.0, NULL, NULL},
     };
     jw *j = writer(BODY_MAX_HEALTH);
     body_health(j, 0, 2, ms, 3);
@@ -377,7 +377,8 @@ Test(body, health_of_seven_masters_with_long_addresses_fits_its_writer)
     body_master ms[7];
     for (int i = 0; i < 7; i++)
         ms[i] = (body_master){addr, 1, "quarantined", 1, INT64_MAX, 0, 1e9,
-                              "repair waits for a quorum of proven peers: 2 of 4 (7 of 7 masters kept their history)"};
+                              "repair waits for a quorum of proven peers: 2 of 4 (7 of 7 masters kept their history)",
+                              "its clock runs +500000 ppm against ours over 10000 ms (drift factor 0.01 allows 10000 ppm)"};
     jw *j = writer(BODY_MAX_HEALTH);
     body_health(j, 1, 4, ms, 7);
     json_t *o = parsed(j, 3);

@@ -63,7 +63,7 @@ static void check_evalsha(const char *first, size_t first_len, size_t nkeys, siz
     char *buf = malloc(size + 64);
     cr_assert_not_null(buf);
     memset(buf, 0x5a, size + 64);
-    size_t len = resp_evalsha(buf + 32, SHA, first, first_len, nkeys, nargs, argv, lens);
+    size_t len = resp_evalsha(buf + 32, SHA, first, first_len, NULL, 0, nkeys, nargs, argv, lens);
     cr_assert_leq(len, size, "wrote %zu bytes in room for %zu", len, size);
     for (size_t i = 0; i < 32; i++)
         cr_assert_eq(buf[i], 0x5a, "wrote before the buffer");
@@ -223,7 +223,7 @@ static void join_expect(resp_batch *b, const char *sha, const char *first, size_
                         const op *ops, size_t n, int skip_code)
 {
     size_t len = 0;
-    const char *cmd = resp_batch_join(b, sha, first, first_len, skip_code, &len);
+    const char *cmd = resp_batch_join(b, sha, first, first_len, NULL, 0, skip_code, &len);
     cr_assert_not_null(cmd);
     expect_batch(cmd, len, sha, first, first_len, ops, n, skip_code);
 }
@@ -251,10 +251,10 @@ Test(resp, a_batch_of_one_without_its_code_is_that_operations_own_evalsha)
     resp_batch b = {0};
     add_all(&b, OPS, 1);
     size_t len = 0;
-    const char *cmd = resp_batch_join(&b, SHA, "p:#master", 9, 1, &len);
+    const char *cmd = resp_batch_join(&b, SHA, "p:#master", 9, NULL, 0, 1, &len);
     cr_assert_not_null(cmd);
     char alone[512];
-    size_t al = resp_evalsha(alone, SHA, "p:#master", 9, OPS[0].nkeys, OPS[0].nargs, OPS[0].argv,
+    size_t al = resp_evalsha(alone, SHA, "p:#master", 9, NULL, 0, OPS[0].nkeys, OPS[0].nargs, OPS[0].argv,
                              OPS[0].lens);
     cr_assert_eq(len, al);
     cr_assert(memcmp(cmd, alone, len) == 0);
@@ -267,7 +267,7 @@ Test(resp, a_join_empties_the_batch_and_the_next_one_carries_nothing_of_it)
     resp_batch b = {0};
     add_all(&b, OPS, NOPS);
     size_t len = 0;
-    cr_assert_not_null(resp_batch_join(&b, SHA, "p:#master", 9, 0, &len));
+    cr_assert_not_null(resp_batch_join(&b, SHA, "p:#master", 9, NULL, 0, 0, &len));
     cr_assert_eq(b.keys_len + b.args_len + b.nkeys + b.nargs, 0);
     add_all(&b, OPS + 1, 2);
     join_expect(&b, SHA2, "q:#master", 9, OPS + 1, 2, 0);

@@ -80,10 +80,14 @@ Test(scripts, every_lock_script_checks_the_masters_record_first)
                        SCRIPT_SEM_INSPECT};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
+        /* the first line takes its clock window off ARGV (no call), the next checks */
+        const char *first = "local W = table.remove(ARGV, 1) or ''\n";
+        cr_assert(strncmp(s, first, strlen(first)) == 0, "script %d takes its window first", ids[i]);
         const char *check = strstr(s, "redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')");
-        cr_assert(check == s + strlen("local M = "), "script %d starts with the check", ids[i]);
+        cr_assert(check == s + strlen(first) + strlen("local M = "), "script %d starts with the check", ids[i]);
         cr_assert_not_null(strstr(s, SCRIPT_ERR_UNMARKED), "script %d", ids[i]);
         cr_assert_not_null(strstr(s, SCRIPT_ERR_QUARANTINED), "script %d", ids[i]);
+        cr_assert_not_null(strstr(s, SCRIPT_ERR_CLOCK), "script %d checks its clock window", ids[i]);
     }
 }
 

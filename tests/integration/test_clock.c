@@ -1,0 +1,163 @@
+/* test_clock.c -- masters whose clocks misbehave (issue 28): every master runs under
+ * the clock shim (tests/clock), so a test moves one's wall clock by writing its file:
+ * a jump forward while a lock is held on exactly three masters (before the clock check:
+ * a second holder; with it: refused), a fast clock, a step back.  Each is judged against
+ * the same scene with `--clock-check 0`, the positive control.  "Down" is a master whose
+ * ACL forbids EVALSHA for a while (test_trust.c says why). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../clock/clockshim.h"
+#include "harness.h"
+
+static h_cluster C;
+
+static void teardown_clock(void)
+{
+    h_cluster_stop(&C);
+}
+
+TestSuite(clock, .fini = teardown_clock, .timeout = 90);
+
+static void acl(int i, const char *rule)
+{
+    char ok[16];
+    h_redis_cmd(&C.masters[i], ok, sizeof ok, "ACL SETUSER default %s", rule);
+    cr_assert_str_eq(ok, "OK", "ACL SETUSER on master %d", i);
+}
+
+static void clock_file(int i, char *out, size_t cap)
+{
+    if (!h_redis_clock_file(&C.masters[i], out, cap))
+        cr_skip_test("no clock shim (make builds build/clock/clockshim.so)");
+}
+
+struct want {
+    int master;
+    const char *state;
+};
+
+static int in_state(void *arg)
+{
+    struct want *w = arg;
+    char st[32];
+    h_master_state(&C, NULL, w->master, st, sizeof st, NULL);
+    return strcmp(st, w->state) == 0;
+}
+
+/* A lock (ttl 30 s) held on exactly masters 0, 1 and 2; then the clocks of 0 and 1 jump
+ * an hour ahead, and every lock key they hold expires at once.  For 3 s a competitor
+ * keeps asking.  Returns how many times it was granted while the first holder's
+ * validity lasted. */
+static int competitor_after_two_jumps(const char *flags)
+{
+    h_cluster_start(&C, 5, 0, flags);
+    h_require_local(&C);
+    char f0[300], f1[300];
+    clock_file(0, f0, sizeof f0);
+    clock_file(1, f1, sizeof f1);
+    acl(3, "-evalsha");
+    acl(4, "-evalsha");
+    h_resp r;
+    h_http(&C, "POST", "/locks/clk.held?ttl_ms=30000", NULL, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    long long validity = h_int(&r, "validity_ms");
+    h_resp_free(&r);
+    double granted_at = h_now_ms();
+    acl(3, "+evalsha");
+    acl(4, "+evalsha");
+    struct want w3 = {3, "ready"}, w4 = {4, "ready"};
+    cr_assert(h_wait_until(in_state, &w3, 5000) && h_wait_until(in_state, &w4, 5000));
+    cr_assert_eq(clockshim_jump(f0, 3600 * 1000), 0);
+    cr_assert_eq(clockshim_jump(f1, 3600 * 1000), 0);
+    int granted = 0;
+    double end = h_now_ms() + 3000;
+    while (h_now_ms() < end && h_now_ms() < granted_at + (double)validity) {
+        char lease[200];
+        if (h_acquire(&C, "clk.held", "ttl_ms=30000", lease, sizeof lease, NULL) == 201) {
+            granted++;
+            h_release(&C, "clk.held", lease);
+        }
+        usleep(20 * 1000);
+    }
+    return granted;
+}
+
+Test(clock, two_masters_jumping_forward_never_let_a_second_holder_in)
+{
+    int granted = competitor_after_two_jumps(NULL);
+    cr_assert_eq(granted, 0, "a competitor was granted %d times while the first holder was valid", granted);
+    /* both are out, and say why */
+    for (int i = 0; i < 2; i++) {
+        struct want w = {i, "quarantined"};
+        cr_assert(h_wait_until(in_state, &w, 3000), "master %d quarantined for its clock", i);
+    }
+    h_resp r;
+    h_http(&C, "GET", "/readyz", NULL, &r);
+    cr_assert(strstr(r.body, "\"clock\":\"") && (strstr(r.body, "jumped forward") || strstr(r.body, "outside") ||
+                                            strstr(r.body, "from the other masters")),
+              "the reason is shown: %s", r.body);
+    h_resp_free(&r);
+}
+
+Test(clock, without_the_check_two_jumps_let_a_second_holder_in)
+{
+    int granted = competitor_after_two_jumps("--clock-check 0");
+    cr_assert_gt(granted, 0, "control: expected the double grant without the clock check");
+    cr_log_info("control: double grant without the clock check (%d grants), as it must be", granted);
+}
+
+/* How soon a jump is caught with nothing else going on (no request meets it first):
+ * by the next sample of the clock, about a second. */
+Test(clock, a_jump_is_caught_within_a_sample)
+{
+    h_cluster_start(&C, 5, 0, NULL);
+    h_require_local(&C);
+    char f2[300];
+    clock_file(2, f2, sizeof f2);
+    double t0 = h_now_ms();
+    cr_assert_eq(clockshim_jump(f2, 5000), 0);
+    struct want w = {2, "quarantined"};
+    cr_assert(h_wait_until(in_state, &w, 3000), "a 5 s jump is caught");
+    cr_log_info("clock: a 5 s jump forward quarantined its master %.0f ms after it", h_now_ms() - t0);
+    /* and a request that meets it first is refused at once, in the same script */
+    char f3[300];
+    clock_file(3, f3, sizeof f3);
+    cr_assert_eq(clockshim_jump(f3, 5000), 0);
+    usleep(30 * 1000); /* the shim rereads its file every 10 ms */
+    t0 = h_now_ms();
+    char lease[200];
+    h_acquire(&C, "clk.first", NULL, lease, sizeof lease, NULL);
+    struct want w3 = {3, "quarantined"};
+    cr_assert(h_wait_until(in_state, &w3, 3000));
+    cr_log_info("clock: met by a request, quarantined %.0f ms after the request was sent", h_now_ms() - t0);
+}
+
+Test(clock, a_fast_clock_and_a_step_back_are_caught)
+{
+    h_cluster_start(&C, 5, 0, NULL);
+    h_require_local(&C);
+    char f0[300], f1[300];
+    clock_file(0, f0, sizeof f0);
+    clock_file(1, f1, sizeof f1);
+    double t0 = h_now_ms();
+    cr_assert_eq(clockshim_set_rate(f0, 1500000), 0);
+    cr_assert_eq(clockshim_jump(f1, -2000), 0);
+    struct want w0 = {0, "quarantined"}, w1 = {1, "quarantined"};
+    cr_assert(h_wait_until(in_state, &w0, 5000), "a clock at 1.5x is caught");
+    cr_log_info("clock: a 1.5x clock quarantined %.0f ms after it sped up", h_now_ms() - t0);
+    cr_assert(h_wait_until(in_state, &w1, 5000), "a step back of 2 s is caught");
+    /* The fast clock stays out (never steady), the stepped one comes back once its clock
+     * has been sane for a while and its repair ran. */
+    struct want r1 = {1, "ready"};
+    cr_assert(h_wait_until(in_state, &r1, 20000), "the stepped-back master rejoins once steady");
+    char st[32];
+    h_master_state(&C, NULL, 0, st, sizeof st, NULL);
+    cr_assert_str_eq(st, "quarantined", "a clock still running fast stays out");
+    /* Still granting (three trusted masters and the one back). */
+    char lease[200];
+    cr_assert_eq(h_acquire(&C, "clk.after", NULL, lease, sizeof lease, NULL), 201);
+}
