@@ -23,6 +23,13 @@ var (
 	testToken   string
 	masterPIDs  []int
 	masterPorts []int
+
+	// The second instance, the instances' PIDs, and the fault relay in front of the
+	// first (clients/stack.py; the tests of issue 29 use them).
+	testURLB     string
+	servicePIDs  []int
+	relayURL     string
+	relayControl string
 )
 
 func TestMain(m *testing.M) {
@@ -38,10 +45,20 @@ func TestMain(m *testing.M) {
 			masterPorts = append(masterPorts, n)
 		}
 	}
-	if testURL == "" || testToken == "" || len(masterPIDs) != 5 {
+	for _, s := range strings.Split(os.Getenv("REDLOCK_TEST_SERVICE_PIDS"), ",") {
+		if n, err := strconv.Atoi(s); err == nil {
+			servicePIDs = append(servicePIDs, n)
+		}
+	}
+	testURLB = os.Getenv("REDLOCK_URL_B")
+	relayURL = os.Getenv("REDLOCK_TEST_RELAY_URL")
+	relayControl = os.Getenv("REDLOCK_TEST_RELAY_CONTROL")
+	if testURL == "" || testToken == "" || len(masterPIDs) != 5 || testURLB == "" ||
+		len(servicePIDs) != 2 || relayURL == "" || relayControl == "" {
 		fmt.Fprintln(os.Stderr, "these tests need a redlockd stack: run them with "+
 			"`python3 clients/stack.py -- clients/go/test.sh` (REDLOCK_URL, "+
-			"REDLOCK_TEST_TOKEN and REDLOCK_TEST_MASTER_PIDS are unset)")
+			"REDLOCK_TEST_TOKEN, REDLOCK_TEST_MASTER_PIDS, REDLOCK_URL_B, "+
+			"REDLOCK_TEST_SERVICE_PIDS or REDLOCK_TEST_RELAY_* are unset)")
 		os.Exit(2)
 	}
 	if os.Getenv("REDLOCK_TOKEN") == "" { // what the examples read, as bin/redlock does
@@ -176,4 +193,29 @@ func mustStatus(t *testing.T, c *Client, name string) *State {
 		t.Fatalf("status %s: %v", name, err)
 	}
 	return s
+}
+
+// metricLabelled sums the samples of metric name whose labels contain label
+// (`method="DELETE"`).
+func metricLabelled(t *testing.T, name, label string) float64 {
+	t.Helper()
+	resp, err := http.Get(testURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || !strings.HasPrefix(f[0], name+"{") || !strings.Contains(f[0], label) {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			t.Fatalf("metric %s: %q", name, line)
+		}
+		sum += v
+	}
+	return sum
 }
