@@ -194,28 +194,3 @@ func mustStatus(t *testing.T, c *Client, name string) *State {
 	}
 	return s
 }
-
-// metricLabelled sums the samples of metric name whose labels contain label
-// (`method="DELETE"`).
-func metricLabelled(t *testing.T, name, label string) float64 {
-	t.Helper()
-	resp, err := http.Get(testURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	sum := 0.0
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 || !strings.HasPrefix(f[0], name+"{") || !strings.Contains(f[0], label) {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			t.Fatalf("metric %s: %q", name, line)
-		}
-		sum += v
-	}
-	return sum
-}

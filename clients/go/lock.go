@@ -44,6 +44,7 @@ type Lock struct {
 	mu        sync.Mutex
 	deadline  time.Time // the latest validity proven ends here
 	err       error     // nil while held; *LostError or ErrUnlocked after
+	lostAt    time.Time // when the loss was signalled (the tests' figure)
 	lastErr   error     // the last failed extension's, for the "expired" loss
 	lossTimer *time.Timer
 
@@ -141,6 +142,7 @@ func (l *Lock) checkExpiry() {
 		return
 	}
 	l.err = &LostError{Name: l.name, Reason: "expired", Err: l.lastErr}
+	l.lostAt = time.Now()
 	l.mu.Unlock()
 	l.cancel()
 }
@@ -150,6 +152,7 @@ func (l *Lock) lose(reason string, err error) {
 	l.mu.Lock()
 	if l.err == nil {
 		l.err = &LostError{Name: l.name, Reason: reason, Err: err}
+		l.lostAt = time.Now()
 	}
 	l.mu.Unlock()
 	l.cancel()
