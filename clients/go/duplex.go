@@ -228,16 +228,18 @@ func (c *Client) holdStream(ctx context.Context, t target, o *LockOptions) (*Loc
 	go d.reader(lines)
 	go d.writer()
 	go l.duplexLoop(d, lines, confirmed)
-	l.armLossTimer()
-	// After a long wait little of the grant's validity may be left: the first answer to
-	// a ping (sent at once) then confirms it, or the hold is given up.
+	// After a long wait little or none of the grant's validity (counted from the
+	// request's send) may be left: the first answer to a ping (sent at once; the service
+	// answers it once its first extension of the hold has succeeded) then confirms it,
+	// from that ping's send on, or the hold is given up.  Nothing is believed meanwhile:
+	// the Lock is not returned and its timer not set until then.
 	if time.Since(sent) > g.Validity/3 {
 		select {
 		case <-confirmed:
 		case <-l.ctx.Done():
 		case <-actx.Done():
 		}
-		if l.Err() != nil || actx.Err() != nil {
+		if l.Err() != nil || actx.Err() != nil || !isClosed(confirmed) {
 			err := l.Err()
 			if err == nil {
 				err = actx.Err()
@@ -248,6 +250,7 @@ func (c *Client) holdStream(ctx context.Context, t target, o *LockOptions) (*Loc
 			return nil, nil, fmt.Errorf("redlock: %s: the grant came after a wait and could not be confirmed: %w", op, err)
 		}
 	}
+	l.armLossTimer()
 	return l, &w, nil
 }
 
@@ -366,6 +369,15 @@ func (l *Lock) endHold(d *duplex, lines <-chan streamLine) {
 				// after lost the service only releases (at our release) and closes
 			}
 		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

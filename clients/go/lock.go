@@ -333,13 +333,15 @@ func (c *Client) lockExtend(ctx context.Context, t target, o *LockOptions) (*Loc
 }
 
 // confirm: the validity counts from when the request was sent (the only moment known to
-// precede the round).  After a long wait little of it may be left: then the grant is
-// confirmed by an extension first (or released, and an error returned).
+// precede the round).  After a long wait little or none of it may be left: then the grant
+// is confirmed by an extension first (or released, and an error returned).  Nothing is
+// believed meanwhile (the Lock is not yet returned, its timer not yet set); an extension
+// that succeeds proves a quorum still held the lease at its round, from its own send on.
 func (l *Lock) confirm(ctx context.Context, sent time.Time, validity time.Duration) error {
 	if time.Since(sent) <= validity/3 {
 		return nil
 	}
-	cctx, cancel := context.WithDeadline(ctx, sent.Add(validity).Add(-l.margin()))
+	cctx, cancel := l.c.callCtx(ctx, 0)
 	s := time.Now()
 	v, err := l.extendFn(cctx)
 	cancel()
