@@ -74,6 +74,7 @@ func pauseInstanceA(t *testing.T) (resume func()) {
 			t.Errorf("SIGCONT instance A: %v", err)
 		}
 		waitReady(t, testURL)
+		waitAllMastersReady(t) // every worker's connections, not only the one /readyz asked
 	}
 	t.Cleanup(resume)
 	if err := syscall.Kill(servicePIDs[0], syscall.SIGSTOP); err != nil {

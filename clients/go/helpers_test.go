@@ -159,30 +159,47 @@ func freeze(t *testing.T, n int) (thaw func()) {
 	return thaw
 }
 
-// waitAllMastersReady waits until /readyz shows every master in quorums.
+// waitAllMastersReady waits until both instances use all five masters again: each
+// worker thread has its own connection to each master, and a thawed master may take a
+// worker's connection down (and back) after /readyz already answered from another
+// worker; so /healthz (each connection's state) must show all five ready ten times in a
+// row, each asked on a new connection (the kernel spreads them over the workers).
 func waitAllMastersReady(t *testing.T) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "all masters ready in /readyz", func() bool {
-		resp, err := http.Get(testURL + "/readyz")
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	allReady := func(url string) bool {
+		resp, err := hc.Get(url + "/healthz")
 		if err != nil {
 			return false
 		}
 		defer resp.Body.Close()
 		var h struct {
 			Masters []struct {
-				OK bool `json:"ok"`
+				OK    bool   `json:"ok"`
+				State string `json:"state"`
 			} `json:"masters"`
 		}
 		if json.NewDecoder(resp.Body).Decode(&h) != nil || len(h.Masters) != len(masterPIDs) {
 			return false
 		}
 		for _, m := range h.Masters {
-			if !m.OK {
+			if !m.OK || m.State != "ready" {
 				return false
 			}
 		}
 		return true
-	})
+	}
+	for _, url := range []string{testURL, testURLB} {
+		inARow := 0
+		waitFor(t, 30*time.Second, "all masters ready at "+url, func() bool {
+			if allReady(url) {
+				inARow++
+			} else {
+				inARow = 0
+			}
+			return inARow >= 10
+		})
+	}
 }
 
 // mustStatus is Status that fails the test on an error.
