@@ -181,8 +181,9 @@ func runBelief(t *testing.T, bc beliefCase) time.Duration {
 	if !errors.As(l.Err(), &le) {
 		t.Errorf("Err after the loss: %v", l.Err())
 	}
-	t.Logf("belief %v: loss (%s) signalled %v after the lock was held, %v before B's grant (margin)",
-		bc, le.Reason, at.Sub(held).Round(time.Millisecond), margin.Round(time.Millisecond))
+	t.Logf("belief %v: loss (%s) signalled %v after the lock was held (%v after the timer's time), %v before B's grant (margin)",
+		bc, le.Reason, at.Sub(held).Round(time.Millisecond),
+		at.Sub(l.Deadline().Add(-l.margin())).Round(time.Millisecond), margin.Round(time.Millisecond))
 	return margin
 }
 

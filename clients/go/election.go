@@ -24,7 +24,7 @@ var ErrNotLeader = errors.New("redlock: not the leader")
 type ElectionOptions struct {
 	// TTL of the leader's lock (0: the service's default, 30 s): a leader that stops
 	// (dies, is paused, is cut off) is replaced about one ttl later, and a leader that
-	// cannot reach the service steps down (Done) a 25th of it before its lock could end.
+	// cannot reach the service steps down (Done) a tenth of it before its lock could end.
 	TTL time.Duration
 	// Wait is how long each campaign request waits in the service (0: 30 s); another
 	// follows at once when it runs out.

@@ -84,17 +84,18 @@ func (l *Lock) Err() error {
 }
 
 // Deadline is when the latest validity proven ends.  Context is cancelled a margin
-// before it (a 25th of the ttl, 5 ms to 1 s) unless a later one was proven by then.
+// before it (a tenth of the ttl, 5 ms to 1 s) unless a later one was proven by then.
 func (l *Lock) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadline
 }
 
-// margin is how long before the deadline an unextended lock is declared lost, to leave
-// its user time to stop.
+// margin is how long before the deadline an unextended lock is declared lost: to leave
+// its user time to stop, and room for the timer itself to fire late (a process starved of
+// CPU on a busy machine: 100 ms late was seen with a 25th).
 func (l *Lock) margin() time.Duration {
-	m := l.ttl / 25
+	m := l.ttl / 10
 	if m < 5*time.Millisecond {
 		m = 5 * time.Millisecond
 	}
