@@ -20,6 +20,9 @@ import (
 	"time"
 )
 
+// Version is this client's version (the one place it is kept; sent in User-Agent).
+const Version = "0.1.0"
+
 // DefaultURL is the service New("") talks to when REDLOCK_URL is unset: what `make run`
 // and the service's own default --listen serve.
 const DefaultURL = "http://127.0.0.1:8080"
@@ -295,6 +298,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body any) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "redlock-go/"+Version)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
