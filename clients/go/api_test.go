@@ -406,3 +406,34 @@ func TestProbes(t *testing.T) {
 	}
 	thaw()
 }
+
+// A release that three frozen masters cannot confirm answers ErrReleaseUnconfirmed (with
+// NodesOK and Quorum), from Release and from Unlock; the service finishes it once they
+// are back.
+func TestReleaseUnconfirmed(t *testing.T) {
+	c, name := newClient(t), lockName(t)
+	g, err := c.Acquire(ctxFor(t, 10*time.Second), name, &LockOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lock(ctxFor(t, 10*time.Second), name+"/held", &LockOptions{TTL: 30 * time.Second, KeepAlive: Extend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw := freeze(t, 3)
+	err = c.Release(ctxFor(t, 10*time.Second), name, g.Lease)
+	var ae *Error
+	if !errors.Is(err, ErrReleaseUnconfirmed) || !errors.As(err, &ae) || ae.Status != 503 || ae.Quorum != 3 || ae.NodesOK > 2 {
+		t.Fatalf("a release with three masters frozen: %v", err)
+	}
+	if err := l.Unlock(ctxFor(t, 10*time.Second)); !errors.Is(err, ErrReleaseUnconfirmed) {
+		t.Fatalf("Unlock with three masters frozen: %v", err)
+	}
+	if l.Done() == nil || l.Context().Err() == nil {
+		t.Fatal("an unconfirmed unlock left the lock believed")
+	}
+	thaw()
+	for _, n := range []string{name, name + "/held"} {
+		waitFor(t, 15*time.Second, n+" to be released by the service", func() bool { return !mustStatus(t, c, n).Held })
+	}
+}

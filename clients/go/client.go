@@ -249,6 +249,8 @@ type wireError struct {
 	NodesOK      int    `json:"nodes_ok"`
 	Quorum       int    `json:"quorum"`
 	Permits      int    `json:"permits"`
+	Quarantined  int    `json:"quarantined"`
+	RejoinMs     *int64 `json:"rejoin_ms"`
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -314,6 +316,10 @@ func errorOf(op string, resp *http.Response) error {
 		e.Code, e.Message = ErrorCode(w.Error), w.Message
 		e.RetryAfter = ms(w.RetryAfterMs)
 		e.NodesOK, e.Quorum, e.Permits = w.NodesOK, w.Quorum, w.Permits
+		e.Quarantined, e.RejoinIn = w.Quarantined, -1
+		if w.RejoinMs != nil {
+			e.RejoinIn = ms(*w.RejoinMs)
+		}
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 		if len(e.Message) > 200 {
@@ -530,7 +536,11 @@ func (c *Client) extend(ctx context.Context, t target, lease string, ttl time.Du
 
 // Release deletes the lock held by lease.  A lease that no longer holds it (expired,
 // released, broken) answers ErrLeaseNotFound.  A reentrant lease gives back one hold
-// (ReleaseHold says how many are left); nil either way.
+// (ReleaseHold says how many are left); nil either way.  ErrReleaseUnconfirmed: the
+// masters that did not answer may still hold it; the service finishes the release (stop
+// using the resource, do not count on the lock being free before its ttl; a plain lock
+// may be released again later to learn the outcome, a reentrant one must not: each
+// release takes a hold back).
 func (c *Client) Release(ctx context.Context, name, lease string) error {
 	_, err := c.release(ctx, lockTarget(name), lease, "")
 	return err

@@ -261,9 +261,11 @@ func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts *
 
 // Unlock releases the lock and stops keeping it.  It answers nil once the service has
 // released it (for a reentrant hold: given back one hold); the *LostError if it had been
-// lost (errors.Is(err, ErrLockLost)); or the error of the release
-// (errors.Is(err, ErrQuorumUnavailable): the masters could not all be asked, and the lock
-// expires there by itself within its ttl).  Later calls answer the same.  ctx bounds it
+// lost (errors.Is(err, ErrLockLost)); or the error of the release:
+// errors.Is(err, ErrReleaseUnconfirmed) (or ErrQuorumUnavailable) when the masters that
+// did not answer may still hold it: the lock is given up all the same (stop using the
+// resource), the service finishes the release, and others may have to wait until its ttl
+// runs out.  Later calls answer the same.  ctx bounds it
 // (and the client's timeout): when it ends, the connection of a streamed hold is closed
 // and the service lets the lock go once the validity it last told has run out.
 func (l *Lock) Unlock(ctx context.Context) error {
