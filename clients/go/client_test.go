@@ -4,7 +4,10 @@
 package redlock
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -214,7 +217,7 @@ func TestQuorumUnavailableWhenThreeMastersFreeze(t *testing.T) {
 }
 
 func TestNewRefusesWhatCannotWork(t *testing.T) {
-	for _, u := range []string{"", "127.0.0.1:8080", "ftp://host/", "http://"} {
+	for _, u := range []string{"127.0.0.1:8080", "ftp://host/", "http://"} {
 		if _, err := New(u); err == nil {
 			t.Errorf("New(%q) accepted", u)
 		}
@@ -222,10 +225,100 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	if _, err := New(testURL, WithHTTPClient(&http.Client{Timeout: time.Second})); err == nil {
 		t.Error("an http.Client with a Timeout was accepted")
 	}
-	if _, err := New(testURL, WithAttemptTimeout(0)); err == nil {
-		t.Error("a zero attempt timeout was accepted")
+	if _, err := New(testURL, WithTimeout(0)); err == nil {
+		t.Error("a zero timeout was accepted")
+	}
+	if _, err := New(testURL, WithHTTPClient(&http.Client{}), WithTLSConfig(&tls.Config{})); err == nil {
+		t.Error("WithTLSConfig beside WithHTTPClient was accepted")
 	}
 	if _, err := New(testURL+"/", WithHTTPClient(&http.Client{})); err != nil {
 		t.Error(err)
+	}
+}
+
+// New("") reads REDLOCK_URL (else DefaultURL) and REDLOCK_TOKEN; an explicit URL reads
+// neither, and WithToken wins over REDLOCK_TOKEN.
+func TestNewFromTheEnvironment(t *testing.T) {
+	t.Setenv("REDLOCK_URL", "")
+	t.Setenv("REDLOCK_TOKEN", "")
+	c, err := New("")
+	if err != nil || c.URL() != DefaultURL || DefaultURL != "http://127.0.0.1:8080" {
+		t.Fatalf("New(\"\") without REDLOCK_URL: %v, %v", c, err)
+	}
+	t.Setenv("REDLOCK_URL", testURL)
+	t.Setenv("REDLOCK_TOKEN", testToken)
+	c, err = New("")
+	if err != nil || c.URL() != testURL {
+		t.Fatalf("New(\"\") with REDLOCK_URL: %v, %v", c, err)
+	}
+	if _, err := c.Status(ctxFor(t, 10*time.Second), lockName(t)); err != nil {
+		t.Fatal("a client from the environment (URL and token):", err)
+	}
+	if _, err := New("", WithToken("wrong-token-0123456789abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = New("", WithToken("wrong-token-0123456789abcdef"))
+	if _, err := c.Status(ctxFor(t, 10*time.Second), lockName(t)); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("WithToken did not win over REDLOCK_TOKEN: %v", err)
+	}
+	c, _ = New(testURL) // an explicit URL: no token from the environment
+	if _, err := c.Status(ctxFor(t, 10*time.Second), lockName(t)); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("New(url) took REDLOCK_TOKEN: %v", err)
+	}
+}
+
+// Every call has a deadline for all of it: a server that accepts and never answers, or
+// answers one byte at a time, does not hold a call past the client's timeout.
+func TestEveryCallHasAWholeCallDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // read the request, then trickle an answer that never ends
+				defer conn.Close()
+				conn.Read(make([]byte, 4096))
+				head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+				for i := 0; ; i++ {
+					b := []byte{' '}
+					if i < len(head) {
+						b = []byte{head[i]}
+					}
+					if _, err := conn.Write(b); err != nil {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+		}
+	}()
+	c, err := New("http://"+ln.Addr().String(), WithTimeout(400*time.Millisecond), WithRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background() // no deadline of the caller's
+	calls := map[string]func() error{
+		"Acquire":     func() error { _, err := c.Acquire(ctx, "x", nil); return err },
+		"Extend":      func() error { _, err := c.Extend(ctx, "x", NewLease(), 0); return err },
+		"Release":     func() error { return c.Release(ctx, "x", NewLease()) },
+		"Status":      func() error { _, err := c.Status(ctx, "x"); return err },
+		"List":        func() error { _, err := c.List(ctx, "", 0); return err },
+		"Lock stream": func() error { _, err := c.Lock(ctx, "x", nil); return err },
+		"Lock extend": func() error { _, err := c.Lock(ctx, "x", &LockOptions{KeepAlive: Extend}); return err },
+		"Metrics":     func() error { _, err := c.Metrics(ctx); return err },
+	}
+	for name, call := range calls {
+		start := time.Now()
+		err := call()
+		took := time.Since(start)
+		if err == nil || took > 2*time.Second {
+			t.Errorf("%s against a trickling server: %v after %v", name, err, took)
+		}
 	}
 }

@@ -49,10 +49,13 @@ const (
 	ErrClientClosed      ErrorCode = "client_closed"
 	ErrInternal          ErrorCode = "internal"
 	ErrQuorumUnavailable ErrorCode = "quorum_unavailable"
-	ErrValidityExhausted ErrorCode = "validity_exhausted"
-	ErrTooManyWaiters    ErrorCode = "too_many_waiters"
-	ErrTooManyStreams    ErrorCode = "too_many_streams"
-	ErrShuttingDown      ErrorCode = "shutting_down"
+	// fewer than a quorum of masters are trusted (the others sit out a restart, a loss
+	// of data or a clock that misbehaved): Error.NodesOK, Quorum, Quarantined, RejoinIn
+	ErrMastersQuarantined ErrorCode = "masters_quarantined"
+	ErrValidityExhausted  ErrorCode = "validity_exhausted"
+	ErrTooManyWaiters     ErrorCode = "too_many_waiters"
+	ErrTooManyStreams     ErrorCode = "too_many_streams"
+	ErrShuttingDown       ErrorCode = "shutting_down"
 	// a release the masters could not confirm (some may still hold the lease); the
 	// service finishes it: Error.NodesOK, Error.Quorum
 	ErrReleaseUnconfirmed ErrorCode = "release_unconfirmed"
@@ -67,7 +70,7 @@ func Codes() []ErrorCode {
 		ErrUnauthorized, ErrForbidden, ErrNotFound, ErrLeaseNotFound, ErrMethodNotAllowed,
 		ErrLockHeld, ErrLockContended, ErrPermitsMismatch, ErrBodyTooLarge, ErrClientClosed,
 		ErrInternal,
-		ErrQuorumUnavailable, ErrValidityExhausted, ErrTooManyWaiters, ErrTooManyStreams,
+		ErrQuorumUnavailable, ErrMastersQuarantined, ErrValidityExhausted, ErrTooManyWaiters, ErrTooManyStreams,
 		ErrShuttingDown, ErrReleaseUnconfirmed,
 	}
 }
@@ -82,7 +85,11 @@ type Error struct {
 	NodesOK    int           // quorum_unavailable: masters that answered in time
 	Quorum     int           // quorum_unavailable: masters needed
 	Permits    int           // permits_mismatch: the number of permits in use
-	RequestID  string        // the X-Request-Id of the answer, for the service's log
+	// masters_quarantined: how many masters sit out, and when the first is due back
+	// (negative: when its peers have proven their counters, no time known)
+	Quarantined int
+	RejoinIn    time.Duration
+	RequestID   string // the X-Request-Id of the answer, for the service's log
 }
 
 func (e *Error) Error() string {
@@ -109,6 +116,13 @@ func (e *Error) Error() string {
 	}
 	if e.Code == ErrQuorumUnavailable || e.Code == ErrReleaseUnconfirmed {
 		fmt.Fprintf(&b, " (%d of %d masters answered)", e.NodesOK, e.Quorum)
+	}
+	if e.Code == ErrMastersQuarantined {
+		fmt.Fprintf(&b, " (%d of %d masters in quorums, %d quarantined", e.NodesOK, e.Quorum, e.Quarantined)
+		if e.RejoinIn >= 0 {
+			fmt.Fprintf(&b, ", the first back in %v", e.RejoinIn)
+		}
+		b.WriteString(")")
 	}
 	return b.String()
 }

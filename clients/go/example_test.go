@@ -8,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"time"
 
 	"redlockd.local/redlock"
 )
 
 func ExampleClient_Lock() {
-	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	c, err := redlock.New("") // REDLOCK_URL (else http://127.0.0.1:8080), REDLOCK_TOKEN
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -36,7 +35,7 @@ func ExampleClient_Lock() {
 }
 
 func ExampleClient_Acquire() {
-	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	c, err := redlock.New("") // REDLOCK_URL (else http://127.0.0.1:8080), REDLOCK_TOKEN
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func ExampleClient_Acquire() {
 }
 
 func ExampleClient_Semaphore() {
-	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	c, err := redlock.New("") // REDLOCK_URL (else http://127.0.0.1:8080), REDLOCK_TOKEN
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +79,7 @@ func ExampleClient_Semaphore() {
 }
 
 func ExampleLockOptions_shared() {
-	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	c, err := redlock.New("") // REDLOCK_URL (else http://127.0.0.1:8080), REDLOCK_TOKEN
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -102,4 +101,48 @@ func ExampleLockOptions_shared() {
 	// writer refused: true
 	// readers: 2
 	// <nil>
+}
+
+func ExampleClient_LockSet() {
+	c, err := redlock.New("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	// Read the rates, write the ledger: both or neither, whatever order others ask in.
+	set, err := c.LockSet(ctx, []string{"example/fx-rates", "example/ledger"},
+		&redlock.SetOptions{TTL: 10 * time.Second, Shared: []string{"example/fx-rates"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ledger token", set.FencingToken("example/ledger"), "rates shared:", set.Shared("example/fx-rates"))
+	_, err = c.Acquire(ctx, "example/ledger", nil)
+	fmt.Println("ledger held:", errors.Is(err, redlock.ErrLockHeld))
+	fmt.Println(set.Unlock(ctx))
+	// Output:
+	// ledger token 1 rates shared: true
+	// ledger held: true
+	// <nil>
+}
+
+func ExampleElection() {
+	c, err := redlock.New("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	e := c.NewElection("example/scheduler", &redlock.ElectionOptions{TTL: 10 * time.Second})
+	if err := e.Campaign(ctx, "host-7"); err != nil { // waits until this one leads
+		log.Fatal(err)
+	}
+	leader, _ := e.Leader(ctx)
+	fmt.Println("leader:", leader.Owner, "term:", leader.FencingToken == e.FencingToken())
+	select {
+	case <-e.Done(): // leadership lost: stop leading (e.Err() says why)
+	default: // lead: pass e.FencingToken() to what the leader writes to
+	}
+	fmt.Println(e.Resign(ctx), e.Err())
+	// Output:
+	// leader: host-7 term: true
+	// <nil> redlock: lock unlocked
 }

@@ -23,6 +23,13 @@ var (
 	testToken   string
 	masterPIDs  []int
 	masterPorts []int
+
+	// The second instance, the instances' PIDs, and the fault relay in front of the
+	// first (clients/stack.py; the tests of issue 29 use them).
+	testURLB     string
+	servicePIDs  []int
+	relayURL     string
+	relayControl string
 )
 
 func TestMain(m *testing.M) {
@@ -38,10 +45,20 @@ func TestMain(m *testing.M) {
 			masterPorts = append(masterPorts, n)
 		}
 	}
-	if testURL == "" || testToken == "" || len(masterPIDs) != 5 {
+	for _, s := range strings.Split(os.Getenv("REDLOCK_TEST_SERVICE_PIDS"), ",") {
+		if n, err := strconv.Atoi(s); err == nil {
+			servicePIDs = append(servicePIDs, n)
+		}
+	}
+	testURLB = os.Getenv("REDLOCK_URL_B")
+	relayURL = os.Getenv("REDLOCK_TEST_RELAY_URL")
+	relayControl = os.Getenv("REDLOCK_TEST_RELAY_CONTROL")
+	if testURL == "" || testToken == "" || len(masterPIDs) != 5 || testURLB == "" ||
+		len(servicePIDs) != 2 || relayURL == "" || relayControl == "" {
 		fmt.Fprintln(os.Stderr, "these tests need a redlockd stack: run them with "+
 			"`python3 clients/stack.py -- clients/go/test.sh` (REDLOCK_URL, "+
-			"REDLOCK_TEST_TOKEN and REDLOCK_TEST_MASTER_PIDS are unset)")
+			"REDLOCK_TEST_TOKEN, REDLOCK_TEST_MASTER_PIDS, REDLOCK_URL_B, "+
+			"REDLOCK_TEST_SERVICE_PIDS or REDLOCK_TEST_RELAY_* are unset)")
 		os.Exit(2)
 	}
 	if os.Getenv("REDLOCK_TOKEN") == "" { // what the examples read, as bin/redlock does
@@ -142,30 +159,47 @@ func freeze(t *testing.T, n int) (thaw func()) {
 	return thaw
 }
 
-// waitAllMastersReady waits until /readyz shows every master in quorums.
+// waitAllMastersReady waits until both instances use all five masters again: each
+// worker thread has its own connection to each master, and a thawed master may take a
+// worker's connection down (and back) after /readyz already answered from another
+// worker; so /healthz (each connection's state) must show all five ready ten times in a
+// row, each asked on a new connection (the kernel spreads them over the workers).
 func waitAllMastersReady(t *testing.T) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "all masters ready in /readyz", func() bool {
-		resp, err := http.Get(testURL + "/readyz")
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	allReady := func(url string) bool {
+		resp, err := hc.Get(url + "/healthz")
 		if err != nil {
 			return false
 		}
 		defer resp.Body.Close()
 		var h struct {
 			Masters []struct {
-				OK bool `json:"ok"`
+				OK    bool   `json:"ok"`
+				State string `json:"state"`
 			} `json:"masters"`
 		}
 		if json.NewDecoder(resp.Body).Decode(&h) != nil || len(h.Masters) != len(masterPIDs) {
 			return false
 		}
 		for _, m := range h.Masters {
-			if !m.OK {
+			if !m.OK || m.State != "ready" {
 				return false
 			}
 		}
 		return true
-	})
+	}
+	for _, url := range []string{testURL, testURLB} {
+		inARow := 0
+		waitFor(t, 30*time.Second, "all masters ready at "+url, func() bool {
+			if allReady(url) {
+				inARow++
+			} else {
+				inARow = 0
+			}
+			return inARow >= 10
+		})
+	}
 }
 
 // mustStatus is Status that fails the test on an error.

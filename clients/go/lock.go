@@ -1,40 +1,52 @@
-// lock.go -- Lock: a lock (exclusive or shared) held until Unlock, kept by a streamed
-// hold or by extensions, whose Context is cancelled the moment it is lost; Permit: a
+// lock.go -- Lock: a lock (exclusive, shared or reentrant) held until Unlock, kept by a
+// duplex streamed hold (duplex.go) or by extensions, whose Context is cancelled by a
+// local timer before the validity last proven ends, whatever the network does; Permit: a
 // permit of a semaphore held the same way.
+//
+// What the holder believes: each validity is counted from a moment known to precede the
+// round that made it (the send of the acquire, of the PATCH, or of the ping an alive
+// answer answers), the deadline is the latest such end, and Context() is cancelled a
+// margin before it by a timer of its own (time.AfterFunc): no read, write or DNS lookup
+// runs on that path, so none can delay it.
 
 package redlock
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 )
 
 // Lock is a lock held until Unlock.  Its methods are safe for concurrent use.
 type Lock struct {
-	c     *Client
-	t     target
-	name  string
-	lease string
-	token int64
-	ttl   time.Duration
-	mode  KeepAlive
+	c         *Client
+	t         target
+	name      string
+	lease     string
+	token     int64
+	ttl       time.Duration
+	mode      KeepAlive
+	holds     int
+	reentrant bool // taken with LockOptions.Reentrant: never released by a fallback DELETE
+
+	// extendFn extends what is held once (Extend); releaseFn releases it (the holds
+	// left).  A set of locks has its own.
+	extendFn  func(ctx context.Context) (time.Duration, error)
+	releaseFn func(ctx context.Context) (int, error)
 
 	ctx    context.Context // cancelled when the lock is lost or unlocked
 	cancel context.CancelFunc
+	done   chan struct{} // closed when the keeper has ended
+	hold   *duplex       // Stream: the connection
 
-	keep     context.Context // the keeper's: its extensions, or the stream's request
-	stopKeep context.CancelFunc
-	done     chan struct{} // closed when the keeper has ended
-
-	mu       sync.Mutex
-	deadline time.Time // the validity last granted ends here
-	err      error     // nil while held; *LostError or ErrUnlocked after
+	mu        sync.Mutex
+	deadline  time.Time // the latest validity proven ends here
+	err       error     // nil while held; *LostError or ErrUnlocked after
+	lostAt    time.Time // when the loss was signalled (the tests' figure)
+	lastErr   error     // the last failed extension's, for the "expired" loss
+	lossTimer *time.Timer
 
 	unlockOnce sync.Once
 	unlockErr  error
@@ -53,9 +65,15 @@ func (l *Lock) FencingToken() int64 { return l.token }
 // TTL is the lock's expiry on the masters, renewed by each extension.
 func (l *Lock) TTL() time.Duration { return l.ttl }
 
+// Holds is the reentrant hold count the grant answered (0 when not reentrant).
+func (l *Lock) Holds() int { return l.holds }
+
 // Context is cancelled as soon as the lock is lost (or unlocked): stop working on what
 // it protects then.  It does not inherit the cancellation of the ctx given to Lock.
 func (l *Lock) Context() context.Context { return l.ctx }
+
+// Done is Context().Done(): closed when the lock is lost or unlocked.
+func (l *Lock) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err is nil while the lock is held; then a *LostError (errors.Is(err, ErrLockLost))
 // saying why it was lost, or ErrUnlocked.
@@ -65,18 +83,19 @@ func (l *Lock) Err() error {
 	return l.err
 }
 
-// Deadline is when the validity last granted ends.  Context is cancelled a little
-// before (a 25th of the ttl, 5 ms to 1 s) if no extension has succeeded by then.
+// Deadline is when the latest validity proven ends.  Context is cancelled a margin
+// before it (a tenth of the ttl, 5 ms to 1 s) unless a later one was proven by then.
 func (l *Lock) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadline
 }
 
-// margin is how long before the deadline an unextended lock is declared lost, to leave
-// its user time to stop.
+// margin is how long before the deadline an unextended lock is declared lost: to leave
+// its user time to stop, and room for the timer itself to fire late (a process starved of
+// CPU on a busy machine: 100 ms late was seen with a 25th).
 func (l *Lock) margin() time.Duration {
-	m := l.ttl / 25
+	m := l.ttl / 10
 	if m < 5*time.Millisecond {
 		m = 5 * time.Millisecond
 	}
@@ -86,10 +105,47 @@ func (l *Lock) margin() time.Duration {
 	return m
 }
 
-func (l *Lock) setDeadline(t time.Time) {
+// prove records a validity proven by a round: held at least until t.  The deadline is
+// the latest of them.
+func (l *Lock) prove(t time.Time) {
 	l.mu.Lock()
-	l.deadline = t
+	if t.After(l.deadline) {
+		l.deadline = t
+	}
+	l.lastErr = nil
 	l.mu.Unlock()
+}
+
+func (l *Lock) setLastErr(err error) {
+	l.mu.Lock()
+	l.lastErr = err
+	l.mu.Unlock()
+}
+
+// armLossTimer starts the timer that declares the lock lost a margin before its
+// deadline.  It runs on its own (time.AfterFunc); when it fires early because the
+// deadline moved on, it sets itself again.
+func (l *Lock) armLossTimer() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lossTimer = time.AfterFunc(time.Until(l.deadline.Add(-l.margin())), l.checkExpiry)
+}
+
+func (l *Lock) checkExpiry() {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	if left := time.Until(l.deadline.Add(-l.margin())); left > 0 {
+		l.lossTimer.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	l.err = &LostError{Name: l.name, Reason: "expired", Err: l.lastErr}
+	l.lostAt = time.Now()
+	l.mu.Unlock()
+	l.cancel()
 }
 
 // lose records why the lock was lost, unless it already ended, and cancels Context.
@@ -97,37 +153,48 @@ func (l *Lock) lose(reason string, err error) {
 	l.mu.Lock()
 	if l.err == nil {
 		l.err = &LostError{Name: l.name, Reason: reason, Err: err}
+		l.lostAt = time.Now()
 	}
 	l.mu.Unlock()
 	l.cancel()
 }
 
-// newLock makes the Lock of grant g of t, kept by mode in keep (which stopKeep ends).
-func (c *Client) newLock(t target, g *Grant, mode KeepAlive, deadline time.Time,
-	keep context.Context, stopKeep context.CancelFunc) *Lock {
+// newLock makes the Lock of grant g of t, proven until deadline.  Its keeper is started
+// by the caller; the loss timer by armLossTimer.
+func (c *Client) newLock(t target, g *Grant, mode KeepAlive, deadline time.Time, o *LockOptions) *Lock {
 	l := &Lock{c: c, t: t, name: t.name, lease: g.Lease, token: g.FencingToken, ttl: g.TTL,
-		mode: mode, deadline: deadline, keep: keep, stopKeep: stopKeep,
+		mode: mode, holds: g.Holds, reentrant: o.Reentrant, deadline: deadline,
 		done: make(chan struct{})}
 	if l.ttl <= 0 {
 		l.ttl = g.Validity
 	}
+	l.extendFn = func(ctx context.Context) (time.Duration, error) {
+		e, err := c.extend(ctx, t, l.lease, l.ttl)
+		if err != nil {
+			return 0, err
+		}
+		return e.Validity, nil
+	}
+	l.releaseFn = func(ctx context.Context) (int, error) { return c.release(ctx, t, l.lease, "") }
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	return l
 }
 
 // Lock acquires the lock name (waiting up to opts.Wait if it is held) and keeps it
-// until Unlock: by a streamed hold (opts.KeepAlive Stream, the default) or by
+// until Unlock: by a duplex streamed hold (opts.KeepAlive Stream, the default) or by
 // extending it every third of its ttl (Extend).  The returned Lock's Context is
 // cancelled as soon as the lock is lost.  Always call Unlock, also after a loss.
-// opts.Shared takes a read hold (either keep-alive).
+// opts.Shared takes a read hold, opts.Reentrant (with the holder's opts.Lease) one more
+// hold of a lock this lease holds (either keep-alive).
 //
-// ctx bounds the acquire only.  Errors are *Error for the service's answers
-// (errors.Is(err, ErrLockHeld), ErrQuorumUnavailable, ErrUnauthorized...).
+// ctx and the client's timeout bound the acquire (beyond opts.Wait) only.  Errors are
+// *Error for the service's answers (errors.Is(err, ErrLockHeld), ErrQuorumUnavailable,
+// ErrUnauthorized...).
 //
-// With Extend, an attempt that gets no answer in time is retried with the same lease,
-// as Acquire does.  With Stream it is not: closing the connection of the attempt that
-// got no answer makes the service release whatever it granted, so the error is
-// returned and nothing stays held.
+// With Extend, an attempt that gets no answer in time is retried with the same lease, as
+// Acquire does.  With Stream it is not (a streamed hold lets go when its connection
+// ends, which would undo the retry's grant): the error is returned, and a lease of the
+// client's making is released by a DELETE in the background.
 func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lock, error) {
 	o := LockOptions{}
 	if opts != nil {
@@ -135,7 +202,8 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Loc
 	}
 	switch o.KeepAlive {
 	case Stream:
-		return c.lockStream(ctx, name, &o)
+		l, _, err := c.holdStream(ctx, lockTarget(name), &o)
+		return l, err
 	case Extend:
 		l, _, err := c.lockExtend(ctx, lockTarget(name), &o)
 		return l, err
@@ -160,16 +228,26 @@ func (p *Permit) Permits() int { return p.permits }
 func (p *Permit) Release(ctx context.Context) error { return p.Unlock(ctx) }
 
 // Semaphore takes one of the permits (1..1024) of the semaphore name, waiting up to
-// opts.Wait for one, and keeps it until Release by extending it every third of its
-// ttl (opts.KeepAlive is not used: this service ends a streamed hold of a permit at
-// once).  Its Context is cancelled as soon as it is lost.  Errors as AcquirePermit's:
-// ErrLockHeld when every permit is taken, ErrPermitsMismatch for another number.
+// opts.Wait for one, and keeps it until Release as Lock keeps a lock (opts.KeepAlive:
+// a streamed hold, the default, or extensions).  Its Context is cancelled as soon as it
+// is lost.  Errors as AcquirePermit's: ErrLockHeld when every permit is taken,
+// ErrPermitsMismatch for another number.
 func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts *LockOptions) (*Permit, error) {
 	o := LockOptions{}
 	if opts != nil {
 		o = *opts
 	}
-	l, w, err := c.lockExtend(ctx, semTarget(name, permits), &o)
+	var l *Lock
+	var w *wireGrant
+	var err error
+	switch o.KeepAlive {
+	case Stream:
+		l, w, err = c.holdStream(ctx, semTarget(name, permits), &o)
+	case Extend:
+		l, w, err = c.lockExtend(ctx, semTarget(name, permits), &o)
+	default:
+		err = fmt.Errorf("redlock: semaphore %s: unknown %v", name, o.KeepAlive)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +260,31 @@ func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts *
 }
 
 // Unlock releases the lock and stops keeping it.  It answers nil once the service has
-// released it; the *LostError if it had been lost (errors.Is(err, ErrLockLost)); or the
-// error of the release.  Later calls answer the same.
+// released it (for a reentrant hold: given back one hold); the *LostError if it had been
+// lost (errors.Is(err, ErrLockLost)); or the error of the release:
+// errors.Is(err, ErrReleaseUnconfirmed) (or ErrQuorumUnavailable) when the masters that
+// did not answer may still hold it: the lock is given up all the same (stop using the
+// resource), the service finishes the release, and others may have to wait until its ttl
+// runs out.  Later calls answer the same.  ctx bounds it
+// (and the client's timeout): when it ends, the connection of a streamed hold is closed
+// and the service lets the lock go once the validity it last told has run out.
 func (l *Lock) Unlock(ctx context.Context) error {
 	l.unlockOnce.Do(func() { l.unlockErr = l.unlock(ctx) })
 	return l.unlockErr
+}
+
+// needsRelease says whether, after a loss for reason, some masters may still hold the
+// lease: a DELETE is then sent (never for a reentrant hold, whose lease counts others'
+// holds too).
+func (l *Lock) needsRelease(lost error) bool {
+	if l.reentrant {
+		return false
+	}
+	var le *LostError
+	if !errors.As(lost, &le) {
+		return true
+	}
+	return le.Reason != "lease_lost" && le.Reason != "released"
 }
 
 func (l *Lock) unlock(ctx context.Context) error {
@@ -195,20 +293,19 @@ func (l *Lock) unlock(ctx context.Context) error {
 	if l.err == nil {
 		l.err = ErrUnlocked
 	}
+	if l.lossTimer != nil {
+		l.lossTimer.Stop()
+	}
 	l.mu.Unlock()
-	l.cancel()
-	if l.mode == Extend {
-		l.stopKeep() // no extension may overtake the release
-		<-l.done
+	l.cancel() // the keeper stops: no extension may overtake the release
+	if l.hold != nil {
+		return l.unlockStream(ctx, lost)
 	}
-	var err error
-	var le *LostError
-	if !errors.As(lost, &le) || (le.Reason != "lease_lost" && le.Reason != "released") {
-		// Also after a loss by silence: the lease may still be on some masters.
-		err = l.c.release(ctx, l.t, l.lease)
-	}
-	l.stopKeep() // a stream: closing it releases the lock too, should the DELETE fail
 	<-l.done
+	if lost != nil && !l.needsRelease(lost) {
+		return lost
+	}
+	_, err := l.releaseFn(ctx) // also after a loss by silence: some masters may hold it
 	switch {
 	case lost != nil:
 		return lost
@@ -225,37 +322,50 @@ func (c *Client) lockExtend(ctx context.Context, t target, o *LockOptions) (*Loc
 	if err != nil {
 		return nil, nil, err
 	}
-	name := t.name
-	g, err := grantOf("lock "+name, w)
+	g, err := grantOf("lock "+t.name, w)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The validity counts from when the request was sent (the only moment known to
-	// precede the round).  After a long wait little of it may be left: confirm the
-	// grant by an extension first.
-	deadline := sent.Add(g.Validity)
-	if time.Since(sent) > g.Validity/3 {
-		cctx, cancel := context.WithDeadline(ctx, deadline)
-		s := time.Now()
-		e, err := c.extend(cctx, t, g.Lease, g.TTL)
-		cancel()
-		if err != nil {
-			rctx, rcancel := context.WithTimeout(context.Background(), c.attemptTimeout)
-			_ = c.release(rctx, t, g.Lease) // best effort: it was not confirmed
-			rcancel()
-			return nil, nil, fmt.Errorf("redlock: lock %s: the grant came after a wait and could not be confirmed: %w", name, err)
-		}
-		deadline = s.Add(e.Validity)
+	l := c.newLock(t, g, Extend, sent.Add(g.Validity), o)
+	if err := l.confirm(ctx, sent, g.Validity); err != nil {
+		return nil, nil, err
 	}
-	keep, stopKeep := context.WithCancel(context.Background())
-	l := c.newLock(t, g, Extend, deadline, keep, stopKeep)
-	go l.extendLoop(deadline.Add(-g.Validity))
+	l.armLossTimer()
+	go l.extendLoop(l.Deadline().Add(-g.Validity))
 	return l, w, nil
 }
 
+// confirm: the validity counts from when the request was sent (the only moment known to
+// precede the round).  After a long wait little or none of it may be left: then the grant
+// is confirmed by an extension first (or released, and an error returned).  Nothing is
+// believed meanwhile (the Lock is not yet returned, its timer not yet set); an extension
+// that succeeds proves a quorum still held the lease at its round, from its own send on.
+func (l *Lock) confirm(ctx context.Context, sent time.Time, validity time.Duration) error {
+	if time.Since(sent) <= validity/3 {
+		return nil
+	}
+	cctx, cancel := l.c.callCtx(ctx, 0)
+	s := time.Now()
+	v, err := l.extendFn(cctx)
+	cancel()
+	if err == nil {
+		l.mu.Lock()
+		l.deadline = s.Add(v)
+		l.mu.Unlock()
+		return nil
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), l.c.timeout)
+	defer rcancel()
+	if !l.reentrant {
+		l.releaseFn(rctx) // best effort: it was not confirmed
+	}
+	return fmt.Errorf("redlock: lock %s: the grant came after a wait and could not be confirmed: %w", l.name, err)
+}
+
 // extendLoop extends the lock a third of the ttl after the last successful extension
-// was sent, retries a failed one every tenth of the ttl, and declares the lock lost
-// when its validity (less the margin) runs out first or the lease is found gone.
+// was sent and retries a failed one every tenth of the ttl, each bounded by the lock's
+// own deadline; it ends when the lock is lost (the loss timer, or the lease found gone)
+// or unlocked.
 func (l *Lock) extendLoop(lastSent time.Time) {
 	defer close(l.done)
 	retry := l.ttl / 10
@@ -263,210 +373,27 @@ func (l *Lock) extendLoop(lastSent time.Time) {
 		retry = 20 * time.Millisecond
 	}
 	next := lastSent.Add(l.ttl / 3)
-	var lastErr error
-	timer := time.NewTimer(0)
-	defer timer.Stop()
 	for {
-		end := l.Deadline().Add(-l.margin())
-		wake := next
-		if end.Before(wake) {
-			wake = end
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(time.Until(wake))
-		select {
-		case <-l.keep.Done():
-			return
-		case <-timer.C:
-		}
-		if !time.Now().Before(end) {
-			l.lose("expired", lastErr)
+		if !sleepCtx(l.ctx, time.Until(next)) {
 			return
 		}
-		actx, cancel := context.WithDeadline(l.keep, end)
+		actx, cancel := context.WithDeadline(l.ctx, l.Deadline().Add(-l.margin()))
 		sent := time.Now()
-		e, err := l.c.extend(actx, l.t, l.lease, l.ttl)
+		v, err := l.extendFn(actx)
 		cancel()
-		if l.keep.Err() != nil {
+		if l.ctx.Err() != nil {
 			return
 		}
 		switch {
 		case err == nil:
-			l.setDeadline(sent.Add(e.Validity))
-			next, lastErr = sent.Add(l.ttl/3), nil
+			l.prove(sent.Add(v))
+			next = sent.Add(l.ttl / 3)
 		case errors.Is(err, ErrLeaseNotFound):
 			l.lose("lease_lost", err)
 			return
 		default:
-			next, lastErr = time.Now().Add(retry), err
-		}
-	}
-}
-
-// ---- Stream: hold=stream, the service extends and says so ----
-
-type streamLine struct {
-	b   []byte
-	at  time.Time
-	err error
-}
-
-func (c *Client) lockStream(ctx context.Context, name string, o *LockOptions) (*Lock, error) {
-	lease := o.Lease
-	if lease == "" {
-		lease = newLease()
-	}
-	op := "lock " + name
-	keep, stopKeep := context.WithCancel(context.Background())
-	t := lockTarget(name)
-	req, err := c.newRequest(keep, http.MethodPost, t.path, acquireBody(t, o, lease, o.Wait, true))
-	if err != nil {
-		stopKeep()
-		return nil, fmt.Errorf("redlock: %s: %w", op, err)
-	}
-	// Until the grant is read, the caller's ctx and the attempt's timeout end the
-	// request; after, only Unlock or a loss does.
-	timedOut := make(chan struct{})
-	timer := time.AfterFunc(o.Wait+c.attemptTimeout, func() { close(timedOut); stopKeep() })
-	granted := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			stopKeep()
-		case <-granted:
-		}
-	}()
-	// fail ends the attempt: closing its connection makes the service let go of what
-	// it may have granted.  err nil: the attempt's timer has fired.
-	fail := func(err error) (*Lock, error) {
-		stopped := timer.Stop()
-		close(granted)
-		stopKeep()
-		var answer *Error
-		if stopped && errors.As(err, &answer) {
-			return nil, err // the service's answer, whatever happened since
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("redlock: %s: %w", op, ctx.Err())
-		}
-		if err == nil || !stopped {
-			<-timedOut
-			return nil, fmt.Errorf("redlock: %s: no grant within %v: %w", op,
-				o.Wait+c.attemptTimeout, context.DeadlineExceeded)
-		}
-		return nil, err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fail(fmt.Errorf("redlock: %s: %w", op, err))
-	}
-	if resp.StatusCode != http.StatusCreated {
-		err := errorOf(op, resp)
-		resp.Body.Close()
-		return fail(err)
-	}
-	br := bufio.NewReader(resp.Body)
-	line, err := br.ReadBytes('\n')
-	at := time.Now()
-	if err != nil {
-		resp.Body.Close()
-		return fail(fmt.Errorf("redlock: %s: reading the grant: %w", op, err))
-	}
-	if ctx.Err() != nil || !timer.Stop() {
-		resp.Body.Close()
-		return fail(nil) // too late: ctx or the timer has ended it
-	}
-	close(granted)
-	var w wireGrant
-	g, err := (*Grant)(nil), json.Unmarshal(line, &w)
-	if err == nil {
-		g, err = w.grant()
-	}
-	if err != nil {
-		stopKeep()
-		resp.Body.Close()
-		return nil, fmt.Errorf("redlock: %s: the grant %q: %w", op, line, err)
-	}
-	l := c.newLock(t, g, Stream, at.Add(g.Validity), keep, stopKeep)
-	lines := make(chan streamLine, 4)
-	go func() { // the reader: one line at a time, timed when it is read
-		defer resp.Body.Close()
-		for {
-			b, err := br.ReadBytes('\n')
-			select {
-			case lines <- streamLine{b: b, at: time.Now(), err: err}:
-			case <-keep.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	go l.streamLoop(lines)
-	return l, nil
-}
-
-// streamLoop follows the stream's events: each extension moves the deadline (counted
-// from when its line was read); a "lost" or "released" line, the stream's end, or the
-// deadline less the margin with no extension, loses the lock.
-func (l *Lock) streamLoop(lines <-chan streamLine) {
-	defer close(l.done)
-	defer l.stopKeep() // ends the stream: the service releases the lock if it still holds it
-	timer := time.NewTimer(time.Until(l.Deadline().Add(-l.margin())))
-	defer timer.Stop()
-	for {
-		select {
-		case <-l.keep.Done(): // by Unlock (then lose does nothing) or ctx racing the grant
-			l.lose("stream_ended", l.keep.Err())
-			return
-		case <-timer.C:
-			l.lose("expired", errors.New("no extension from the service within the validity"))
-			return
-		case ln := <-lines:
-			if ln.err != nil {
-				if l.keep.Err() == nil {
-					l.lose("stream_ended", ln.err)
-				}
-				return
-			}
-			var ev struct {
-				Event      string `json:"event"`
-				Reason     string `json:"reason"`
-				ValidityMs int64  `json:"validity_ms"`
-			}
-			if json.Unmarshal(ln.b, &ev) != nil {
-				continue // not ours to judge: a later service may say more
-			}
-			switch ev.Event {
-			case "extended":
-				if ev.ValidityMs > 0 {
-					l.setDeadline(ln.at.Add(ms(ev.ValidityMs)))
-					if !timer.Stop() {
-						<-timer.C
-					}
-					timer.Reset(time.Until(l.Deadline().Add(-l.margin())))
-				}
-			case "lost":
-				reason := ev.Reason
-				if reason == "" {
-					reason = "lost"
-				}
-				l.lose(reason, nil)
-				return
-			case "released":
-				var err error
-				if ev.Reason != "" {
-					err = errors.New("the service released it: " + ev.Reason)
-				}
-				l.lose("released", err)
-				return
-			}
+			l.setLastErr(err)
+			next = time.Now().Add(retry)
 		}
 	}
 }

@@ -247,3 +247,48 @@ func TestLockHeldAnswersLockHeld(t *testing.T) {
 		}
 	})
 }
+
+// A grant that comes after a wait longer than a third of its validity (counted from the
+// request's send, little of it is left) is confirmed first (by the first alive answer, or
+// an extension), then kept as any other.
+func TestLockGrantedAfterALongWaitIsConfirmed(t *testing.T) {
+	eachMode(t, func(t *testing.T, mode KeepAlive) {
+		c, name := newClient(t), lockName(t)
+		a, err := c.Acquire(ctxFor(t, 10*time.Second), name, &LockOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl := 900 * time.Millisecond
+		type result struct {
+			l    *Lock
+			err  error
+			sent time.Time
+		}
+		got := make(chan result, 1)
+		go func() {
+			sent := time.Now()
+			l, err := c.Lock(ctxFor(t, 30*time.Second), name, &LockOptions{TTL: ttl, Wait: 20 * time.Second, KeepAlive: mode})
+			got <- result{l, err, sent}
+		}()
+		waitParked(t, 1)
+		time.Sleep(ttl) // the waiter's own validity, counted from its send, is long gone
+		if err := c.Release(ctxFor(t, 10*time.Second), name, a.Lease); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal("the waiter:", r.err)
+		}
+		defer r.l.Unlock(context.Background())
+		if !r.l.Deadline().After(r.sent.Add(ttl)) || r.l.Err() != nil {
+			t.Fatalf("the waiter's deadline %v after its send (ttl %v), err %v", r.l.Deadline().Sub(r.sent), ttl, r.l.Err())
+		}
+		first := r.l.Deadline()
+		waitFor(t, 10*time.Second, "the deadline to move on by 2 ttls", func() bool {
+			return r.l.Deadline().After(first.Add(2 * ttl))
+		})
+		if err := r.l.Unlock(ctxFor(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,6 +1,6 @@
 // examples/lock -- take a lock, keep it while working, give it up.
 //
-//	REDLOCK_URL=http://127.0.0.1:8080 [REDLOCK_TOKEN=...] go run ./examples/lock
+//	[REDLOCK_URL=http://127.0.0.1:8080] [REDLOCK_TOKEN=...] go run ./examples/lock
 package main
 
 import (
@@ -8,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"time"
 
 	"redlockd.local/redlock"
 )
 
 func main() {
-	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	c, err := redlock.New("") // REDLOCK_URL, else http://127.0.0.1:8080; REDLOCK_TOKEN
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // examples/shared -- readers beside readers, a writer refused; a semaphore of 2.
 //
-//	REDLOCK_URL=http://127.0.0.1:8080 [REDLOCK_TOKEN=...] go run ./examples/shared
+//	[REDLOCK_URL=http://127.0.0.1:8080] [REDLOCK_TOKEN=...] go run ./examples/shared
 package main
 
 import (
@@ -8,13 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 
 	"redlockd.local/redlock"
 )
 
 func main() {
-	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	c, err := redlock.New("") // REDLOCK_URL, else http://127.0.0.1:8080; REDLOCK_TOKEN
 	if err != nil {
 		log.Fatal(err)
 	}
