@@ -36,7 +36,7 @@ const char *master_state_name(int state)
 static void set_state(master_conn *m, int st, const char *why)
 {
     int old = m->state;
-    if (st == MASTER_DOWN && why) /* kept for /readyz until the master is back */
+    if (st == MASTER_DOWN && old != MASTER_DOWN && why) /* the first why, for /readyz */
         snprintf(m->down_reason, sizeof m->down_reason, "%s", why);
     else if (st >= MASTER_UNMARKED)
         m->down_reason[0] = '\0';

@@ -46,10 +46,12 @@ static void on_retry(loop_timer *t)
 
 static void schedule(sub_conn *s)
 {
-    if (s->ev.tls_refused && s->backoff_ms < 1000)
-        s->backoff_ms = 1000; /* a refused certificate: not fixed by retrying at once */
+    /* a TLS refusal (a certificate) is not fixed by retrying at once: 1 s to 5 s */
+    int refused = s->ev.tls_refused, max = refused ? 5000 : 2000;
+    if (refused && s->backoff_ms < 1000)
+        s->backoff_ms = 1000;
     loop_timer_start(s->n->loop, &s->retry, clock_now_us() + (int64_t)s->backoff_ms * 1000);
-    s->backoff_ms = s->backoff_ms * 2 > 2000 ? 2000 : s->backoff_ms * 2;
+    s->backoff_ms = s->backoff_ms * 2 > max ? max : s->backoff_ms * 2;
 }
 
 static void on_message(redisAsyncContext *ac, void *r, void *priv)
