@@ -108,7 +108,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     (void)status;
     if (!m || m->ev.ac != ac)
         return;
-    forget_context(m, ac->err ? ac->errstr : "disconnected");
+    forget_context(m, m->ev.tls_error[0] ? m->ev.tls_error : ac->err ? ac->errstr : "disconnected");
     if (m->backoff_ms) /* 0 after master_close(..., 0): shutting down */
         schedule_reconnect(m);
 }
@@ -528,7 +528,7 @@ static void on_connect(const redisAsyncContext *cac, int status)
         return;
     if (status != REDIS_OK) {
         /* hiredis frees the context after this callback, without on_disconnect */
-        forget_context(m, ac->errstr[0] ? ac->errstr : "connect failed");
+        forget_context(m, m->ev.tls_error[0] ? m->ev.tls_error : ac->errstr[0] ? ac->errstr : "connect failed");
         schedule_reconnect(m);
         return;
     }

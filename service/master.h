@@ -108,7 +108,7 @@ struct master_conn {
     int check_inflight;
     int64_t unmarked_at_us;    /* when it was last found without its record */
     int64_t waiting_logged_us; /* "waiting for every master" said at this time */
-    char down_reason[160];     /* why it last went down (a refused certificate...), for
+    char down_reason[200];     /* why it last went down (a refused certificate...), for
                                 * /readyz; cleared once it is connected and judged */
     /* the keys of the master's record and quarantine (every lock script carries the first) */
     char mkey[160], qkey[160];

@@ -96,6 +96,7 @@ static void tls_fail(redis_ev *e, const char *reason)
     redisAsyncContext *ac = e->ac;
     redisContext *c = &ac->c;
     e->tls_refused = e->tls && redis_tls_refused(e->tls);
+    snprintf(e->tls_error, sizeof e->tls_error, "%s", reason);
     c->err = REDIS_ERR_IO;
     snprintf(c->errstr, sizeof c->errstr, "%s", reason);
     if (c->flags & REDIS_CONNECTED) {
@@ -268,6 +269,7 @@ void redis_ev_init(redis_ev *e, loop *l, const redis_ev_hooks *hooks)
     e->tls = NULL;
     e->tls_phase = TLS_CONNECT;
     e->tls_refused = 0;
+    e->tls_error[0] = '\0';
     e->tls_timer.cb = tls_timeout;
     e->tls_timer.heap_index = 0;
 }
@@ -280,6 +282,7 @@ void redis_ev_attach(redis_ev *e, redisAsyncContext *ac)
     e->tls = NULL;
     e->tls_phase = TLS_CONNECT;
     e->tls_refused = 0;
+    e->tls_error[0] = '\0';
     ac->ev.data = e;
     ac->ev.addRead = ev_add_read;
     ac->ev.delRead = ev_del_read;

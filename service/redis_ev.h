@@ -58,6 +58,8 @@ struct redis_ev {
     int tls_phase;             /* enum in redis_ev.c: TCP connect, handshake, open */
     int tls_refused;           /* the last TLS failure was a refusal (redis_tls_refused());
                                 * kept until the next attach, for the owner's back-off */
+    char tls_error[200];       /* why it failed, whole (ac->errstr holds 127 bytes of it);
+                                * "" when the failure was not TLS's; kept until the next attach */
     loop_timer tls_timer;      /* the connect + handshake deadline, if one was given */
 };
 

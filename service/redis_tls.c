@@ -232,7 +232,7 @@ static int fail(redis_tls *t, int rc)
          * on their way, provoke.  A connection that ends before a single answer is most
          * likely that. */
         snprintf(t->reason, sizeof t->reason, "TLS: the master dropped the connection before "
-                 "answering (does it refuse our client certificate? --redis-tls-cert, --redis-tls-key)");
+                 "answering (does it want a client certificate? --redis-tls-cert, --redis-tls-key)");
         t->refused = 1;
     } else if (rc == 0 || rc == GNUTLS_E_PREMATURE_TERMINATION) {
         snprintf(t->reason, sizeof t->reason, "TLS: the master closed the connection%s", during);
