@@ -7,9 +7,11 @@
 #include <gnutls/x509.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/sds.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* One record: gnutls_record_send() sends at most this much per call anyway. */
 #define RECORD_MAX 16384
@@ -23,6 +25,12 @@ struct redis_tls_creds {
 struct redis_tls {
     gnutls_session_t s;
     const redis_tls_creds *creds;
+    int fd;           /* the socket; -1 once tests replace it (redis_tls_set_io) */
+    /* What one recv() brought and GnuTLS has not asked for yet: GnuTLS asks for a
+     * record's header, then its body, and a read of the socket for each (plus the one
+     * that finds it empty) would triple the syscalls of a reply. */
+    size_t roff, rlen;
+    unsigned char rbuf[RECORD_MAX + 512];
     int handshaken;
     int wpending;     /* a record_send() returned AGAIN: resume it with (NULL, 0) */
     int refused;
@@ -93,6 +101,52 @@ int redis_tls_creds_verify(const redis_tls_creds *c) { return c->verify; }
 
 /* ---- sessions ---- */
 
+/* GnuTLS's transport: the socket, read a whole buffer at a time. */
+static ssize_t pull_socket(gnutls_transport_ptr_t p, void *data, size_t len)
+{
+    redis_tls *t = p;
+    if (t->roff == t->rlen) {
+        ssize_t k;
+        do
+            k = recv(t->fd, t->rbuf, sizeof t->rbuf, 0);
+        while (k < 0 && errno == EINTR);
+        if (k <= 0) {
+            if (k < 0)
+                gnutls_transport_set_errno(t->s, errno);
+            return k;
+        }
+        t->roff = 0;
+        t->rlen = (size_t)k;
+    }
+    size_t n = t->rlen - t->roff < len ? t->rlen - t->roff : len;
+    memcpy(data, t->rbuf + t->roff, n);
+    t->roff += n;
+    return (ssize_t)n;
+}
+
+/* Only asked for with timeouts set (none are: the socket is non-blocking): say whether
+ * something can be read now. */
+static int pull_timeout(gnutls_transport_ptr_t p, unsigned int ms)
+{
+    redis_tls *t = p;
+    if (t->roff < t->rlen)
+        return 1;
+    struct pollfd pf = {.fd = t->fd, .events = POLLIN};
+    return poll(&pf, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+}
+
+static ssize_t push_socket(gnutls_transport_ptr_t p, const void *data, size_t len)
+{
+    redis_tls *t = p;
+    ssize_t k;
+    do
+        k = send(t->fd, data, len, MSG_NOSIGNAL);
+    while (k < 0 && errno == EINTR);
+    if (k < 0)
+        gnutls_transport_set_errno(t->s, errno);
+    return k;
+}
+
 static int is_address(const char *name)
 {
     unsigned char buf[16];
@@ -126,7 +180,11 @@ redis_tls *redis_tls_new(const redis_tls_creds *c, int fd, const char *name, cha
     if (c->verify)
         gnutls_session_set_verify_cert(t->s, t->name[0] ? t->name : NULL, 0);
     gnutls_handshake_set_timeout(t->s, 0); /* the caller's loop keeps the deadline */
-    gnutls_transport_set_int(t->s, fd);
+    t->fd = fd;
+    gnutls_transport_set_ptr(t->s, t);
+    gnutls_transport_set_pull_function(t->s, pull_socket);
+    gnutls_transport_set_pull_timeout_function(t->s, pull_timeout);
+    gnutls_transport_set_push_function(t->s, push_socket);
     return t;
 }
 
@@ -142,9 +200,11 @@ void redis_tls_free(redis_tls *t)
 void redis_tls_set_io(redis_tls *t, ssize_t (*push)(void *, const void *, size_t),
                       ssize_t (*pull)(void *, void *, size_t), void *ptr)
 {
+    t->fd = -1;
     gnutls_transport_set_ptr(t->s, ptr);
     gnutls_transport_set_push_function(t->s, push);
     gnutls_transport_set_pull_function(t->s, pull);
+    gnutls_transport_set_pull_timeout_function(t->s, NULL);
 }
 
 const char *redis_tls_reason(const redis_tls *t) { return t->reason; }
@@ -289,6 +349,11 @@ int redis_tls_read(redis_tls *t, redisReader *r, size_t limit, size_t *fed)
             }
             *fed += (size_t)k;
             t->answered = 1;
+            /* Nothing left in hand (decrypted, or read and not yet asked for): stop
+             * here rather than ask the socket to say it is empty; the loop watches it
+             * and comes back when more arrives. */
+            if (t->fd >= 0 && t->roff == t->rlen && gnutls_record_check_pending(t->s) == 0)
+                return REDIS_TLS_WANT_READ;
             continue;
         }
         if (k == GNUTLS_E_AGAIN)

@@ -4,8 +4,10 @@
  * verification (the name, SNI, another name, another CA, an expired certificate, the
  * insecure mode), the server's refusal of a client without a certificate, writes cut
  * anywhere and resumed while hiredis appends more, replies cut anywhere and reassembled
- * by hiredis's reader, a key update and a close in the middle of a reply.  The
- * certificates are made by openssl in a temporary directory for each test. */
+ * by hiredis's reader, a key update and a close in the middle of a reply.  Then the same
+ * session on a real (non-blocking) socket, where it reads a buffer at a time: several
+ * records from one recv(), a record cut between two, a socket that takes a little at a
+ * time.  The certificates are made by openssl in a temporary directory for each test. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <gnutls/gnutls.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -567,4 +570,205 @@ Test(redis_tls, a_bare_close_in_the_middle_of_a_reply_fails_the_read)
 Test(redis_tls, a_reset_in_the_middle_of_a_reply_fails_the_read)
 {
     cut_reply(2, "reset");
+}
+
+/* ---- on a socket: the session's own transport, a buffer per recv() ---- */
+
+/* Our client on one end of a non-blocking socketpair; the server's records go to a queue
+ * the test forwards to the other end when and how it likes (sock_pump). */
+typedef struct sockpair {
+    int cfd, sfd;
+    pipe_q s_out;
+    end send_;
+    redis_tls_creds *creds;
+    redis_tls *cli;
+    gnutls_certificate_credentials_t scred;
+    gnutls_session_t srv;
+} sockpair;
+
+static ssize_t s_pull(void *p, void *data, size_t n)
+{
+    sockpair *sp = p;
+    ssize_t k = recv(sp->sfd, data, n, 0);
+    if (k < 0)
+        errno = errno == EWOULDBLOCK ? EAGAIN : errno;
+    return k;
+}
+
+static ssize_t s_push(void *p, const void *data, size_t n)
+{
+    sockpair *sp = p;
+    q_put(&sp->s_out, data, n);
+    return (ssize_t)n;
+}
+
+/* Forward up to max bytes of what the server wrote to its end of the socket. */
+static void sock_pump(sockpair *sp, size_t max)
+{
+    size_t n = sp->s_out.len < max ? sp->s_out.len : max;
+    if (!n)
+        return;
+    ssize_t k = send(sp->sfd, sp->s_out.buf, n, MSG_NOSIGNAL);
+    cr_assert_gt(k, 0, "send: %s", strerror(errno));
+    memmove(sp->s_out.buf, sp->s_out.buf + k, sp->s_out.len - (size_t)k);
+    sp->s_out.len -= (size_t)k;
+}
+
+static void sock_open(sockpair *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    int fds[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+    sp->cfd = fds[0];
+    sp->sfd = fds[1];
+    char ca[200], scert[200], skey[200], err[300];
+    path(ca, sizeof ca, "ca");
+    path(scert, sizeof scert, "server");
+    snprintf(skey, sizeof skey, "%s/server-key.pem", dir);
+    sp->creds = redis_tls_creds_new(ca, NULL, NULL, 1, err, sizeof err);
+    cr_assert_not_null(sp->creds, "%s", err);
+    sp->cli = redis_tls_new(sp->creds, sp->cfd, "redis-1.example", err, sizeof err);
+    cr_assert_not_null(sp->cli, "%s", err);
+    cr_assert_eq(gnutls_certificate_allocate_credentials(&sp->scred), 0);
+    cr_assert_eq(gnutls_certificate_set_x509_key_file(sp->scred, scert, skey, GNUTLS_X509_FMT_PEM), 0);
+    cr_assert_eq(gnutls_init(&sp->srv, GNUTLS_SERVER | GNUTLS_NONBLOCK), 0);
+    cr_assert_eq(gnutls_set_default_priority(sp->srv), 0);
+    cr_assert_eq(gnutls_credentials_set(sp->srv, GNUTLS_CRD_CERTIFICATE, sp->scred), 0);
+    gnutls_transport_set_ptr(sp->srv, sp);
+    gnutls_transport_set_push_function(sp->srv, s_push);
+    gnutls_transport_set_pull_function(sp->srv, s_pull);
+    int cdone = 0, sdone = 0;
+    for (int i = 0; i < 100000 && !(cdone && sdone); i++) {
+        if (!cdone) {
+            int rc = redis_tls_handshake(sp->cli);
+            cr_assert_neq(rc, REDIS_TLS_ERR, "%s", redis_tls_reason(sp->cli));
+            cdone = rc == REDIS_TLS_OK;
+        }
+        if (!sdone) {
+            int rc = gnutls_handshake(sp->srv);
+            cr_assert(rc == 0 || !gnutls_error_is_fatal(rc), "server: %s", gnutls_strerror(rc));
+            sdone = rc == 0;
+        }
+        sock_pump(sp, SIZE_MAX);
+    }
+    cr_assert(cdone && sdone, "the handshake never ended");
+    /* whatever the server said after its handshake (session tickets): read it now */
+    redisReader *r = redisReaderCreate();
+    size_t fed;
+    cr_assert_neq(redis_tls_read(sp->cli, r, 1 << 20, &fed), REDIS_TLS_ERR);
+    cr_assert_eq(fed, 0);
+    redisReaderFree(r);
+}
+
+static void sock_close(sockpair *sp)
+{
+    redis_tls_free(sp->cli);
+    redis_tls_creds_free(sp->creds);
+    gnutls_deinit(sp->srv);
+    gnutls_certificate_free_credentials(sp->scred);
+    free(sp->s_out.buf);
+    close(sp->cfd);
+    close(sp->sfd);
+}
+
+/* The server sends each string as its own record (not yet forwarded). */
+static void sock_records(sockpair *sp, const char *const *parts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(gnutls_record_send(sp->srv, parts[i], strlen(parts[i])), (ssize_t)strlen(parts[i]));
+}
+
+Test(redis_tls, on_a_socket_several_records_of_one_recv_are_all_read)
+{
+    sockpair sp;
+    sock_open(&sp);
+    static const char *const parts[] = {"+OK\r\n", ":1\r\n", "$5\r\nhello\r\n", ":2\r\n"};
+    sock_records(&sp, parts, 4);
+    sock_pump(&sp, SIZE_MAX); /* all four records at once on the socket */
+    redisReader *r = redisReaderCreate();
+    size_t fed;
+    /* one call takes them all: the three left in the buffer need no readable socket */
+    cr_assert_eq(redis_tls_read(sp.cli, r, 1 << 20, &fed), REDIS_TLS_WANT_READ);
+    cr_assert_eq(fed, strlen("+OK\r\n:1\r\n$5\r\nhello\r\n:2\r\n"));
+    void *rep;
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(redisReaderGetReply(r, &rep), REDIS_OK);
+        cr_assert_not_null(rep, "reply %d", i);
+        freeReplyObject(rep);
+    }
+    /* and the socket is empty: the next call finds nothing */
+    cr_assert_eq(redis_tls_read(sp.cli, r, 1 << 20, &fed), REDIS_TLS_WANT_READ);
+    cr_assert_eq(fed, 0);
+    redisReaderFree(r);
+    sock_close(&sp);
+}
+
+Test(redis_tls, on_a_socket_a_record_cut_between_two_recvs_waits_for_its_end)
+{
+    sockpair sp;
+    sock_open(&sp);
+    static const char *const parts[] = {"$11\r\nhello world\r\n", ":7\r\n"};
+    sock_records(&sp, parts, 2);
+    size_t total = sp.s_out.len;
+    redisReader *r = redisReaderCreate();
+    size_t fed = 0, all = 0;
+    /* byte by byte, then in odd pieces: never a whole record at once */
+    for (size_t k = 0; k < 7; k++) {
+        sock_pump(&sp, 1);
+        cr_assert_eq(redis_tls_read(sp.cli, r, 1 << 20, &fed), REDIS_TLS_WANT_READ);
+        cr_assert_eq(fed, 0, "plaintext from a record not whole yet");
+    }
+    while (sp.s_out.len) {
+        sock_pump(&sp, 13);
+        cr_assert_neq(redis_tls_read(sp.cli, r, 1 << 20, &fed), REDIS_TLS_ERR, "%s", redis_tls_reason(sp.cli));
+        all += fed;
+    }
+    cr_assert_eq(all, strlen("$11\r\nhello world\r\n:7\r\n"), "%zu of %zu record bytes", all, total);
+    void *rep;
+    cr_assert_eq(redisReaderGetReply(r, &rep), REDIS_OK);
+    cr_assert_str_eq(((redisReply *)rep)->str, "hello world");
+    freeReplyObject(rep);
+    cr_assert_eq(redisReaderGetReply(r, &rep), REDIS_OK);
+    cr_assert_eq(((redisReply *)rep)->integer, 7);
+    freeReplyObject(rep);
+    redisReaderFree(r);
+    sock_close(&sp);
+}
+
+Test(redis_tls, on_a_socket_a_full_send_buffer_is_waited_for_and_every_byte_goes)
+{
+    sockpair sp;
+    sock_open(&sp);
+    int small = 4096;
+    setsockopt(sp.cfd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(sp.sfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sds obuf = sdsempty(), want;
+    for (int i = 0; i < 20000; i++)
+        obuf = sdscatprintf(obuf, "*2\r\n$4\r\nECHO\r\n$5\r\n%05d\r\n", i);
+    want = sdsdup(obuf);
+    sds got = sdsempty();
+    int blocked = 0;
+    for (int i = 0; i < 1000000 && (sdslen(obuf) || redis_tls_write_pending(sp.cli)); i++) {
+        int rc = redis_tls_write(sp.cli, &obuf);
+        cr_assert_neq(rc, REDIS_TLS_ERR, "%s", redis_tls_reason(sp.cli));
+        if (rc == REDIS_TLS_WANT_WRITE) {
+            blocked++;
+            /* the server reads what is there (the socket is full) */
+            char buf[65536];
+            ssize_t k;
+            while ((k = gnutls_record_recv(sp.srv, buf, sizeof buf)) > 0)
+                got = sdscatlen(got, buf, (size_t)k);
+        }
+    }
+    char buf[65536];
+    ssize_t k;
+    while ((k = gnutls_record_recv(sp.srv, buf, sizeof buf)) > 0)
+        got = sdscatlen(got, buf, (size_t)k);
+    cr_assert_gt(blocked, 0, "the socket never filled");
+    cr_assert_eq(sdslen(got), sdslen(want));
+    cr_assert(memcmp(got, want, sdslen(want)) == 0);
+    sdsfree(obuf);
+    sdsfree(want);
+    sdsfree(got);
+    sock_close(&sp);
 }
