@@ -5,7 +5,8 @@
  * - Every kind of operation over TLS (grants, waits, streams, shared locks, permits,
  *   watches woken by another instance's release through pub/sub); every connection of
  *   the service is on a master's TLS port, and none is made per request (one handshake
- *   per connection).
+ *   per connection: a handful at most across 150 requests, should a busy machine make
+ *   the stall check recycle one).
  * - Plain and TLS masters mixed in one list.
  * - A certificate for another name, one of another CA, an expired one: each refused at
  *   the handshake, one log line each, the reason in /readyz, retried seconds apart, and
@@ -574,9 +575,10 @@ Test(tls, every_operation_goes_over_tls_with_one_handshake_per_connection)
                       "(commands + announcements))", i, on_tls);
         cr_assert_eq(on_plain, 0, "master %d: %d connections on its plain port", i, on_plain);
         cr_assert_geq(subscribed, 2, "master %d: the subscribers are not on TLS", i);
-        long long now = connections_received(i);
-        cr_assert_eq(now - conns[i], admin_conns[i], "master %d: the service made %lld connections during the run",
-                     i, now - conns[i] - admin_conns[i]);
+        /* a connection recycled by the stall check on a busy machine may come back; one
+         * per request would be hundreds */
+        long long now = connections_received(i), made = now - conns[i] - admin_conns[i];
+        cr_assert_leq(made, 4, "master %d: the service made %lld connections during the run", i, made);
     }
     curl_easy_cleanup(cl);
     curl_easy_cleanup(cl2);
