@@ -226,6 +226,8 @@ enum MHD_Result answer_health(http_req *r, int status, size_t ok, const redlock_
             .clock = m->clock_bad ? m->clock_why : NULL,
             .failed = replies && replies[i].state == RL_SLOT_FAILED,
             .latency_ms = (double)rtt / 1000.0,
+            .tls = !m->cfg->tls ? NULL : m->conf->redis_tls_insecure ? "insecure" : "verified",
+            .reason = m->state <= MASTER_CONNECTING && m->down_reason[0] ? m->down_reason : NULL,
         };
     }
     char buf[BODY_MAX_HEALTH];

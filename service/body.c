@@ -210,6 +210,10 @@ void body_health(jw *j, int ready, size_t quorum, const body_master *m, size_t n
         jw_key_str(j, "address", m[i].address);
         jw_key_bool(j, "ok", m[i].ok);
         jw_key_str(j, "state", m[i].state);
+        if (m[i].tls)
+            jw_key_str(j, "tls", m[i].tls);
+        if (m[i].reason)
+            jw_key_str(j, "reason", m[i].reason);
         if (m[i].quarantined)
             jw_key_int(j, "quarantine_remaining_ms",
                        m[i].quarantine_remaining_ms > 0 ? m[i].quarantine_remaining_ms : 0);

@@ -131,11 +131,14 @@ typedef struct body_master {
     const char *waiting;        /* quarantined past its delay: what its repair waits for
                                  * (NULL or "": nothing) */
     const char *clock;          /* out for its clock: what was seen (NULL or "": nothing) */
+    const char *tls;            /* rediss://: "verified" or "insecure"; NULL: plain */
+    const char *reason;         /* down or connecting: why it last went down; NULL: none */
 } body_master;
 
-/* {"ready","quorum","masters":[{"address","ok","state"[,"quarantine_remaining_ms"],
- * "latency_ms"}...]}.  With CONFIG_MAX_MASTERS masters of the longest addresses the
- * body outgrows BODY_MAX_HEALTH: the writer then says it overflowed. */
+/* {"ready","quorum","masters":[{"address","ok","state"[,"tls"][,"reason"]
+ * [,"quarantine_remaining_ms"[,"waiting_for"]][,"clock"],"latency_ms"}...]}.  With
+ * CONFIG_MAX_MASTERS masters of the longest addresses the body outgrows BODY_MAX_HEALTH:
+ * the writer then says it overflowed. */
 void body_health(jw *j, int ready, size_t quorum, const body_master *m, size_t n);
 
 #endif

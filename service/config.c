@@ -9,8 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
-
 #include "log.h"
 #include "version.h"
 
@@ -93,6 +91,27 @@ int config_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
     return 0;
 }
 
+int config_check_server_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 253)
+        return -1;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '-' || *p == '_' || *p == ':'))
+            return -1;
+    return 0;
+}
+
+const char *config_master_tls_name(const config *cfg, const config_master *m)
+{
+    if (m->server_name[0])
+        return m->server_name;
+    if (cfg->redis_tls_server_name[0])
+        return cfg->redis_tls_server_name;
+    return m->host;
+}
+
 int config_parse_master(const char *s, config_master *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -109,20 +128,14 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
     const char *hp = s;
     char shown[300]; /* what we may print: never the password */
     snprintf(shown, sizeof shown, "%s", s);
-    if (strncmp(s, "rediss://", 9) == 0) {
-        const char *at = strrchr(s + 9, '@');
-        if (at)
-            snprintf(shown, sizeof shown, "rediss://***@%s", at + 1);
-        snprintf(err, errlen,
-                 "invalid master '%s': TLS to masters (rediss://) needs a TLS-capable hiredis "
-                 "(1.0 or later, built with TLS), and this redlockd is built on hiredis %d.%d "
-                 "without it; encrypt that hop with a TLS tunnel next to redlockd (e.g. stunnel) "
-                 "and list the tunnel's local end as redis://: see deploy/README.md",
-                 shown, HIREDIS_MAJOR, HIREDIS_MINOR);
-        return -1;
-    }
-    if (strncmp(s, "redis://", 8) == 0) {
-        hp = s + 8;
+    const char *scheme = NULL;
+    if (strncmp(s, "redis://", 8) == 0)
+        scheme = "redis://";
+    else if (strncmp(s, "rediss://", 9) == 0)
+        scheme = "rediss://"; /* TLS (redis_tls.h) */
+    if (scheme) {
+        m->tls = scheme[5] == 's';
+        hp = s + strlen(scheme);
         const char *at = strrchr(hp, '@');
         if (at) {
             const char *cred = hp;
@@ -133,13 +146,13 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
             const char *pw = colon ? colon + 1 : cred;
             size_t pwlen = colon ? (size_t)(at - colon - 1) : clen;
             size_t ulen = colon ? (size_t)(colon - cred) : 0;
-            snprintf(shown, sizeof shown, "redis://***@%s", at + 1);
+            snprintf(shown, sizeof shown, "%s***@%s", scheme, at + 1);
             if (pwlen == 0 || pwlen >= sizeof m->password) {
-                snprintf(err, errlen, "invalid master 'redis://***@%s': bad password", at + 1);
+                snprintf(err, errlen, "invalid master '%s***@%s': bad password", scheme, at + 1);
                 return -1;
             }
             if (ulen >= sizeof m->user || memchr(cred, ' ', ulen)) {
-                snprintf(err, errlen, "invalid master 'redis://***@%s': bad user name", at + 1);
+                snprintf(err, errlen, "invalid master '%s***@%s': bad user name", scheme, at + 1);
                 return -1;
             }
             memcpy(m->user, cred, ulen);
@@ -149,8 +162,30 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
             hp = at + 1;
         }
     }
-    char hostport[300];
+    char hostport[600];
+    if (strlen(hp) >= sizeof hostport) {
+        snprintf(err, errlen, "invalid master '%.200s...': too long", shown);
+        return -1;
+    }
     snprintf(hostport, sizeof hostport, "%s", hp);
+    char *query = strchr(hostport, '?');
+    if (query) {
+        /* rediss://host:port?server_name=NAME: the name its certificate carries (and the
+         * SNI), when it is reached by an address or another name. */
+        *query++ = '\0';
+        const char *key = "server_name=";
+        size_t klen = strlen(key);
+        if (!scheme || strncmp(query, key, klen) != 0 || !m->tls) {
+            snprintf(err, errlen, "invalid master '%s': the only URL option is ?server_name=NAME, "
+                     "for rediss:// masters", shown);
+            return -1;
+        }
+        if (config_check_server_name(query + klen) != 0) {
+            snprintf(err, errlen, "invalid master '%s': bad server_name (a DNS name or an address)", shown);
+            return -1;
+        }
+        snprintf(m->server_name, sizeof m->server_name, "%s", query + klen);
+    }
     char *slash = strchr(hostport, '/');
     if (slash) {
         long db;
@@ -164,7 +199,7 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
     if (config_parse_hostport(hostport, m->host, sizeof m->host, &m->port) != 0 ||
         m->port == 0) {
         snprintf(err, errlen,
-                 "invalid master '%s': expected host:port, redis://[:password@]host:port[/db] "
+                 "invalid master '%s': expected host:port, redis[s]://[[user]:password@]host:port[/db] "
                  "or unix:///path.sock",
                  shown);
         return -1;
@@ -174,6 +209,14 @@ int config_parse_master(const char *s, config_master *m, char *err, size_t errle
     else
         snprintf(m->address, sizeof m->address, "%s:%d", m->host, m->port);
     return 0;
+}
+
+size_t config_tls_masters(const config *cfg)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n_masters; i++)
+        n += cfg->masters[i].tls != 0;
+    return n;
 }
 
 int config_master_auth_argv(const config_master *m, const char *argv[3])
@@ -231,7 +274,7 @@ int config_parse_masters(config *cfg, const char *list, char *err, size_t errlen
 /* ---- flags and environment ------------------------------------------------ */
 
 enum opt_kind { OPT_MASTERS, OPT_LISTEN, OPT_LONG, OPT_DOUBLE, OPT_PREFIX, OPT_INT,
-                OPT_LOGFMT, OPT_LOGLEVEL, OPT_PATH, OPT_BOOL };
+                OPT_LOGFMT, OPT_LOGLEVEL, OPT_PATH, OPT_BOOL, OPT_SERVERNAME };
 
 struct opt {
     const char *flag;
@@ -245,7 +288,8 @@ struct opt {
 #define OFF(f) offsetof(config, f)
 static const struct opt opts[] = {
     {"masters", "REDLOCK_MASTERS", OPT_MASTERS, 0, 0, 0,
-     "comma-separated masters: host:port, redis://[[user]:pw@]host:port[/db], unix:///p.sock"},
+     "comma-separated masters: host:port, redis://[[user]:pw@]host:port[/db], unix:///p.sock, "
+     "rediss://[[user]:pw@]host:port[/db][?server_name=NAME] (TLS; plain and TLS may mix)"},
     {"listen", "REDLOCK_LISTEN", OPT_LISTEN, 0, 0, 0, "where to serve HTTP (port 0: any free port)"},
     {"node-timeout-ms", "REDLOCK_NODE_TIMEOUT_MS", OPT_LONG, OFF(node_timeout_ms), 1, 60000,
      "per master, per round"},
@@ -283,6 +327,18 @@ static const struct opt opts[] = {
     {"tls-key", "REDLOCK_TLS_KEY", OPT_PATH, OFF(tls_key), 0, 0, "PEM private key for --tls-cert"},
     {"redis-password-file", "REDLOCK_REDIS_PASSWORD_FILE", OPT_PATH, OFF(redis_password_file), 0, 0,
      "AUTH password (first line) for masters whose URL carries none"},
+    {"redis-tls-ca-file", "REDLOCK_REDIS_TLS_CA_FILE", OPT_PATH, OFF(redis_tls_ca_file), 0, 0,
+     "PEM CA certificates that vouch for rediss:// masters (none: the system's trust store)"},
+    {"redis-tls-cert", "REDLOCK_REDIS_TLS_CERT", OPT_PATH, OFF(redis_tls_cert), 0, 0,
+     "PEM client certificate for rediss:// masters that ask for one (tls-auth-clients)"},
+    {"redis-tls-key", "REDLOCK_REDIS_TLS_KEY", OPT_PATH, OFF(redis_tls_key), 0, 0,
+     "PEM private key for --redis-tls-cert"},
+    {"redis-tls-server-name", "REDLOCK_REDIS_TLS_SERVER_NAME", OPT_SERVERNAME, OFF(redis_tls_server_name),
+     0, 0, "the name rediss:// masters' certificates carry (and the SNI) when they are reached by "
+     "address; a master's ?server_name= wins"},
+    {"redis-tls-insecure", "REDLOCK_REDIS_TLS_INSECURE", OPT_BOOL, OFF(redis_tls_insecure), 0, 1,
+     "1: do not verify rediss:// masters' certificates at all (anyone on the path can pose as a "
+     "master; warned at start and shown in /readyz)"},
     {"log-format", "REDLOCK_LOG_FORMAT", OPT_LOGFMT, 0, 0, 0, "json or text"},
     {"log-level", "REDLOCK_LOG_LEVEL", OPT_LOGLEVEL, 0, 0, 0, "error, warn, info or debug"},
 };
@@ -299,6 +355,7 @@ static const char *value_name(enum opt_kind k)
     case OPT_LOGLEVEL: return "L";
     case OPT_PATH: return "FILE";
     case OPT_BOOL: return "0|1";
+    case OPT_SERVERNAME: return "NAME";
     case OPT_LONG:
     case OPT_INT: break;
     }
@@ -342,6 +399,9 @@ static void default_text(const config *d, const struct opt *o, char *out, size_t
         return;
     case OPT_PATH:
         snprintf(out, cap, "%s", *base ? base : "none");
+        return;
+    case OPT_SERVERNAME:
+        snprintf(out, cap, "%s", *base ? base : "none (the host in the master's URL)");
         return;
     case OPT_BOOL:
         snprintf(out, cap, "%d", *(const int *)base);
@@ -434,6 +494,13 @@ static int apply(config *cfg, const struct opt *o, const char *val, const char *
     case OPT_PATH:
         if (!*val || strlen(val) >= 512) {
             snprintf(err, errlen, "%s: invalid path '%s'", origin, val);
+            return -1;
+        }
+        snprintf((char *)cfg + o->offset, 512, "%s", val);
+        return 0;
+    case OPT_SERVERNAME:
+        if (config_check_server_name(val) != 0) {
+            snprintf(err, errlen, "%s: invalid server name '%s' (a DNS name or an address)", origin, val);
             return -1;
         }
         snprintf((char *)cfg + o->offset, 512, "%s", val);
@@ -534,6 +601,10 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen)
         cfg->quarantine_ms = cfg->max_ttl_ms;
     if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
         snprintf(err, errlen, "invalid TLS setting: --tls-cert and --tls-key go together");
+        return CONFIG_ERROR;
+    }
+    if (!cfg->redis_tls_cert[0] != !cfg->redis_tls_key[0]) {
+        snprintf(err, errlen, "invalid TLS setting: --redis-tls-cert and --redis-tls-key go together");
         return CONFIG_ERROR;
     }
     return CONFIG_OK;

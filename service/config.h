@@ -17,7 +17,12 @@ typedef struct config_master {
     char user[128];      /* ACL user (redis://user:pw@...): AUTH user pw; empty: AUTH pw */
     char password[256];  /* AUTH password, empty for none */
     int db;              /* SELECT index, 0 by default */
+    int tls;             /* rediss://: TLS (redis_tls.h) */
+    char server_name[256]; /* rediss://...?server_name=: the name its certificate must
+                          * carry (and the SNI); empty: --redis-tls-server-name, or host */
 } config_master;
+
+struct redis_tls_creds;
 
 typedef struct config {
     config_master masters[CONFIG_MAX_MASTERS];
@@ -47,6 +52,14 @@ typedef struct config {
     int auth_probes;       /* 1: /readyz and /metrics need a token too */
     char tls_cert[512], tls_key[512]; /* both set: HTTPS */
     char redis_password_file[512];
+    /* TLS to rediss:// masters (redis_tls.h) */
+    char redis_tls_ca_file[512];    /* the CAs that vouch for masters; empty: the system's */
+    char redis_tls_cert[512], redis_tls_key[512]; /* our client certificate (mutual TLS) */
+    char redis_tls_server_name[512]; /* the name every rediss:// master's certificate
+                                      * carries, unless its URL names one (empty: its host) */
+    int redis_tls_insecure;          /* 1: no verification at all (warned at start, /readyz) */
+    struct redis_tls_creds *redis_tls; /* made by main from the above, once, when a
+                                      * master is rediss://; read by every worker */
     int log_json;          /* 1: JSON lines, 0: text */
     int log_level;         /* LOG_LEVEL_ERROR..LOG_LEVEL_DEBUG from log.h */
 } config;
@@ -68,10 +81,20 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen);
 void config_defaults(config *cfg);
 
 /* Parse one master: "host:port", "[v6]:port", "redis://[[user]:password@]host:port[/db]",
- * "unix:///path.sock".  "rediss://" (TLS) is refused with a message saying why (this
- * hiredis has no TLS) and what to do instead.  Returns 0, or -1 with a message in err
- * that never shows the password. */
+ * "rediss://[[user]:password@]host:port[/db][?server_name=NAME]" (TLS),
+ * "unix:///path.sock".  Returns 0, or -1 with a message in err that never shows the
+ * password. */
 int config_parse_master(const char *s, config_master *out, char *err, size_t errlen);
+
+/* Whether name can be a TLS server name (a DNS name or an address, no wildcard): 0 or -1. */
+int config_check_server_name(const char *name);
+
+/* The name a rediss:// master's certificate must carry: its URL's server_name, else
+ * --redis-tls-server-name, else the host it is reached by. */
+const char *config_master_tls_name(const config *cfg, const config_master *m);
+
+/* How many masters are rediss://. */
+size_t config_tls_masters(const config *cfg);
 
 /* The AUTH command for master m, for redisAsyncCommandArgv: fills argv with "AUTH",
  * [user,] password and returns the count (3 with an ACL user, 2 without), or 0 when m

@@ -29,6 +29,7 @@
 #include "waitq.h"
 #include "version.h"
 #include "metrics.h"
+#include "redis_tls.h"
 #include "worker.h"
 
 /* ---- --probe [URL] ---- */
@@ -304,6 +305,16 @@ static int load_secrets(app *a, char *err, size_t errlen)
         memset(pw, 0, strlen(pw));
         free(pw);
     }
+    /* TLS to masters: the CAs and our certificate, read once, shared by every worker. */
+    if (config_tls_masters(c)) {
+        char why[500];
+        c->redis_tls = redis_tls_creds_new(c->redis_tls_ca_file, c->redis_tls_cert, c->redis_tls_key,
+                                           !c->redis_tls_insecure, why, sizeof why);
+        if (!c->redis_tls) {
+            snprintf(err, errlen, "TLS to masters: %s", why);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -359,6 +370,15 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init(&a.log, a.cfg.log_json, a.cfg.log_level, 0);
+    size_t ntls = config_tls_masters(&a.cfg);
+    if (ntls && a.cfg.redis_tls_insecure)
+        log_msg(&a.log, LOG_LEVEL_WARN,
+                "--redis-tls-insecure: the certificates of %zu rediss:// master(s) are not verified: "
+                "anyone on the path can pose as a master, read the passwords and hand out locks",
+                ntls);
+    else if (!ntls && (a.cfg.redis_tls_ca_file[0] || a.cfg.redis_tls_cert[0] || a.cfg.redis_tls_insecure ||
+                       a.cfg.redis_tls_server_name[0]))
+        log_msg(&a.log, LOG_LEVEL_WARN, "TLS settings for masters given, but no master is rediss://");
     a.started_us = clock_now_us();
     a.listen_fd = -1;
     if (make_origin(a.origin, sizeof a.origin) != 0) {
@@ -407,6 +427,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < a.cfg.n_masters; i++) {
         jw_obj_open(&j);
         jw_key_str(&j, "address", a.cfg.masters[i].address);
+        if (a.cfg.masters[i].tls) /* the name its certificate must carry, or unverified */
+            jw_key_str(&j, "tls", a.cfg.redis_tls_insecure ? "insecure"
+                                                           : config_master_tls_name(&a.cfg, &a.cfg.masters[i]));
         jw_obj_close(&j);
     }
     jw_arr_close(&j);
@@ -441,6 +464,7 @@ int main(int argc, char **argv)
     auth_free(&a.auth);
     free(a.tls_cert);
     free(a.tls_key);
+    redis_tls_creds_free(a.cfg.redis_tls);
     log_msg(&a.log, LOG_LEVEL_INFO, "stopped");
     return 0;
 }

@@ -15,6 +15,11 @@
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
+/* A TLS refusal (a certificate either side refuses, the master's alert) is not fixed
+ * by trying again at once: retry every few seconds, so that a fixed certificate is
+ * picked up soon without a handshake a second per connection meanwhile. */
+#define BACKOFF_REFUSED_MIN_MS 1000
+#define BACKOFF_REFUSED_MAX_MS 5000
 
 static void batch_send(master_conn *m);
 static void batch_fail(master_conn *m);
@@ -31,6 +36,10 @@ const char *master_state_name(int state)
 static void set_state(master_conn *m, int st, const char *why)
 {
     int old = m->state;
+    if (st == MASTER_DOWN && old != MASTER_DOWN && why) /* the first why, for /readyz */
+        snprintf(m->down_reason, sizeof m->down_reason, "%s", why);
+    else if (st >= MASTER_UNMARKED)
+        m->down_reason[0] = '\0';
     if (old == st)
         return;
     if (st == MASTER_QUARANTINED) {
@@ -73,12 +82,15 @@ static void on_timer(loop_timer *t);
 
 static void schedule_reconnect(master_conn *m)
 {
+    int refused = m->ev.tls_refused, max = refused ? BACKOFF_REFUSED_MAX_MS : BACKOFF_MAX_MS;
+    if (refused && m->backoff_ms < BACKOFF_REFUSED_MIN_MS)
+        m->backoff_ms = BACKOFF_REFUSED_MIN_MS;
     /* spreads reconnects of many workers */
     int jitter = (int)(rnd_next(&m->rnd) % (uint32_t)(m->backoff_ms / 4 + 1));
     loop_timer_start(m->loop, &m->timer, clock_now_us() + (int64_t)(m->backoff_ms + jitter) * 1000);
     m->backoff_ms *= 2;
-    if (m->backoff_ms > BACKOFF_MAX_MS)
-        m->backoff_ms = BACKOFF_MAX_MS;
+    if (m->backoff_ms > max)
+        m->backoff_ms = max;
 }
 
 static void forget_context(master_conn *m, const char *why)
@@ -96,7 +108,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     (void)status;
     if (!m || m->ev.ac != ac)
         return;
-    forget_context(m, ac->err ? ac->errstr : "disconnected");
+    forget_context(m, m->ev.tls_error[0] ? m->ev.tls_error : ac->err ? ac->errstr : "disconnected");
     if (m->backoff_ms) /* 0 after master_close(..., 0): shutting down */
         schedule_reconnect(m);
 }
@@ -516,7 +528,7 @@ static void on_connect(const redisAsyncContext *cac, int status)
         return;
     if (status != REDIS_OK) {
         /* hiredis frees the context after this callback, without on_disconnect */
-        forget_context(m, ac->errstr[0] ? ac->errstr : "connect failed");
+        forget_context(m, m->ev.tls_error[0] ? m->ev.tls_error : ac->errstr[0] ? ac->errstr : "connect failed");
         schedule_reconnect(m);
         return;
     }
@@ -583,16 +595,21 @@ void master_start(master_conn *m)
         schedule_reconnect(m);
         return;
     }
-    if (ac->err) {
-        char why[160];
+    char why[160];
+    if (ac->err)
         snprintf(why, sizeof why, "connect failed: %.120s", ac->errstr);
+    else if (!m->cfg->tls)
+        redis_ev_attach(&m->ev, ac);
+    else if (redis_ev_attach_tls(&m->ev, ac, m->conf->redis_tls, config_master_tls_name(m->conf, m->cfg), 0,
+                                 why, sizeof why) == 0)
+        why[0] = '\0'; /* TLS: the handshake completes before on_connect, within the timer below */
+    if (ac->err || m->ev.ac != ac) {
         redisAsyncFree(ac);
         stat_inc(&m->errors);
         set_state(m, MASTER_DOWN, why);
         schedule_reconnect(m);
         return;
     }
-    redis_ev_attach(&m->ev, ac);
     m->pending = 0;
     m->check_inflight = 0;
     m->run_id[0] = '\0';

@@ -1,7 +1,7 @@
 /* master.h -- one connection from one worker thread to one Redis master: non-blocking
- * hiredis on the worker's loop, pipelined writes flushed once per loop pass, the
- * handshake (AUTH, SELECT, SCRIPT LOAD, INFO, the master's record), stall detection
- * and reconnection with back-off.
+ * hiredis on the worker's loop (over TLS for rediss://: redis_ev.h), pipelined writes
+ * flushed once per loop pass, the handshake (AUTH, SELECT, SCRIPT LOAD, INFO, the
+ * master's record), stall detection and reconnection with back-off.
  *
  * Trust in a master comes from its own record "<prefix>#master" (scripts.c): the run
  * id it was last trusted under, its fencing counters and base, and a quarantine mark.
@@ -108,6 +108,8 @@ struct master_conn {
     int check_inflight;
     int64_t unmarked_at_us;    /* when it was last found without its record */
     int64_t waiting_logged_us; /* "waiting for every master" said at this time */
+    char down_reason[200];     /* why it last went down (a refused certificate...), for
+                                * /readyz; cleared once it is connected and judged */
     /* the keys of the master's record and quarantine (every lock script carries the first) */
     char mkey[160], qkey[160];
     size_t mkey_len;

@@ -46,8 +46,12 @@ static void on_retry(loop_timer *t)
 
 static void schedule(sub_conn *s)
 {
+    /* a TLS refusal (a certificate) is not fixed by retrying at once: 1 s to 5 s */
+    int refused = s->ev.tls_refused, max = refused ? 5000 : 2000;
+    if (refused && s->backoff_ms < 1000)
+        s->backoff_ms = 1000;
     loop_timer_start(s->n->loop, &s->retry, clock_now_us() + (int64_t)s->backoff_ms * 1000);
-    s->backoff_ms = s->backoff_ms * 2 > 2000 ? 2000 : s->backoff_ms * 2;
+    s->backoff_ms = s->backoff_ms * 2 > max ? max : s->backoff_ms * 2;
 }
 
 static void on_message(redisAsyncContext *ac, void *r, void *priv)
@@ -142,13 +146,25 @@ static void connect_sub(sub_conn *s)
         return;
     redisAsyncContext *ac = s->cfg->unix_path[0] ? redisAsyncConnectUnix(s->cfg->unix_path)
                                                  : redisAsyncConnect(s->cfg->host, s->cfg->port);
+    char err[160];
+    if (ac && !ac->err && !s->cfg->tls) {
+        redis_ev_attach(&s->ev, ac);
+    } else if (ac && !ac->err) {
+        /* TLS: the connect and the handshake must end within the master's own limit */
+        const config *c = s->n->cfg;
+        int64_t limit_ms = c->node_timeout_ms * 10 < 1000 ? 1000 : c->node_timeout_ms * 10;
+        if (redis_ev_attach_tls(&s->ev, ac, c->redis_tls, config_master_tls_name(c, s->cfg),
+                                clock_now_us() + limit_ms * 1000, err, sizeof err) != 0) {
+            redisAsyncFree(ac);
+            ac = NULL;
+        }
+    }
     if (!ac || ac->err) {
         if (ac)
             redisAsyncFree(ac);
         schedule(s);
         return;
     }
-    redis_ev_attach(&s->ev, ac);
     ac->data = s;
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     redisAsyncSetConnectCallback(ac, on_connect);

@@ -12,15 +12,29 @@
  *     redis_ev_flush() at the end of its loop pass, and everything queued in that pass
  *     leaves in one write.  Only what that write could not take waits for the socket.
  *
- * The owner embeds a redis_ev, creates the context, hands it to redis_ev_attach(),
- * keeps its own data in ac->data, sets `connected` from its connect callback and
- * calls redis_ev_forget() when hiredis lets the context go. */
+ * The owner embeds a redis_ev, creates the context, hands it to redis_ev_attach()
+ * (or redis_ev_attach_tls()), keeps its own data in ac->data, sets `connected` from its
+ * connect callback and calls redis_ev_forget() when hiredis lets the context go; it
+ * attaches no new context before the old one is gone.
+ *
+ * TLS (rediss://): hiredis 0.14 has none, but it never needs to touch the socket
+ * itself: it appends formatted commands to its output buffer and parses what its reader
+ * is fed.  So on a TLS connection this adapter does the I/O (redis_tls.h): the TCP
+ * connect and the handshake complete before hiredis hears of the connection (then it
+ * calls the owner's connect callback, as after a plain connect), the output buffer
+ * leaves through the session, and what the session decrypts is fed to the reader and
+ * parsed with hiredis's own redisProcessCallbacks().  Failures take hiredis's own
+ * paths: before the connect callback, that callback with REDIS_ERR and the context
+ * freed; after it, pending callbacks get NULL and the disconnect callback runs; either
+ * way ac->errstr says why (a refused certificate, the master's alert, a timeout). */
 #ifndef RL_REDIS_EV_H
 #define RL_REDIS_EV_H
 
 #include "loop.h"
 
 struct redisAsyncContext;
+struct redis_tls;
+struct redis_tls_creds;
 typedef struct redis_ev redis_ev;
 
 typedef struct redis_ev_hooks {
@@ -39,6 +53,14 @@ struct redis_ev {
     loop_io io;
     loop *loop;
     const redis_ev_hooks *hooks;
+    /* TLS only */
+    struct redis_tls *tls;     /* the connection's session; NULL: plain */
+    int tls_phase;             /* enum in redis_ev.c: TCP connect, handshake, open */
+    int tls_refused;           /* the last TLS failure was a refusal (redis_tls_refused());
+                                * kept until the next attach, for the owner's back-off */
+    char tls_error[200];       /* why it failed, whole (ac->errstr holds 127 bytes of it);
+                                * "" when the failure was not TLS's; kept until the next attach */
+    loop_timer tls_timer;      /* the connect + handshake deadline, if one was given */
 };
 
 /* Set up e (no context) on loop l; hooks must outlive e. */
@@ -47,6 +69,13 @@ void redis_ev_init(redis_ev *e, loop *l, const redis_ev_hooks *hooks);
 /* Take a new context (not connected yet): hiredis's event hooks now drive e.  The
  * owner's ac->data is left alone. */
 void redis_ev_attach(redis_ev *e, struct redisAsyncContext *ac);
+
+/* Take a new context (not connected yet) as a TLS connection (see above): the
+ * certificate must name `name` (also the SNI unless it is an address); deadline_us
+ * (0: none) bounds the TCP connect and the handshake.  Returns 0, or -1 with err (e
+ * then holds no context; the caller frees ac). */
+int redis_ev_attach_tls(redis_ev *e, struct redisAsyncContext *ac, const struct redis_tls_creds *creds,
+                        const char *name, int64_t deadline_us, char *err, size_t errlen);
 
 /* The context is gone or going (freed, or failed to connect and about to be freed by
  * hiredis): forget it and what it asked for. */

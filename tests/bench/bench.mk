@@ -18,6 +18,10 @@
 #                       redis-servers; medians and new/base of cycles/s, grants/s,
 #                       409/s, acquire p50/p99, Redis CPU per cycle and per 409
 #                       (also: BENCH_BASELINE=<binary> make bench)
+#   make bench-tls      the same comparison for one build, bin/redlockd: its masters
+#                       over TCP (base) against the same masters over TLS (new:
+#                       rediss://, verified, with a client certificate), run by run
+#                       alternately; the figures of BENCHMARKS.md's TLS section
 #   make bench-plot     PNG of cycles/s and acquire p99 against concurrency, from
 #                       the latest results (bench and bench-peers also plot)
 #   make bench-publish  copy the latest results (tables, raw JSON, plot) into
@@ -53,7 +57,7 @@ BENCH_LDLIBS  := -pthread -lm
 
 BENCH_BASELINE_REF ?= HEAD~1
 
-.PHONY: bench bench-compare bench-peers bench-waiters bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
+.PHONY: bench bench-compare bench-tls bench-peers bench-waiters bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
 
 bench-loadgen: $(BENCH_TOOLS)
 
@@ -75,6 +79,9 @@ bench: $(BINDIR)/redlockd $(BENCH_TOOLS)
 bench-compare: $(BINDIR)/redlockd $(BENCH_LOADGEN) $(BENCH_SCRIPTS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd BENCH_BASELINE_REF='$(BENCH_BASELINE_REF)' \
 		tests/bench/bench.sh compare
+
+bench-tls: $(BINDIR)/redlockd $(BENCH_LOADGEN)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd BENCH_COMPARE_TLS=1 tests/bench/bench.sh compare
 
 bench-peers: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh peers

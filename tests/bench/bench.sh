@@ -16,6 +16,8 @@
 #                      from git, default HEAD~1) and $REDLOCKD, run by run
 #                      alternately, each target run on fresh redis-servers;
 #                      medians and the new/base ratio of every figure
+#                      (BENCH_COMPARE_TLS=1: $REDLOCKD alone, its masters over
+#                      TCP as base and over TLS as new)
 #   bench.sh plot      PNG of cycles/s and acquire p99 against concurrency
 #   bench.sh publish   copy the latest results into tests/bench/results/
 #
@@ -245,16 +247,52 @@ rss_kib() {
 }
 
 # ---------------------------------------------------------------- masters
+# MASTERS_TLS=1: the masters also serve TLS (--tls-port, tls-auth-clients yes, with a
+# CA, a server and a client certificate made here by openssl) and the service is
+# given their TLS ports (rediss://); the plain port stays for redis-cli's questions.
+MASTERS_TLS=0
+SVC_TLS_ARGS=
+tls_certs() {
+    local d=$TMP/tls
+    [[ -f $d/client.pem ]] && return 0
+    need openssl openssl
+    mkdir -p "$d"
+    (
+        cd "$d"
+        openssl ecparam -name prime256v1 -genkey -noout -out ca-key.pem
+        openssl req -x509 -new -key ca-key.pem -days 2 -subj /CN=bench-ca -out ca.pem
+        printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >server.ext
+        printf 'extendedKeyUsage=clientAuth\n' >client.ext
+        for n in server client; do
+            openssl ecparam -name prime256v1 -genkey -noout -out $n-key.pem
+            openssl req -new -key $n-key.pem -subj /CN=bench-$n -out $n.csr
+            openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 -extfile $n.ext -out $n.pem
+        done
+    ) >"$TMP/openssl.log" 2>&1 || die "openssl could not make the test certificates (see $TMP/openssl.log)"
+}
+
 REDIS_PORTS=()
 REDIS_PIDS=()
 start_masters() {
-    local i p pid try
+    local i p pid try tp tls_args=() list=()
+    if [[ $MASTERS_TLS == 1 ]]; then
+        tls_certs
+        SVC_TLS_ARGS="--redis-tls-ca-file $TMP/tls/ca.pem --redis-tls-cert $TMP/tls/client.pem --redis-tls-key $TMP/tls/client-key.pem"
+    else
+        SVC_TLS_ARGS=
+    fi
     for ((i = 0; i < NMASTERS; i++)); do
         for ((try = 0; try < 5; try++)); do
             p=$(free_port)
+            tls_args=()
+            if [[ $MASTERS_TLS == 1 ]]; then
+                tp=$(free_port)
+                tls_args=(--tls-port "$tp" --tls-cert-file "$TMP/tls/server.pem" --tls-key-file "$TMP/tls/server-key.pem"
+                    --tls-ca-cert-file "$TMP/tls/ca.pem" --tls-auth-clients yes)
+            fi
             mkdir -p "$TMP/redis-$p"
             redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
-                --dir "$TMP/redis-$p" --logfile "$TMP/redis-$p.log" --daemonize no &
+                --dir "$TMP/redis-$p" --logfile "$TMP/redis-$p.log" --daemonize no "${tls_args[@]}" &
             pid=$!
             if wait_redis "$p" "$pid"; then
                 break
@@ -268,8 +306,9 @@ start_masters() {
         PIDS+=("$pid")
         REDIS_PORTS+=("$p")
         REDIS_PIDS+=("$pid")
+        if [[ $MASTERS_TLS == 1 ]]; then list+=("rediss://127.0.0.1:$tp"); else list+=("127.0.0.1:$p"); fi
     done
-    MASTERS=$(printf '127.0.0.1:%s,' "${REDIS_PORTS[@]}")
+    MASTERS=$(printf '%s,' "${list[@]}")
     MASTERS=${MASTERS%,}
 }
 
@@ -293,7 +332,7 @@ start_service() {
     SVC_LOG=${2:-$TMP/redlockd.log}
     SVC_PORT=$(free_port)
     # shellcheck disable=SC2086
-    "$bin" --masters "$MASTERS" --listen "127.0.0.1:$SVC_PORT" $SVC_ARGS >"$SVC_LOG" 2>&1 &
+    "$bin" --masters "$MASTERS" --listen "127.0.0.1:$SVC_PORT" $SVC_ARGS $SVC_TLS_ARGS >"$SVC_LOG" 2>&1 &
     SVC_PID=$!
     PIDS+=("$SVC_PID")
     if ! wait_http "$SVC_PORT" /readyz 15; then
@@ -1267,11 +1306,16 @@ new_desc() {
 
 declare -A COMPARE_BIN COMPARE_SCRIPTS
 COMPARE_CEIL=${BENCH_COMPARE_CEILING:-1}
+# BENCH_COMPARE_TLS=1 (make bench-tls): one build, $REDLOCKD, against masters reached
+# over TCP (base) and over TLS (new, rediss://), run by run alternately as above
+COMPARE_TLS=${BENCH_COMPARE_TLS:-0}
 COMPARE_CEIL_N=${BENCH_COMPARE_REDIS_N:-10000}
 COMPARE_HOT=
 # compare_target_run RUN TARGET: fresh masters, that build, every point, all stopped
 compare_target_run() {
     local run=$1 t=$2 spec e k p
+    MASTERS_TLS=0
+    if [[ $COMPARE_TLS == 1 && $t == new ]]; then MASTERS_TLS=1; fi
     start_masters
     start_service "${COMPARE_BIN[$t]}" "$TMP/redlockd-$t-run$run.log"
     TARGET_PORT[$t]=$SVC_PORT
@@ -1345,7 +1389,13 @@ expires_db0() { # PORT...: keys with an expiry in db 0
 bench_compare() {
     local run t c order
     [[ -n ${BENCH_CONNS:-} ]] || CONNS="1 64 256"
-    build_baseline
+    if [[ $COMPARE_TLS == 1 ]]; then
+        BASE_BIN=$REDLOCKD
+        BASE_DESC="$REDLOCKD, masters over TCP (host:port)"
+        COMPARE_CEIL=0
+    else
+        build_baseline
+    fi
     COMPARE_BIN[base]=$BASE_BIN
     COMPARE_BIN[new]=$REDLOCKD
     if [[ $COMPARE_CEIL == 1 ]]; then
@@ -1357,8 +1407,13 @@ bench_compare() {
         fi
     fi
     [[ -x $BASE_BIN ]] || die "$BASE_BIN missing"
-    cmp -s "$BASE_BIN" "$REDLOCKD" && note "the baseline and $REDLOCKD are the same binary: an A/A run (the noise floor)"
+    if [[ $COMPARE_TLS != 1 ]] && cmp -s "$BASE_BIN" "$REDLOCKD"; then
+        note "the baseline and $REDLOCKD are the same binary: an A/A run (the noise floor)"
+    fi
     NEW_DESC=$(new_desc)
+    if [[ $COMPARE_TLS == 1 ]]; then
+        NEW_DESC="$NEW_DESC; masters over TLS (rediss://, verified, with a client certificate; Redis on $(openssl version | cut -d' ' -f1-2), redlockd on GnuTLS $(pkg-config --modversion gnutls 2>/dev/null || echo '?'))"
+    fi
     printf 'base\t%s\nnew\t%s\n' "$BASE_DESC" "$NEW_DESC" >"$OUT/builds.tsv"
     printf 'run\ttarget\tmaster_error_replies\tkeys_left\tkeys_with_expiry\n' >"$OUT/masters.tsv"
     if [[ $COMPARE_CEIL == 1 ]]; then

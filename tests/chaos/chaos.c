@@ -81,7 +81,8 @@ enum master_state { M_UP, M_FROZEN, M_DOWN };
 
 struct master {
     int idx;
-    int port;       /* the redis-server's own port */
+    int port;       /* the redis-server's own port (the checker's questions) */
+    int tls_port;   /* --tls: its TLS port, which the proxy relays to; 0 without */
     int proxy_port; /* the port the service talks to */
     _Atomic pid_t pid; /* read by the signal handler and the monitor */
     enum master_state state;
@@ -142,6 +143,7 @@ struct options {
     int min_ttl, max_ttl, max_wait, max_hold;
     int warmup_ms, cooldown_ms;
     const char *scenario; /* NULL: the random run; else a directed scenario */
+    int tls;              /* masters serve TLS (tls-auth-clients yes), the service uses rediss:// */
 };
 
 /* The checker's whole state: main builds it and hands it to every thread. */
@@ -266,13 +268,46 @@ static void on_fatal_signal(int sig)
 
 /* ---- masters ---------------------------------------------------------------------- */
 
+/* --tls: a CA, a certificate for 127.0.0.1 (the masters') and a client certificate (the
+ * service's), made by openssl in the run directory.  0 or -1. */
+static int tls_certs(struct chaos *cx)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/tls' && cd '%s/tls' && "
+             "openssl ecparam -name prime256v1 -genkey -noout -out ca-key.pem && "
+             "openssl req -x509 -new -key ca-key.pem -days 2 -subj /CN=chaos-ca -out ca.pem && "
+             "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > server.ext && "
+             "printf 'extendedKeyUsage=clientAuth\\n' > client.ext && "
+             "for n in server client; do openssl ecparam -name prime256v1 -genkey -noout -out $n-key.pem && "
+             "openssl req -new -key $n-key.pem -subj /CN=chaos-$n -out $n.csr && "
+             "openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 "
+             "-extfile $n.ext -out $n.pem || exit 1; done > openssl.log 2>&1",
+             cx->dir, cx->dir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr, "chaos: --tls: openssl could not make the certificates (see %s/tls/openssl.log)\n", cx->dir);
+        return -1;
+    }
+    return 0;
+}
+
 static int master_spawn(struct chaos *cx, struct master *m)
 {
-    char port[16];
+    char port[16], tport[16], cert[400], key[400], ca[400];
     snprintf(port, sizeof port, "%d", m->port);
+    snprintf(tport, sizeof tport, "%d", m->tls_port);
+    snprintf(cert, sizeof cert, "%s/tls/server.pem", cx->dir);
+    snprintf(key, sizeof key, "%s/tls/server-key.pem", cx->dir);
+    snprintf(ca, sizeof ca, "%s/tls/ca.pem", cx->dir);
     char *argv[] = {cx->redis_bin, "--port", port, "--bind", "127.0.0.1", "--dir", m->data,
                     "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-                    "--daemonize", "no", "--protected-mode", "no", "--logfile", "", NULL};
+                    "--daemonize", "no", "--protected-mode", "no", "--logfile", "",
+                    /* --tls: the same process also serves TLS, to the service only */
+                    "--tls-port", tport, "--tls-cert-file", cert, "--tls-key-file", key,
+                    "--tls-ca-cert-file", ca, "--tls-auth-clients", "yes", NULL};
+    if (!cx->o.tls)
+        argv[19] = NULL;
     if (mkdir(m->data, 0755) < 0 && errno != EEXIST)
         return -1;
     pid_t pid = proc_spawn(cx->redis_bin, argv, m->log, NULL);
@@ -299,6 +334,8 @@ static int master_spawn(struct chaos *cx, struct master *m)
 
 static int masters_start(struct chaos *cx)
 {
+    if (cx->o.tls && tls_certs(cx) < 0)
+        return -1;
     for (int i = 0; i < N_MASTERS; i++) {
         struct master *m = &cx->m[i];
         m->idx = i;
@@ -310,7 +347,8 @@ static int masters_start(struct chaos *cx)
         int ok = -1;
         for (int attempt = 0; attempt < 5 && ok < 0; attempt++) {
             m->port = net_free_port(); /* another process may take it first: retry */
-            if (m->port > 0)
+            m->tls_port = cx->o.tls ? net_free_port() : 0;
+            if (m->port > 0 && (!cx->o.tls || (m->tls_port > 0 && m->tls_port != m->port)))
                 ok = master_spawn(cx, m);
         }
         if (ok < 0) {
@@ -379,7 +417,8 @@ static int proxy_start(struct chaos *cx)
     argv[a++] = "--max-seconds";
     argv[a++] = maxs;
     for (int i = 0; i < N_MASTERS; i++) {
-        snprintf(pairs[i], sizeof pairs[i], "127.0.0.1:0=127.0.0.1:%d", cx->m[i].port);
+        snprintf(pairs[i], sizeof pairs[i], "127.0.0.1:0=127.0.0.1:%d",
+                 cx->o.tls ? cx->m[i].tls_port : cx->m[i].port);
         argv[a++] = pairs[i];
     }
     argv[a] = NULL;
@@ -533,11 +572,15 @@ static int http_get_status(struct chaos *cx, const char *path, char *body, size_
 
 static int service_start(struct chaos *cx)
 {
-    char masters[N_MASTERS * 24], listen[32], nt[16], maxttl[16], retention[24];
+    char masters[N_MASTERS * 40], listen[32], nt[16], maxttl[16], retention[24];
+    char tls_ca[400], tls_cert[400], tls_key[400];
     size_t off = 0;
     for (int i = 0; i < N_MASTERS; i++)
-        off += (size_t)snprintf(masters + off, sizeof masters - off, "%s127.0.0.1:%d", i ? "," : "",
-                                cx->m[i].proxy_port);
+        off += (size_t)snprintf(masters + off, sizeof masters - off, "%s%s127.0.0.1:%d", i ? "," : "",
+                                cx->o.tls ? "rediss://" : "", cx->m[i].proxy_port);
+    snprintf(tls_ca, sizeof tls_ca, "%s/tls/ca.pem", cx->dir);
+    snprintf(tls_cert, sizeof tls_cert, "%s/tls/client.pem", cx->dir);
+    snprintf(tls_key, sizeof tls_key, "%s/tls/client-key.pem", cx->dir);
     snprintf(nt, sizeof nt, "%d", cx->o.node_timeout_ms);
     snprintf(maxttl, sizeof maxttl, "%d", cx->o.max_ttl);
     long ret = cx->o.retention_ms;
@@ -548,7 +591,7 @@ static int service_start(struct chaos *cx)
     for (int attempt = 0; attempt < 3; attempt++) {
         cx->svc_port = net_free_port();
         snprintf(listen, sizeof listen, "127.0.0.1:%d", cx->svc_port);
-        char *argv[20 + MAX_EXTRA_ARGS];
+        char *argv[26 + MAX_EXTRA_ARGS];
         int a = 0;
         argv[a++] = (char *)cx->o.service_bin;
         argv[a++] = "--masters";
@@ -573,6 +616,14 @@ static int service_start(struct chaos *cx)
         if (ret > 0 && !extra_has(cx, "--retention-ms")) {
             argv[a++] = "--retention-ms";
             argv[a++] = retention;
+        }
+        if (cx->o.tls) {
+            argv[a++] = "--redis-tls-ca-file";
+            argv[a++] = tls_ca;
+            argv[a++] = "--redis-tls-cert";
+            argv[a++] = tls_cert;
+            argv[a++] = "--redis-tls-key";
+            argv[a++] = tls_key;
         }
         for (int i = 0; i < cx->o.n_extra; i++)
             argv[a++] = (char *)cx->o.extra_args[i];
@@ -2264,6 +2315,8 @@ static void usage(FILE *f)
             "                         not judged for an ASan build (LeakSanitizer at exit instead) or a TSan one\n"
             "  --dir-root PATH        where the run directory goes (/dev/shm if writable, else /tmp)\n"
             "  --keep                 keep the run directory even if every property held\n"
+            "  --tls                  masters serve TLS (a CA and certificates made by openssl,\n"
+            "                         tls-auth-clients yes); the service reaches them with rediss://\n"
             "  --discard              remove it even if a property failed (planted failures)\n"
             "  --scenario NAME        a directed scenario instead of the random run:\n"
             "     empty-held    a lock is held on masters 0-2 (3,4 cut off); master 0 restarts\n"
@@ -2510,6 +2563,10 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
         }
         if (!strcmp(a, "--keep")) {
             o->keep = 1;
+            continue;
+        }
+        if (!strcmp(a, "--tls")) {
+            o->tls = 1;
             continue;
         }
         if (!strcmp(a, "--discard")) {

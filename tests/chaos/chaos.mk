@@ -2,6 +2,7 @@
 #
 #   make chaos-selftest        the judge on synthetic histories + the fault proxy (seconds)
 #   make chaos-short           30 s of faults against $(BINDIR)/redlockd; `make test` runs it
+#   make chaos-short-tls       the same with the masters over TLS (--tls); `make test` runs it
 #   make chaos DURATION=600    the long run (default 600 s), data-loss faults always on
 #   make chaos-scenarios       directed scenarios: empty-held, aof-cut-held, flushall-held
 #                              (each with its positive control), counter-loss
@@ -19,7 +20,7 @@
 # In a SANITIZER build the checkers are instrumented like the service, and the resource
 # verdict (f) goes by the service binary: under AddressSanitizer it judges leaks by
 # LeakSanitizer's report at exit, not RSS growth (the quarantine); see README.md.
-TEST_EXTRA += chaos-selftest chaos-scenarios chaos-short
+TEST_EXTRA += chaos-selftest chaos-scenarios chaos-short chaos-short-tls
 
 CHAOS_DIR := $(BUILD)/chaos
 CHAOS_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) $(shell pkg-config --cflags jansson 2>/dev/null) -Itests/chaos $(CFLAGS)
@@ -48,7 +49,7 @@ $(CHAOS_DIR)/chaos_selftest: $(CHAOS_DIR)/selftest.o $(CHAOS_COMMON)
 
 -include $(wildcard $(CHAOS_DIR)/*.d)
 
-.PHONY: chaos chaos-short chaos-selftest chaos-build chaos-scenarios
+.PHONY: chaos chaos-short chaos-short-tls chaos-selftest chaos-build chaos-scenarios
 chaos-build: $(CHAOS_BINS)
 
 chaos-selftest: $(CHAOS_BINS)
@@ -56,6 +57,10 @@ chaos-selftest: $(CHAOS_BINS)
 
 chaos-short: $(BINDIR)/redlockd $(CHAOS_BINS)
 	$(CHAOS_RUN) --duration 30 --data-loss auto $(CHAOS_ARGS)
+
+# The same with the masters over TLS (rediss://, the fault proxy relaying the TLS bytes).
+chaos-short-tls: $(BINDIR)/redlockd $(CHAOS_BINS)
+	$(CHAOS_RUN) --duration 30 --data-loss auto --tls $(CHAOS_ARGS)
 
 chaos: $(BINDIR)/redlockd $(CHAOS_BINS)
 	$(CHAOS_RUN) --duration $(or $(DURATION),600) --data-loss on $(CHAOS_ARGS)

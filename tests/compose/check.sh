@@ -1,6 +1,9 @@
 #!/bin/bash
 # check.sh -- static checks of the container and host deploy files; needs no container engine.
 #   docker-compose.yml + Dockerfile   composecheck.py (config -q and what it misses) + its self-test
+#   docker-compose.tls.yml            merges; TLS-only masters, rediss://; and run on this host:
+#                                     gen-certs.sh, a master with its arguments, its healthcheck,
+#                                     bin/redlockd with its environment ready over verified TLS
 #   deploy/redis-master.conf          a real redis-server accepts it and reports AOF/noeviction/master
 #   deploy/redlockd.service           systemd-analyze verify (no unknown keys) and exposure <= 2.0;
 #                                     RestartPreventExitStatus lists redlockd's real exit statuses
@@ -31,6 +34,8 @@ PY=/usr/bin/python3
 TMP=$(mktemp -d /tmp/redlockd-check.XXXXXX)
 REDIS_PID= FIRST_PID=
 cleanup() {
+    [ -z "${TLS_SVC:-}" ] || kill "$TLS_SVC" 2>/dev/null || true
+    [ -z "${TLS_PID:-}" ] || kill "$TLS_PID" 2>/dev/null || true
     [ -z "$REDIS_PID" ] || kill "$REDIS_PID" 2>/dev/null || true
     [ -z "$FIRST_PID" ] || kill "$FIRST_PID" 2>/dev/null || true
     rm -rf "$TMP"
@@ -116,11 +121,82 @@ grep -q '^EnvironmentFile=/etc/redlockd/redlockd.env$' "$ROOT/deploy/redlockd.se
     && ok "redlockd.env.example sets REDLOCK_MASTERS and REDLOCK_LISTEN for the unit" \
     || fail "redlockd.env.example / EnvironmentFile mismatch"
 
+echo "== docker-compose.tls.yml (TLS to the masters), run on this host"
+# The merged file, then what it runs, for real: deploy/tls/gen-certs.sh's certificates, a
+# redis-server with deploy/redis-master.conf and the variant's TLS arguments (container
+# paths mapped to the temporary directory, port 6379 to a free one), the variant's
+# healthcheck command, and bin/redlockd with the variant's environment (its master reached
+# by address, hence ?server_name=redis1).
+TLS_PID= TLS_SVC=
+if docker-compose -f "$ROOT/docker-compose.yml" -f "$ROOT/docker-compose.tls.yml" config > "$TMP/tls.yml" 2> "$TMP/tls.err"; then
+    ok "docker-compose.yml + docker-compose.tls.yml: config"
+    # shellcheck disable=SC2016
+    probs=$("$PY" - "$TMP/tls.yml" <<'PYEOF'
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))["services"]
+p = []
+for n in ("redis1", "redis2", "redis3", "redis4", "redis5"):
+    c = [str(x) for x in d[n]["command"]]
+    arg = lambda k: c[c.index(k) + 1] if k in c else None
+    if arg("--port") != "0" or arg("--tls-port") != "6379" or arg("--tls-auth-clients") != "yes":
+        p.append(f"{n}: not TLS-only on 6379 with client certificates: {c}")
+    if "--tls" not in d[n]["healthcheck"]["test"]:
+        p.append(f"{n}: its healthcheck does not speak TLS")
+env = d["redlockd"]["environment"]
+want = ",".join(f"rediss://redis{i}:6379" for i in range(1, 6))
+if env.get("REDLOCK_MASTERS") != want:
+    p.append(f"REDLOCK_MASTERS is {env.get('REDLOCK_MASTERS')!r}, not {want!r}")
+for k in ("REDLOCK_REDIS_TLS_CA_FILE", "REDLOCK_REDIS_TLS_CERT", "REDLOCK_REDIS_TLS_KEY"):
+    if not env.get(k):
+        p.append(f"redlockd: no {k}")
+print("\n".join(p))
+PYEOF
+)
+    if [ -z "$probs" ]; then ok "TLS variant: masters TLS-only with client certificates, healthchecks over TLS, redlockd on rediss://"
+    else fail "TLS variant: $probs"; fi
+    if command -v redis-server >/dev/null && command -v openssl >/dev/null && [ -x "$ROOT/bin/redlockd" ] \
+        && "$ROOT/deploy/tls/gen-certs.sh" "$TMP/certs" > "$TMP/gen.log" 2>&1; then
+        free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+        tport=$(free_port); lport=$(free_port)
+        sed "s|^dir .*|dir $TMP|" "$ROOT/deploy/redis-master.conf" > "$TMP/redis-tls.conf"
+        mapfile -t cmd < <("$PY" -c 'import sys, yaml; [print(x) for x in yaml.safe_load(open(sys.argv[1]))["services"]["redis1"]["command"][2:]]' "$TMP/tls.yml" \
+                           | sed "s|^/tls/|$TMP/certs/redis/|; s|^6379\$|$tport|")
+        mapfile -t hc < <("$PY" -c 'import sys, yaml; [print(x) for x in yaml.safe_load(open(sys.argv[1]))["services"]["redis1"]["healthcheck"]["test"][1:]]' "$TMP/tls.yml" \
+                          | sed "s|^/tls/|$TMP/certs/redis/|")
+        redis-server "$TMP/redis-tls.conf" "${cmd[@]}" --bind 127.0.0.1 --daemonize no > "$TMP/redis-tls.log" 2>&1 & TLS_PID=$!
+        pong=
+        n=${#hc[@]}  # the healthcheck's own command, pointed at the port: ... -p PORT ping
+        for _ in $(seq 50); do pong=$("${hc[@]:0:n-1}" -p "$tport" "${hc[n-1]}" 2>/dev/null || true); [ "$pong" = PONG ] && break; sleep 0.1; done
+        if [ "$pong" = PONG ]; then ok "TLS variant: a master with its arguments and gen-certs.sh's certificates answers its healthcheck"
+        else fail "TLS variant: the master's healthcheck got '$pong' (see $TMP/redis-tls.log)"; fi
+        env_of() { "$PY" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["services"]["redlockd"]["environment"][sys.argv[2]])' "$TMP/tls.yml" "$1" \
+                   | sed "s|^/etc/redlockd/tls/|$TMP/certs/redlockd/|"; }
+        REDLOCK_REDIS_TLS_CA_FILE=$(env_of REDLOCK_REDIS_TLS_CA_FILE) REDLOCK_REDIS_TLS_CERT=$(env_of REDLOCK_REDIS_TLS_CERT) \
+        REDLOCK_REDIS_TLS_KEY=$(env_of REDLOCK_REDIS_TLS_KEY) REDLOCK_MASTERS="rediss://127.0.0.1:$tport?server_name=redis1" \
+        REDLOCK_LISTEN=127.0.0.1:$lport "$ROOT/bin/redlockd" > "$TMP/redlockd-tls.log" 2>&1 & TLS_SVC=$!
+        ready=
+        for _ in $(seq 100); do
+            ready=$(curl -s "http://127.0.0.1:$lport/readyz" 2>/dev/null || true)
+            [[ "$ready" == *'"ready":true'* ]] && break; sleep 0.1
+        done
+        if [[ "$ready" == *'"ready":true'*'"tls":"verified"'* ]]; then
+            ok "TLS variant: redlockd with its environment is ready over verified TLS"
+        else
+            fail "TLS variant: redlockd's /readyz: ${ready:-nothing} (see $TMP/redlockd-tls.log)"
+        fi
+        kill "$TLS_SVC" "$TLS_PID" 2>/dev/null || true; wait "$TLS_SVC" "$TLS_PID" 2>/dev/null || true
+    else
+        skip "TLS variant not run (needs redis-server, openssl, bin/redlockd)"
+    fi
+else
+    cat "$TMP/tls.err"; fail "docker-compose.yml + docker-compose.tls.yml: config"
+fi
+
 echo "== environment variable names against redlockd --help"
 if [ -x "$ROOT/bin/redlockd" ]; then
     known=$("$ROOT/bin/redlockd" --help 2>&1 | grep -o 'REDLOCK_[A-Z_]*' | sort -u)
-    used=$(cat "$ROOT/docker-compose.yml" "$ROOT/Dockerfile" "$ROOT/deploy/redlockd.env.example" \
-               "$ROOT/deploy/redlockd.service" "$ROOT"/deploy/kubernetes/*.yaml \
+    used=$(cat "$ROOT/docker-compose.yml" "$ROOT/docker-compose.tls.yml" "$ROOT/Dockerfile" "$ROOT/deploy/redlockd.env.example" \
+               "$ROOT/deploy/redlockd.service" "$ROOT"/deploy/kubernetes/*.yaml "$ROOT"/deploy/kubernetes-tls/*.yaml \
            | grep -o 'REDLOCK_[A-Z_]*' | sort -u)
     # ${REDLOCK_...} in docker-compose.yml are compose's own substitutions (REDLOCK_PUBLISH).
     compose_vars=$(grep -o '\${REDLOCK_[A-Z_]*' "$ROOT/docker-compose.yml" | tr -d '${' | sort -u)

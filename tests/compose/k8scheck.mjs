@@ -10,6 +10,8 @@
 //      kind's interface, so an unknown or misspelt field (`readinessprobe`, `replica`) fails,
 //      as `kubectl apply --validate=strict` would; the schemas alone allow unknown fields;
 //   3. policy: what redlockd needs of the manifests (see checkPolicy).
+// With kubectl, also deploy/kubernetes-tls (the TLS overlay): built, layers 1 and 2, and what
+// TLS needs of it (checkTlsOverlay).
 // Prints one line per check and a closing "k8s-check: N passed, N failed"; exit 1 on failure.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -466,6 +468,92 @@ export function checkKustomizeBuild(dir, loaded) {
   return { name: "kubectl kustomize: builds every object and the generated Secret under its name", problems };
 }
 
+export const DEFAULT_TLS_DIR = path.join(ROOT, "deploy/kubernetes-tls");
+
+/** The TLS overlay (deploy/kubernetes-tls), when kubectl is installed: built with throwaway
+ * files for every generated Secret (the password, the certificates), its objects pass the
+ * schema and strict-field layers, and what TLS needs holds: every master TLS-only on 6379
+ * with client certificates (tls-auth-clients yes), its files and its readiness probe's from
+ * the Secret redis-tls mounted read-only; redlockd on rediss://redis-N:6379 with the CA and
+ * its client certificate from the Secret redlockd-redis-tls mounted read-only; both Secrets
+ * generated under those names; the overlay's .gitignore keeps every certificate and key
+ * file out of git.  Returns [{name, problems}] or null (no kubectl: skipped). */
+export async function checkTlsOverlay(overlayDir = DEFAULT_TLS_DIR, baseDir = DEFAULT_DIR) {
+  const which = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
+  if (which.error || which.status !== 0) return null;
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "k8scheck-tls-"));
+  const name = "TLS overlay (deploy/kubernetes-tls): builds; TLS-only masters with client certificates, redlockd on rediss://, certificates from read-only Secrets";
+  const problems = [];
+  let built = [];
+  try {
+    const copy = (from, to) => {
+      fs.mkdirSync(to);
+      for (const f of fs.readdirSync(from)) if (fs.statSync(path.join(from, f)).isFile()) fs.copyFileSync(path.join(from, f), path.join(to, f));
+    };
+    copy(baseDir, path.join(tmp, path.basename(baseDir)));
+    copy(overlayDir, path.join(tmp, path.basename(overlayDir)));
+    const ignored = fs.existsSync(path.join(overlayDir, ".gitignore")) ? fs.readFileSync(path.join(overlayDir, ".gitignore"), "utf8") : "";
+    const globs = ignored.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+    const isIgnored = (f) => globs.some((g) => g === f || (g.startsWith("*") && f.endsWith(g.slice(1))));
+    for (const d of [baseDir, overlayDir]) {
+      const k = YAML.parse(fs.readFileSync(path.join(d, "kustomization.yaml"), "utf8"));
+      for (const g of k.secretGenerator ?? []) {
+        for (const f of g.files ?? []) {
+          const file = f.includes("=") ? f.split("=").slice(1).join("=") : f;
+          fs.writeFileSync(path.join(tmp, path.basename(d), file), "throwaway");
+          if (d === overlayDir && !isIgnored(file)) problems.push(`${file} (a certificate or key) is not in the overlay's .gitignore`);
+        }
+      }
+    }
+    const r = spawnSync("kubectl", ["kustomize", path.join(tmp, path.basename(overlayDir))], { encoding: "utf8" });
+    if (r.status !== 0) {
+      problems.push(`kubectl kustomize: ${(r.stderr || r.stdout).trim().split("\n").pop()}`);
+      return [{ name, problems }];
+    }
+    built = YAML.parseAllDocuments(r.stdout).map((d) => d.toJS()).filter(Boolean);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  const docs = built.map((obj, index) => ({ file: "kubernetes-tls (built)", index, obj }));
+  problems.push(...(await checkSchemas(docs)), ...checkStrictFields(docs));
+  const secret = (n) => built.find((o) => o.kind === "Secret" && o.metadata?.name === n);
+  for (const n of ["redis-tls", "redlockd-redis-tls"]) if (!secret(n)) problems.push(`Secret ${n} is not generated under that name`);
+  /** The read-only mount path of Secret secretName in pod spec ps / container c, or null. */
+  const mountOf = (ps, c, secretName) => {
+    const vol = (ps.volumes ?? []).find((v) => v.secret?.secretName === secretName);
+    const m = vol && (c.volumeMounts ?? []).find((vm) => vm.name === vol.name);
+    return m && m.readOnly ? m.mountPath : null;
+  };
+  const under = (p, dir) => typeof p === "string" && dir && p.startsWith(dir + "/");
+  const masters = built.filter((o) => o.kind === "StatefulSet" && o.metadata?.labels?.["app.kubernetes.io/name"] === "redis-master");
+  if (masters.length !== 5) problems.push(`${masters.length} master StatefulSets, want 5`);
+  for (const m of masters) {
+    const ps = m.spec.template.spec, c = ps.containers[0], a = (c.args ?? []).map(String);
+    const arg = (k) => (a.indexOf(k) >= 0 ? a[a.indexOf(k) + 1] : undefined);
+    const n = m.metadata.name;
+    if (arg("--port") !== "0" || arg("--tls-port") !== "6379") problems.push(`${n}: not TLS-only on 6379 (--port ${arg("--port")}, --tls-port ${arg("--tls-port")})`);
+    if (arg("--tls-auth-clients") !== "yes") problems.push(`${n}: --tls-auth-clients is ${arg("--tls-auth-clients")}, want yes`);
+    const dir = mountOf(ps, c, "redis-tls");
+    if (!dir) problems.push(`${n}: the Secret redis-tls is not mounted read-only`);
+    for (const k of ["--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file"]) if (!under(arg(k), dir)) problems.push(`${n}: ${k} ${arg(k)} is not from the Secret redis-tls`);
+    const probe = (c.readinessProbe?.exec?.command ?? []).join(" ");
+    if (!/redis-cli --tls/.test(probe)) problems.push(`${n}: its readiness probe does not speak TLS: ${probe}`);
+  }
+  const dep = built.find((o) => o.kind === "Deployment" && o.metadata?.name === "redlockd");
+  if (!dep) problems.push("no Deployment redlockd");
+  else {
+    const ps = dep.spec.template.spec, c = ps.containers[0];
+    const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]));
+    const want = MASTERS.map((m) => `rediss://${m}:6379`).join(",");
+    if (env.REDLOCK_MASTERS !== want) problems.push(`REDLOCK_MASTERS is ${env.REDLOCK_MASTERS}, want ${want}`);
+    const dir = mountOf(ps, c, "redlockd-redis-tls");
+    if (!dir) problems.push("redlockd: the Secret redlockd-redis-tls is not mounted read-only");
+    for (const k of ["REDLOCK_REDIS_TLS_CA_FILE", "REDLOCK_REDIS_TLS_CERT", "REDLOCK_REDIS_TLS_KEY"]) if (!under(env[k], dir)) problems.push(`redlockd: ${k} ${env[k]} is not from the Secret redlockd-redis-tls`);
+    if (env.REDLOCK_REDIS_TLS_INSECURE && !/^(0|no|false)$/.test(env.REDLOCK_REDIS_TLS_INSECURE)) problems.push("redlockd: REDLOCK_REDIS_TLS_INSECURE is on");
+  }
+  return [{ name, problems }];
+}
+
 async function main(argv) {
   let dir = DEFAULT_DIR, conf = DEFAULT_CONF;
   for (let i = 0; i < argv.length; i++) {
@@ -485,6 +573,11 @@ async function main(argv) {
   const build = checkKustomizeBuild(dir, loaded);
   if (build) results.push(build);
   else console.log("skip kubectl kustomize (kubectl not installed)");
+  if (dir === DEFAULT_DIR) {
+    const tls = await checkTlsOverlay();
+    if (tls) results.push(...tls);
+    else console.log("skip the TLS overlay (kubectl not installed)");
+  }
   let passed = 0, failed = 0;
   for (const r of results) {
     if (r.problems.length) {

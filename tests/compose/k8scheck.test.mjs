@@ -3,7 +3,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import { loadManifests, runChecks, DEFAULT_CONF } from "./k8scheck.mjs";
+import os from "node:os";
+import path from "node:path";
+import { spawnSync } from "node:child_process";
+import { loadManifests, runChecks, checkTlsOverlay, DEFAULT_CONF, DEFAULT_TLS_DIR } from "./k8scheck.mjs";
 
 const CONF = fs.readFileSync(DEFAULT_CONF, "utf8");
 const fresh = () => structuredClone(loadManifests());
@@ -124,4 +127,34 @@ test("catches: AOF off in redis-master.conf", async () => {
   find(m, "ConfigMap", "redis-master-conf").data["redis.conf"] = conf;
   const f = await failures(m, conf);
   assert.ok(f.some((x) => /appendonly is not yes/.test(x)), f.join("\n"));
+});
+
+// The TLS overlay, when kubectl is there to build it: passes as shipped; a patch without
+// client certificates, and redlockd pointed at plain masters, are caught.
+const haveKubectl = !spawnSync("kubectl", ["version", "--client"]).error;
+test("the TLS overlay passes, and its breakages are caught", { skip: !haveKubectl && "no kubectl" }, async () => {
+  const ok = await checkTlsOverlay();
+  assert.deepEqual(ok.flatMap((r) => r.problems), []);
+  const broken = (file, from, to) => {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), "k8stls-")), o = path.join(d, "kubernetes-tls");
+    fs.mkdirSync(o);
+    for (const f of fs.readdirSync(DEFAULT_TLS_DIR)) fs.copyFileSync(path.join(DEFAULT_TLS_DIR, f), path.join(o, f));
+    const t = fs.readFileSync(path.join(o, file), "utf8");
+    assert.ok(t.includes(from), `${file} lacks ${from}`);
+    fs.writeFileSync(path.join(o, file), t.replace(from, to));
+    return { d, o };
+  };
+  for (const [file, from, to, want] of [
+    ["masters-tls.yaml", '"--tls-auth-clients", "yes"', '"--tls-auth-clients", "no"', /--tls-auth-clients is no/],
+    ["redlockd-tls.yaml", "value: rediss://redis-1:6379,", "value: redis://redis-1:6379,", /REDLOCK_MASTERS is redis:\/\/redis-1/],
+    [".gitignore", "*.key", "", /redis.key \(a certificate or key\) is not in the overlay's .gitignore/],
+  ]) {
+    const { d, o } = broken(file, from, to);
+    try {
+      const got = (await checkTlsOverlay(o)).flatMap((r) => r.problems).join(" | ");
+      assert.match(got, want, `${file}: ${from} -> ${to}`);
+    } finally {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
+  }
 });

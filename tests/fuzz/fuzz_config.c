@@ -6,7 +6,8 @@
  *  - a parsed master is either a unix socket (absolute path, no host/port) or TCP
  *    (non-empty host, port 1..65535), its display address holds no credentials,
  *    and a list holds 1..64 masters with no (address, db) twice;
- *  - an error message exists, and never shows the password of a redis:// URL;
+ *  - a server name (?server_name=) only on a rediss:// master, and a valid one;
+ *  - an error message exists, and never shows the password of a redis[s]:// URL;
  *  - HOST:PORT round-trips (format what was parsed, parse again, same result);
  *  - config_parse_long agrees with a reference (optional '-', digits, range). */
 #include <errno.h>
@@ -36,18 +37,24 @@ static void check_master(const config_master *m)
     }
     if (m->db < 0)
         abort();
+    /* a server name only for TLS, and only one config_check_server_name() takes */
+    if (m->server_name[0] && (!m->tls || config_check_server_name(m->server_name) != 0))
+        abort();
+    if (m->tls && m->unix_path[0])
+        abort();
     /* Credentials end at the last '@': what is shown after them never holds one. */
     if (m->password[0] && strchr(m->address, '@'))
         abort();
 }
 
-/* For "redis://CRED@rest": the password part of CRED, if it cannot appear in the
- * message for another reason (it is not part of rest and is long enough). */
+/* For "redis://CRED@rest" (or rediss://): the password part of CRED, if it cannot
+ * appear in the message for another reason (it is not part of rest and is long enough). */
 static int secret_of(const char *s, char *pw, size_t pwlen)
 {
-    if (strncmp(s, "redis://", 8) != 0)
+    const char *scheme = strncmp(s, "redis://", 8) == 0 ? "redis://" : strncmp(s, "rediss://", 9) == 0 ? "rediss://" : NULL;
+    if (!scheme)
         return 0;
-    const char *cred = s + 8;
+    const char *cred = s + strlen(scheme);
     const char *at = strrchr(cred, '@');
     if (!at)
         return 0;
@@ -60,7 +67,7 @@ static int secret_of(const char *s, char *pw, size_t pwlen)
     pw[n] = '\0';
     /* what the message may show instead: the masked URL */
     char shown[4200];
-    snprintf(shown, sizeof shown, "redis://***@%s", at + 1);
+    snprintf(shown, sizeof shown, "%s***@%s", scheme, at + 1);
     if (strstr(shown, pw))
         return 0;
     if (colon && strstr(pw, "***"))

@@ -1,7 +1,8 @@
 /* test_deploy.c -- what a locked-down deployment relies on: masters behind Redis ACL users
  * (redis://user:password@host:port authenticates as that user, with the least
- * permissions deploy/README.md lists; a wrong password is refused), rediss:// refused at
- * start with the reason, `redlockd --probe` against an https:// listener (the container
+ * permissions deploy/README.md lists; a wrong password is refused), a rediss:// master
+ * whose TLS files cannot be read stopping the start with the reason (TLS itself:
+ * test_tls.c), `redlockd --probe` against an https:// listener (the container
  * HEALTHCHECK), and the exit status of a listen address in use (the systemd unit's
  * RestartPreventExitStatus). */
 #include <arpa/inet.h>
@@ -284,22 +285,22 @@ Test(deploy, acl_user_with_a_wrong_password_is_refused)
     h_set_redis_password(NULL);
 }
 
-Test(deploy, rediss_master_stops_the_start_saying_why)
+Test(deploy, rediss_master_with_unreadable_tls_files_stops_the_start_saying_why)
 {
     if (getenv("REDLOCK_TEST_URL"))
         cr_skip_test("starts its own process (external stack)");
     make_dir();
     char cmd[800];
     snprintf(cmd, sizeof cmd,
-             "%s --masters rediss://locker:TOPSECRET@127.0.0.1:6380 --listen 127.0.0.1:0 "
-             "> %s/rediss.out 2>&1", bin(), dir);
-    cr_assert_eq(sh(cmd), 2, "exit status of a rediss:// master");
+             "%s --masters rediss://locker:TOPSECRET@127.0.0.1:6380 --redis-tls-ca-file %s/no-ca.pem "
+             "--listen 127.0.0.1:0 > %s/rediss.out 2>&1", bin(), dir, dir);
+    cr_assert_eq(sh(cmd), 2, "exit status of a rediss:// master without its CA file");
     char path[300];
     snprintf(path, sizeof path, "%s/rediss.out", dir);
     h_service s = {0};
     snprintf(s.log, sizeof s.log, "%s", path);
-    cr_assert(h_log_contains(&s, "TLS-capable hiredis"), "message lacks the reason");
-    cr_assert(h_log_contains(&s, "deploy/README.md"), "message lacks where to look");
+    cr_assert(h_log_contains(&s, "TLS to masters: cannot use the CA file"), "message lacks the reason");
+    cr_assert(h_log_contains(&s, "no-ca.pem"), "message lacks the file");
     cr_assert(!h_log_contains(&s, "TOPSECRET"), "message shows the password");
 }
 

@@ -349,9 +349,9 @@ Test(body, retry_after_is_whole_seconds_rounded_up_and_at_least_one)
 Test(body, health_lists_each_master_with_quarantine_and_failed_latency_shown)
 {
     body_master ms[3] = {
-        {"a:1", 1, "ready", 0, 0, 0, 0.25, NULL, NULL},
-        {"b:2", 0, "quarantined", 1, -40, 0, 1.5, "a quorum of proven peers", NULL},
-        {"c:3", 0, "ready", 0, 0, 1, 9.0, NULL, NULL},
+        {"a:1", 1, "ready", 0, 0, 0, 0.25, NULL, NULL, NULL, NULL},
+        {"b:2", 0, "quarantined", 1, -40, 0, 1.5, "a quorum of proven peers", NULL, NULL, NULL},
+        {"c:3", 0, "ready", 0, 0, 1, 9.0, NULL, NULL, NULL, NULL},
     };
     jw *j = writer(BODY_MAX_HEALTH);
     body_health(j, 0, 2, ms, 3);
@@ -369,16 +369,35 @@ Test(body, health_lists_each_master_with_quarantine_and_failed_latency_shown)
     json_decref(o);
 }
 
+Test(body, health_shows_a_tls_masters_verification_and_why_a_master_is_down)
+{
+    body_master ms[2] = {
+        {"a:1", 1, "ready", 0, 0, 0, 0.25, NULL, NULL, "verified", NULL},
+        {"b:2", 0, "down", 0, 0, 1, 0, NULL, NULL, "insecure", "TLS: the master's \"certificate\" is refused"},
+    };
+    jw *j = writer(BODY_MAX_HEALTH);
+    body_health(j, 0, 2, ms, 2);
+    cr_assert_str_eq(buf, "{\"ready\":false,\"quorum\":2,\"masters\":["
+                          "{\"address\":\"a:1\",\"ok\":true,\"state\":\"ready\",\"tls\":\"verified\","
+                          "\"latency_ms\":0.250},"
+                          "{\"address\":\"b:2\",\"ok\":false,\"state\":\"down\",\"tls\":\"insecure\","
+                          "\"reason\":\"TLS: the master's \\\"certificate\\\" is refused\",\"latency_ms\":null}]}");
+    json_decref(parsed(j, 3));
+}
+
 Test(body, health_of_seven_masters_with_long_addresses_fits_its_writer)
 {
-    char addr[256];
+    char addr[256], why[160];
     memset(addr, 'h', sizeof addr - 1);
     addr[sizeof addr - 1] = '\0';
+    memset(why, '"', sizeof why - 1); /* escaped: twice as long */
+    why[sizeof why - 1] = '\0';
     body_master ms[7];
     for (int i = 0; i < 7; i++)
         ms[i] = (body_master){addr, 1, "quarantined", 1, INT64_MAX, 0, 1e9,
                               "repair waits for a quorum of proven peers: 2 of 4 (7 of 7 masters kept their history)",
-                              "its clock runs +500000 ppm against ours over 10000 ms (drift factor 0.01 allows 10000 ppm)"};
+                              "its clock runs +500000 ppm against ours over 10000 ms (drift factor 0.01 allows 10000 ppm)",
+                              "verified", why};
     jw *j = writer(BODY_MAX_HEALTH);
     body_health(j, 1, 4, ms, 7);
     json_t *o = parsed(j, 3);

@@ -669,17 +669,120 @@ Test(config, acl_user_in_the_url_is_kept_for_auth)
     cr_assert_eq(config_master_auth_argv(&m, argv), 0);
 }
 
-Test(config, rediss_is_refused_saying_why_and_without_the_password)
+Test(config, rediss_masters_are_tls_with_their_credentials_db_and_server_name)
 {
     config_master m;
     char err[512] = "";
-    cr_assert_eq(config_parse_master("rediss://locker:TOPSECRET@h:6380", &m, err, sizeof err), -1);
-    cr_assert_null(strstr(err, "TOPSECRET"), "%s", err);
-    cr_assert(strstr(err, "'rediss://***@h:6380'") != NULL, "%s", err);
-    cr_assert(strstr(err, "TLS-capable hiredis") != NULL, "%s", err);
-    cr_assert(strstr(err, "deploy/README.md") != NULL, "%s", err);
-    cr_assert_eq(config_parse_master("rediss://h:6380", &m, err, sizeof err), -1);
-    cr_assert(strstr(err, "'rediss://h:6380'") != NULL, "%s", err);
+    cr_assert_eq(config_parse_master("rediss://h:6380", &m, err, sizeof err), 0, "%s", err);
+    cr_assert(m.tls);
+    cr_assert_str_eq(m.address, "h:6380");
+    cr_assert_str_eq(m.server_name, "");
+    cr_assert_eq(config_parse_master("rediss://locker:p?w@d@h:6380/2?server_name=redis-1.example", &m,
+                                     err, sizeof err), 0, "%s", err);
+    cr_assert(m.tls);
+    cr_assert_str_eq(m.user, "locker");
+    cr_assert_str_eq(m.password, "p?w@d");
+    cr_assert_eq(m.db, 2);
+    cr_assert_str_eq(m.host, "h");
+    cr_assert_str_eq(m.server_name, "redis-1.example");
+    cr_assert_str_eq(m.address, "h:6380");
+    cr_assert_eq(config_parse_master("rediss://[::1]:7000?server_name=10.0.0.7", &m, err, sizeof err), 0,
+                 "%s", err);
+    cr_assert_str_eq(m.host, "::1");
+    cr_assert_str_eq(m.server_name, "10.0.0.7");
+    cr_assert_eq(config_parse_master("redis://h:6380", &m, err, sizeof err), 0);
+    cr_assert(!m.tls);
+    cr_assert_eq(config_parse_master("h:6380", &m, err, sizeof err), 0);
+    cr_assert(!m.tls);
+}
+
+Test(config, plain_and_tls_masters_mix_in_one_list)
+{
+    config *c = new_cfg();
+    char err[512];
+    cr_assert_eq(config_parse_masters(c, "a:1,rediss://b:2,redis://c:3,rediss://:pw@d:4?server_name=n.example",
+                                      err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c->n_masters, 4);
+    cr_assert_eq(config_tls_masters(c), 2);
+    cr_assert(!c->masters[0].tls && c->masters[1].tls && !c->masters[2].tls && c->masters[3].tls);
+    /* the same master by either scheme is listed twice */
+    cr_assert_eq(config_parse_masters(c, "rediss://b:2,redis://b:2", err, sizeof err), -1);
+    cr_assert(strstr(err, "twice"), "%s", err);
+    free(c);
+}
+
+Test(config, a_tls_masters_expected_name_is_its_own_else_the_flags_else_its_host)
+{
+    config *c = new_cfg();
+    char err[512];
+    cr_assert_eq(config_parse_masters(c, "rediss://10.0.0.1:1?server_name=own.example,rediss://10.0.0.2:2",
+                                      err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(config_master_tls_name(c, &c->masters[0]), "own.example");
+    cr_assert_str_eq(config_master_tls_name(c, &c->masters[1]), "10.0.0.2");
+    snprintf(c->redis_tls_server_name, sizeof c->redis_tls_server_name, "all.example");
+    cr_assert_str_eq(config_master_tls_name(c, &c->masters[0]), "own.example");
+    cr_assert_str_eq(config_master_tls_name(c, &c->masters[1]), "all.example");
+    free(c);
+}
+
+ParameterizedTestParameters(config, bad_tls_masters_are_refused_naming_the_value)
+{
+    static struct bad_case cases[] = {
+        {"redis://h:1?server_name=n", "only URL option"},   /* a name is for TLS only */
+        {"h:1?server_name=n", "'h:1?server_name=n'"},
+        {"rediss://h:1?sni=n", "only URL option"},
+        {"rediss://h:1?server_name=", "bad server_name"},
+        {"rediss://h:1?server_name=a b", "bad server_name"},
+        {"rediss://h:1?server_name=*.ex", "bad server_name"},
+        {"rediss://h", "'rediss://h'"},
+        {"rediss://h:0", "'rediss://h:0'"},
+        {"rediss://:@h:1", "password"},
+        {"rediss://", "'rediss://'"},
+    };
+    return cr_make_param_array(struct bad_case, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(struct bad_case *c, config, bad_tls_masters_are_refused_naming_the_value)
+{
+    config_master m;
+    char err[512] = "";
+    cr_assert_eq(config_parse_master(c->in, &m, err, sizeof err), -1, "'%s' accepted", c->in);
+    cr_assert(strstr(err, c->err_has) != NULL, "'%s': message '%s' lacks '%s'", c->in, err,
+              c->err_has);
+}
+
+Test(config, tls_master_errors_never_show_the_password)
+{
+    static const char *const in[] = {"rediss://u:TOPSECRET@h:1?server_name=bad name",
+                                     "rediss://:TOPSECRET@h:1?sni=x", "rediss://:TOPSECRET@h",
+                                     "rediss://u:TOPSECRET@h:1/x"};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        config_master m;
+        char err[512] = "";
+        cr_assert_eq(config_parse_master(in[i], &m, err, sizeof err), -1, "%s", in[i]);
+        cr_assert_null(strstr(err, "TOPSECRET"), "'%s' -> '%s'", in[i], err);
+        cr_assert(strstr(err, "rediss://***@h"), "'%s' -> '%s'", in[i], err);
+    }
+}
+
+Test(config, tls_flags_and_their_environment)
+{
+    config *c = new_cfg();
+    char err[512];
+    setenv("REDLOCK_REDIS_TLS_CA_FILE", "/etc/ca.pem", 1);
+    setenv("REDLOCK_REDIS_TLS_INSECURE", "yes", 1);
+    cr_assert_eq(load(c, err, sizeof err, "--redis-tls-cert", "/c.pem", "--redis-tls-key", "/k.pem",
+                      "--redis-tls-server-name", "redis.example", "--redis-tls-insecure", "0", NULL),
+                 CONFIG_OK, "%s", err);
+    unsetenv("REDLOCK_REDIS_TLS_CA_FILE");
+    unsetenv("REDLOCK_REDIS_TLS_INSECURE");
+    cr_assert_str_eq(c->redis_tls_ca_file, "/etc/ca.pem");
+    cr_assert_str_eq(c->redis_tls_cert, "/c.pem");
+    cr_assert_str_eq(c->redis_tls_key, "/k.pem");
+    cr_assert_str_eq(c->redis_tls_server_name, "redis.example");
+    cr_assert_eq(c->redis_tls_insecure, 0, "the flag wins over the environment");
+    cr_assert_null(c->redis_tls, "credentials are main's to make");
+    free(c);
 }
 
 Test(config, version_prints_the_version_and_asks_to_exit)
@@ -729,6 +832,11 @@ ParameterizedTestParameters(config, bad_flags_are_refused_naming_flag_and_value)
         {"--auth-tokens-file=", "", "--auth-tokens-file", "''"},
         {"--tls-cert", "/etc/cert.pem", "--tls-cert", "--tls-key"}, /* one without the other */
         {"--tls-key", "/etc/key.pem", "--tls-cert", "--tls-key"},
+        {"--redis-tls-cert", "/etc/c.pem", "--redis-tls-cert", "--redis-tls-key"},
+        {"--redis-tls-key", "/etc/k.pem", "--redis-tls-cert", "--redis-tls-key"},
+        {"--redis-tls-server-name", "a b", "--redis-tls-server-name", "'a b'"},
+        {"--redis-tls-insecure", "2", "--redis-tls-insecure", "'2'"},
+        {"--redis-tls-ca-file=", "", "--redis-tls-ca-file", "''"},
         {"--bogus", "1", "'--bogus'", "unknown option"},
         {"--thread", "1", "'--thread'", "unknown option"},
         {"positional", "", "'positional'", "unexpected"},
