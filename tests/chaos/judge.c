@@ -1045,6 +1045,13 @@ long chaos_judge_latency(const chaos_history *h, const chaos_judge_opts *o, FILE
 
 /* ---- (d) statuses ------------------------------------------------------------------ */
 
+/* A 503 any round may answer: too few masters answered, or too few are trusted (the
+ * others sit out a quarantine: docs/DESIGN.md §4). */
+static int unavailable(const char *err)
+{
+    return !strcmp(err, "quorum_unavailable") || !strcmp(err, "masters_quarantined");
+}
+
 static int documented(const chaos_event *e)
 {
     const char *err = e->error;
@@ -1055,12 +1062,12 @@ static int documented(const chaos_event *e)
          * retry budget (e.g. stale keys left on a master that lost its last writes) */
         return e->status == 201 ||
                (e->status == 409 && (!strcmp(err, "lock_held") || !strcmp(err, "lock_contended"))) ||
-               (e->status == 503 && (!strcmp(err, "quorum_unavailable") || !strcmp(err, "validity_exhausted")));
+               (e->status == 503 && (unavailable(err) || !strcmp(err, "validity_exhausted")));
     case CHAOS_RELEASE:
         return e->status == 200 || (e->status == 404 && !strcmp(err, "lease_not_found")) ||
-               (e->status == 503 && (!strcmp(err, "quorum_unavailable") || !strcmp(err, "release_unconfirmed")));
+               (e->status == 503 && (unavailable(err) || !strcmp(err, "release_unconfirmed")));
     case CHAOS_INSPECT:
-        return e->status == 200 || (e->status == 503 && !strcmp(err, "quorum_unavailable"));
+        return e->status == 200 || (e->status == 503 && unavailable(err));
     }
     return 0;
 }
