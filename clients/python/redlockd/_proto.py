@@ -167,8 +167,9 @@ def acquire(name: str, ttl: Optional[Seconds], wait: Optional[Seconds], lease: O
         body["mode"] = "shared"
     if reentrant:
         body["reentrant"] = True
+    # A reentrant acquire is never sent twice: each counts one more hold.
     return Call("POST", lock_path(name), models.grant, body,
-                wait=seconds(wait or 0, "wait"))
+                wait=seconds(wait or 0, "wait"), replay=not reentrant)
 
 
 def acquire_permit(name: str, permits: int, ttl: Optional[Seconds],

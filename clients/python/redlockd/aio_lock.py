@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import (Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional,
-                    Protocol, Tuple, TypeVar, Union)
+from typing import (Any, Awaitable, Callable, Iterable, Mapping, Optional, Protocol, Tuple,
+                    TypeVar, Union)
 
 from . import _proto, models
 from ._aio_http import Conn
 from ._belief import AsyncBelief
 from ._duplex import DuplexSession
+from ._held import Held, PermitCalls, SetCalls
 from ._proto import Call, Seconds, loss_margin, new_lease
 from .errors import (LeaseLost, ProtocolError, RedlockError, ReleaseUnconfirmed,
                      ServiceUnavailable, Unreachable)
 
 
 OnLost = Optional[Callable[[], Union[None, Awaitable[None]]]]
-KEEPALIVES = ("stream", "extend")
 A = TypeVar("A", bound="AsyncLock")
 
 
@@ -46,124 +46,22 @@ class Api(Protocol):
     async def semaphore_status(self, name: str) -> models.SemaphoreStatus: ...
 
 
-class AsyncLock:
+class AsyncLock(Held):
     """A lock held with `async with`; see AsyncClient.lock() (and the blocking Lock, whose
     attributes it has: lease, fencing_token, validity, ttl, deadline, holds, lost (an
-    asyncio.Event), lost_reason, release_confirmed)."""
-
-    _what = "lock"
-    _let_go_always = False
+    asyncio.Event here), lost_reason, lost_at, release_confirmed)."""
 
     def __init__(self, client: Api, name: str, *, ttl: Seconds = 30.0,
                  wait: Optional[Seconds] = None, owner: Optional[str] = None,
                  lease: Optional[str] = None, keepalive: str = "stream",
                  shared: bool = False, reentrant: bool = False, on_lost: OnLost = None):
-        if keepalive not in KEEPALIVES:
-            raise ValueError("keepalive must be one of %s" % (KEEPALIVES,))
-        self.ttl = _proto.seconds(ttl, "ttl")
-        if self.ttl <= 0:
-            raise ValueError("ttl must be positive")
-        if wait is not None:
-            _proto.seconds(wait, "wait")
-        if reentrant and shared:
-            raise ValueError("reentrant holds are exclusive")
-        self.client = client
-        self.name = name
-        self.wait = wait
-        self.owner = owner
-        self.keepalive = keepalive
-        self.shared = shared
-        self.reentrant = reentrant
-        self.on_lost = on_lost
-        self._lease = lease
-        self.grant: Optional[Any] = None
-        self.holds = 0
+        super().__init__(client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
+                         keepalive=keepalive, shared=shared, reentrant=reentrant,
+                         on_lost=on_lost)
         self.lost = asyncio.Event()
-        self._release_confirmed: Optional[bool] = None
-        self._let_go_at: Optional[float] = None
-        self._session: Optional[DuplexSession] = None
-        self._belief: Optional[AsyncBelief] = None
-        self._used = False
-        self._released = False
-        self._release_wanted = False
         self._answered = asyncio.Event()
         self._kick = asyncio.Event()
         self._task: Optional[asyncio.Task] = None
-
-    def __repr__(self) -> str:
-        state = ("lost" if self.lost.is_set() else "held") if self.grant else "not held"
-        return "<%s %r %s>" % (type(self).__name__, self.name, state)
-
-    def _acquire_call(self, lease: str, reentrant: bool = False) -> Call:
-        return _proto.acquire(self.name, self.ttl, self.wait, lease, self.owner, self.shared,
-                              reentrant)
-
-    def _extend_calls(self, lease: str) -> List[Call]:
-        return [_proto.extend(_proto.lock_path(self.name), lease, self.ttl)]
-
-    def _release_call(self, lease: str) -> Call:
-        return _proto.release(_proto.lock_path(self.name), lease)
-
-    def _granted(self) -> Any:
-        if self.grant is None:
-            raise RuntimeError("the %s %r has not been acquired" % (self._what, self.name))
-        return self.grant
-
-    @property
-    def lease(self) -> str:
-        return self._granted().lease
-
-    @property
-    def fencing_token(self) -> int:
-        return self._granted().fencing_token
-
-    @property
-    def validity(self) -> float:
-        return self._granted().validity
-
-    @property
-    def deadline(self) -> float:
-        return self._belief.deadline if self._belief is not None else 0.0
-
-    @property
-    def lost_reason(self) -> Optional[str]:
-        return self._belief.core.reason if self._belief is not None else None
-
-    @property
-    def let_go_at(self) -> Optional[float]:
-        """time.monotonic() just before the release was sent (by release(), or by the
-        keeper once the lock was lost); None if it was not."""
-        return self._session.let_go_at if self._session is not None else self._let_go_at
-
-    @property
-    def release_confirmed(self) -> Optional[bool]:
-        """Whether the service confirmed that the lock is free at its release (False: it
-        finishes the release itself, and the lock may stay taken until its ttl ends);
-        None before a release, or when no answer came."""
-        if self._session is not None:
-            return self._session.release_confirmed
-        return self._release_confirmed
-
-    @property
-    def lost_at(self) -> Optional[float]:
-        """time.monotonic() when `lost` was set (None while not lost)."""
-        return self._belief.core.lost_at if self._belief is not None else None
-
-    def remaining(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def owned(self) -> bool:
-        b = self._belief
-        if b is None or self._released or self.lost.is_set():
-            return False
-        return time.monotonic() < b.core.lose_at
-
-    def check(self) -> None:
-        self._granted()
-        if not self.owned():
-            raise LeaseLost("the %s %r is not held: %s" % (
-                self._what, self.name, self.lost_reason or
-                ("released" if self._released else "its validity ran out")))
 
     async def locked(self) -> bool:
         st = await self.client.status(self.name)
@@ -200,7 +98,7 @@ class AsyncLock:
             grant = await c.execute(self._acquire_call(lease), retries=c.retries)
         self.grant = grant
         self.holds = getattr(grant, "holds", 1)
-        late = grant.remaining() < grant.validity / 2
+        late = self._late(grant)
         self._belief = AsyncBelief(grant.deadline, loss_margin(self.ttl), self.lost,
                                     self.on_lost, self._kick.set, pending=late)
         try:
@@ -434,76 +332,35 @@ class AsyncLock:
                     error = e
         self.holds = 0
         if was_lost:
-            raise LeaseLost("lost the %s %r while holding it: %s"
-                            % (self._what, self.name, self.lost_reason))
+            raise self._lost_error()
         if error is not None:
             raise error
 
 
-class AsyncPermit(AsyncLock):
+class AsyncPermit(PermitCalls, AsyncLock):
     """As Permit, for asyncio."""
 
-    _what = "semaphore"
-
-    def __init__(self, client: Api, name: str, permits: int, *,
-                 ttl: Seconds = 30.0, wait: Optional[Seconds] = None,
-                 owner: Optional[str] = None, lease: Optional[str] = None,
-                 keepalive: str = "stream", on_lost: OnLost = None):
-        if not isinstance(permits, int) or isinstance(permits, bool) or permits < 1:
-            raise ValueError("permits must be a positive integer")
-        super().__init__(client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
-                         keepalive=keepalive, on_lost=on_lost)
-        self.permits = permits
-
-    def _acquire_call(self, lease: str, reentrant: bool = False) -> Call:
-        return _proto.acquire_permit(self.name, self.permits, self.ttl, self.wait, lease,
-                                     self.owner)
-
-    def _extend_calls(self, lease: str) -> List[Call]:
-        return [_proto.extend(_proto.sem_path(self.name), lease, self.ttl)]
-
-    def _release_call(self, lease: str) -> Call:
-        return _proto.release(_proto.sem_path(self.name), lease)
-
-    @property
-    def slot(self) -> int:
-        return self._granted().slot
+    def __init__(self, client: Api, name: str, permits: int, *, ttl: Seconds = 30.0,
+                 wait: Optional[Seconds] = None, owner: Optional[str] = None,
+                 lease: Optional[str] = None, keepalive: str = "stream",
+                 on_lost: OnLost = None):
+        self.permits = self._check_permits(permits)
+        AsyncLock.__init__(self, client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
+                           keepalive=keepalive, on_lost=on_lost)
 
     async def locked(self) -> bool:
-        st = await self.client.semaphore_status(self.name)
-        return st.free == 0
+        return (await self.client.semaphore_status(self.name)).free == 0
 
 
-class AsyncLockSet(AsyncLock):
+class AsyncLockSet(SetCalls, AsyncLock):
     """As LockSet, for asyncio."""
-
-    _what = "lock set"
-    _let_go_always = True
 
     def __init__(self, client: Api, names: Iterable[str], *, ttl: Seconds = 30.0,
                  wait: Optional[Seconds] = None, lease: Optional[str] = None,
                  modes: Optional[Mapping[str, str]] = None, on_lost: OnLost = None):
-        self.names = tuple(names)
-        super().__init__(client, ",".join(self.names), ttl=ttl, wait=wait, lease=lease,
-                         keepalive="extend", on_lost=on_lost)
-        self.modes: Dict[str, str] = dict(modes or {})
-
-    def _acquire_call(self, lease: str, reentrant: bool = False) -> Call:
-        return _proto.acquire_many(self.names, self.ttl, self.wait, lease, self.modes)
-
-    def _extend_calls(self, lease: str) -> List[Call]:
-        return [_proto.extend(_proto.lock_path(n), lease, self.ttl) for n in self.names]
-
-    def _release_call(self, lease: str) -> Call:
-        return _proto.release_many(lease)
-
-    @property
-    def fencing_tokens(self) -> Dict[str, int]:
-        return dict(self._granted().fencing_tokens)
-
-    @property
-    def fencing_token(self) -> int:    # type: ignore[override]
-        raise AttributeError("a set has one fencing token per name: fencing_tokens[name]")
+        name = self._set_names(names, modes)
+        AsyncLock.__init__(self, client, name, ttl=ttl, wait=wait, lease=lease,
+                           keepalive="extend", on_lost=on_lost)
 
     async def locked(self) -> bool:
         for n in self.names:

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple,
-                    TypeVar)
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Tuple, TypeVar
 
 
 from . import _proto, models
 from ._belief import Belief
 from ._duplex import DuplexSession
+from ._held import Held, PermitCalls, SetCalls
 from ._http import DuplexChannel
 from ._proto import Call, Seconds, loss_margin, new_lease
 from .errors import (LeaseLost, ProtocolError, RedlockError, ReleaseUnconfirmed,
@@ -52,140 +52,29 @@ class Api(Protocol):
     def semaphore_status(self, name: str) -> models.SemaphoreStatus: ...
 
 
-KEEPALIVES = ("stream", "extend")
 L = TypeVar("L", bound="Lock")
 
 
-class Lock:
+class Lock(Held):
     """A lock held in a `with` block; see Client.lock().  Once acquired: name, lease,
     fencing_token, validity (the grant's, s), ttl, deadline (time.monotonic()), holds
-    (reentrant count), lost (threading.Event), lost_reason; shared says whether it is a
-    read hold."""
-
-    _what = "lock"
-    _let_go_always = False     # a set: one name gone is not the others
+    (reentrant count), lost (threading.Event), lost_reason, lost_at; shared says whether
+    it is a read hold."""
 
     def __init__(self, client: Api, name: str, *, ttl: Seconds = 30.0,
                  wait: Optional[Seconds] = None, owner: Optional[str] = None,
                  lease: Optional[str] = None, keepalive: str = "stream",
                  shared: bool = False, reentrant: bool = False,
                  on_lost: Optional[Callable[[], None]] = None):
-        if keepalive not in KEEPALIVES:
-            raise ValueError("keepalive must be one of %s" % (KEEPALIVES,))
-        self.ttl = _proto.seconds(ttl, "ttl")
-        if self.ttl <= 0:
-            raise ValueError("ttl must be positive")
-        if wait is not None:
-            _proto.seconds(wait, "wait")
-        if reentrant and shared:
-            raise ValueError("reentrant holds are exclusive")
-        self.client = client
-        self.name = name
-        self.wait = wait
-        self.owner = owner
-        self.keepalive = keepalive
-        self.shared = shared
-        self.reentrant = reentrant
-        self.on_lost = on_lost
-        self._lease = lease
-        self.grant: Optional[Any] = None
-        self.holds = 0
+        super().__init__(client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
+                         keepalive=keepalive, shared=shared, reentrant=reentrant,
+                         on_lost=on_lost)
         self.lost = threading.Event()
-        self._release_confirmed: Optional[bool] = None
-        self._let_go_at: Optional[float] = None
-        self._session: Optional[DuplexSession] = None
-        self._belief: Optional[Belief] = None
         self._mu = threading.RLock()
-        self._used = False
-        self._released = False
-        self._release_wanted = False
         self._answered = threading.Event()     # stream: an alive answer was read
         self._kick = threading.Event()         # extend: wake the keeper
         self._channel: Optional[DuplexChannel] = None
         self._thread: Optional[threading.Thread] = None
-
-    def __repr__(self) -> str:
-        state = ("lost" if self.lost.is_set() else "held") if self.grant else "not held"
-        return "<%s %r %s>" % (type(self).__name__, self.name, state)   # never the lease
-
-    # -- what it is a hold of (Permit and LockSet override these) ---------------------------
-    def _acquire_call(self, lease: str, reentrant: bool = False) -> Call:
-        return _proto.acquire(self.name, self.ttl, self.wait, lease, self.owner, self.shared,
-                              reentrant)
-
-    def _extend_calls(self, lease: str) -> List[Call]:
-        return [_proto.extend(_proto.lock_path(self.name), lease, self.ttl)]
-
-    def _release_call(self, lease: str) -> Call:
-        return _proto.release(_proto.lock_path(self.name), lease)
-
-    # -- what the grant said ----------------------------------------------------------------
-    def _granted(self) -> Any:
-        if self.grant is None:
-            raise RuntimeError("the %s %r has not been acquired" % (self._what, self.name))
-        return self.grant
-
-    @property
-    def lease(self) -> str:
-        return self._granted().lease
-
-    @property
-    def fencing_token(self) -> int:
-        return self._granted().fencing_token
-
-    @property
-    def validity(self) -> float:
-        return self._granted().validity
-
-    @property
-    def deadline(self) -> float:
-        """time.monotonic() until which the holder may assume it holds the lock (0 before
-        it is acquired)."""
-        return self._belief.deadline if self._belief is not None else 0.0
-
-    @property
-    def lost_reason(self) -> Optional[str]:
-        return self._belief.core.reason if self._belief is not None else None
-
-    @property
-    def let_go_at(self) -> Optional[float]:
-        """time.monotonic() just before the release was sent (by release(), or by the
-        keeper once the lock was lost); None if it was not."""
-        return self._session.let_go_at if self._session is not None else self._let_go_at
-
-    @property
-    def release_confirmed(self) -> Optional[bool]:
-        """Whether the service confirmed that the lock is free at its release (False: it
-        finishes the release itself, and the lock may stay taken until its ttl ends);
-        None before a release, or when no answer came."""
-        if self._session is not None:
-            return self._session.release_confirmed
-        return self._release_confirmed
-
-    @property
-    def lost_at(self) -> Optional[float]:
-        """time.monotonic() when `lost` was set (None while not lost)."""
-        return self._belief.core.lost_at if self._belief is not None else None
-
-    def remaining(self) -> float:
-        """Seconds the holder may still assume it holds the lock (<= 0: not any more)."""
-        return self.deadline - time.monotonic()
-
-    def owned(self) -> bool:
-        """Whether this holder still holds it: acquired, not released, not lost, and its
-        validity (less the loss margin) not over."""
-        b = self._belief
-        if b is None or self._released or self.lost.is_set():
-            return False
-        return time.monotonic() < b.core.lose_at
-
-    def check(self) -> None:
-        """Raise LeaseLost unless owned() (use it right before touching the resource)."""
-        self._granted()
-        if not self.owned():
-            raise LeaseLost("the %s %r is not held: %s" % (
-                self._what, self.name, self.lost_reason or
-                ("released" if self._released else "its validity ran out")))
 
     def locked(self) -> bool:
         """Whether anyone holds the name now (a GET; redis-py's locked())."""
@@ -226,10 +115,8 @@ class Lock:
         self.grant = grant
         self.holds = getattr(grant, "holds", 1)
         self._channel = channel
-        # A grant that came after a long wait may have little validity left counted from
-        # the request's send: it is confirmed by a fresh validity (an answered ping, an
-        # extension) before it is handed out; until then its belief is pending.
-        late = grant.remaining() < grant.validity / 2
+        # A late grant's belief is pending until a fresh validity confirms it (Held._late).
+        late = self._late(grant)
         self._belief = Belief(grant.deadline, loss_margin(self.ttl), self.lost,
                               self.on_lost, self._wake, pending=late)
         try:
@@ -470,84 +357,46 @@ class Lock:
                     error = e
         self.holds = 0
         if was_lost:
-            raise LeaseLost("lost the %s %r while holding it: %s"
-                            % (self._what, self.name, self.lost_reason))
+            raise self._lost_error()
         if error is not None:
             raise error
 
 
-class Permit(Lock):
+class Permit(PermitCalls, Lock):
     """A permit of the semaphore `name` (of `permits`), held as a Lock is; see
     Client.semaphore().  Once acquired also: slot (0..permits-1), permits; fencing_token
     is the permit's (T*1024+slot)."""
-
-    _what = "semaphore"
 
     def __init__(self, client: Api, name: str, permits: int, *, ttl: Seconds = 30.0,
                  wait: Optional[Seconds] = None, owner: Optional[str] = None,
                  lease: Optional[str] = None, keepalive: str = "stream",
                  on_lost: Optional[Callable[[], None]] = None):
-        if not isinstance(permits, int) or isinstance(permits, bool) or permits < 1:
-            raise ValueError("permits must be a positive integer")
-        super().__init__(client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
-                         keepalive=keepalive, on_lost=on_lost)
-        self.permits = permits
-
-    def _acquire_call(self, lease: str, reentrant: bool = False) -> Call:
-        return _proto.acquire_permit(self.name, self.permits, self.ttl, self.wait, lease,
-                                     self.owner)
-
-    def _extend_calls(self, lease: str) -> List[Call]:
-        return [_proto.extend(_proto.sem_path(self.name), lease, self.ttl)]
-
-    def _release_call(self, lease: str) -> Call:
-        return _proto.release(_proto.sem_path(self.name), lease)
-
-    @property
-    def slot(self) -> int:
-        return self._granted().slot
+        self.permits = self._check_permits(permits)
+        Lock.__init__(self, client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
+                      keepalive=keepalive, on_lost=on_lost)
 
     def locked(self) -> bool:
         """Whether every permit is taken now."""
-        st = self.client.semaphore_status(self.name)
-        return st.free == 0
+        return self.client.semaphore_status(self.name).free == 0
 
 
-class LockSet(Lock):
+class LockSet(SetCalls, Lock):
     """Several names held together (all or nothing) under one lease; see Client.locks().
     Once acquired: names, fencing_tokens (by name), modes (by name).  Kept alive by
     extensions of each name (the service has no streamed hold of a set)."""
-
-    _what = "lock set"
-    _let_go_always = True
 
     def __init__(self, client: Api, names: Iterable[str], *, ttl: Seconds = 30.0,
                  wait: Optional[Seconds] = None, lease: Optional[str] = None,
                  modes: Optional[Mapping[str, str]] = None,
                  on_lost: Optional[Callable[[], None]] = None):
-        self.names = tuple(names)
-        super().__init__(client, ",".join(self.names), ttl=ttl, wait=wait, lease=lease,
-                         keepalive="extend", on_lost=on_lost)
-        self.modes: Dict[str, str] = dict(modes or {})
-
-    def _acquire_call(self, lease: str, reentrant: bool = False) -> Call:
-        return _proto.acquire_many(self.names, self.ttl, self.wait, lease, self.modes)
-
-    def _extend_calls(self, lease: str) -> List[Call]:
-        return [_proto.extend(_proto.lock_path(n), lease, self.ttl) for n in self.names]
-
-    def _release_call(self, lease: str) -> Call:
-        return _proto.release_many(lease)
-
-    @property
-    def fencing_tokens(self) -> Dict[str, int]:
-        return dict(self._granted().fencing_tokens)
-
-    @property
-    def fencing_token(self) -> int:    # type: ignore[override]
-        raise AttributeError("a set has one fencing token per name: fencing_tokens[name]")
+        name = self._set_names(names, modes)
+        Lock.__init__(self, client, name, ttl=ttl, wait=wait, lease=lease,
+                      keepalive="extend", on_lost=on_lost)
 
     def locked(self) -> bool:
         """Whether any of the names is held now."""
-        return any(self.client.status(n).held or self.client.status(n).readers
-                   for n in self.names)
+        for n in self.names:
+            st = self.client.status(n)
+            if st.held or st.readers:
+                return True
+        return False

@@ -102,25 +102,25 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         for keepalive in ("stream", "extend"):
             with self.subTest(keepalive=keepalive):
                 name = unique("aio-keep-" + keepalive)
-                async with c.lock(name, ttl=0.6, keepalive=keepalive) as lock:
+                async with c.lock(name, ttl=1, keepalive=keepalive) as lock:
                     self.assertTrue(await lock.locked())
-                    await asyncio.sleep(1.8)
+                    await asyncio.sleep(2.5)
                     self.assertFalse(lock.lost.is_set(), lock.lost_reason)
                     lock.check()
-                    self.assertGreater(await lock.extend(), 0.3)
+                    self.assertGreater(await lock.extend(), 0.5)
                     self.assertTrue((await c.status(name)).held)
                 self.assertTrue(lock.release_confirmed)
                 self.assertFalse((await c.status(name)).held)
                 sem = unique("aio-sem-held-" + keepalive)
-                async with c.semaphore(sem, 2, ttl=0.6, keepalive=keepalive) as p:
-                    await asyncio.sleep(1.3)
+                async with c.semaphore(sem, 2, ttl=1, keepalive=keepalive) as p:
+                    await asyncio.sleep(2.2)
                     self.assertFalse(p.lost.is_set(), p.lost_reason)
                     self.assertEqual(p.fencing_token % 1024, p.slot)
                     self.assertFalse(await p.locked())
                 self.assertEqual((await c.semaphore_status(sem)).held, 0)
         a, b = unique("aio-lset-a"), unique("aio-lset-b")
-        async with c.locks([a, b], ttl=0.6) as s:
-            await asyncio.sleep(1.3)
+        async with c.locks([a, b], ttl=1) as s:
+            await asyncio.sleep(2.2)
             self.assertFalse(s.lost.is_set(), s.lost_reason)
             self.assertTrue(await s.locked())
             self.assertEqual(set(s.fencing_tokens), {a, b})

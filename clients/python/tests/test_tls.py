@@ -80,8 +80,8 @@ class TLS(unittest.TestCase):
             with self.subTest(kw=list(kw)):
                 with redlockd.Client(self.url, token=TOKEN, **kw) as c:
                     name = unique("tls")
-                    with c.lock(name, ttl=0.6) as lock:     # a duplex hold through TLS
-                        self.assertFalse(lock.lost.wait(1.5), lock.lost_reason)
+                    with c.lock(name, ttl=1) as lock:     # a duplex hold through TLS
+                        self.assertFalse(lock.lost.wait(2.2), lock.lost_reason)
                         self.assertTrue(c.status(name).held)
                     self.assertTrue(lock.release_confirmed)
                     g = c.acquire(name, ttl=1)
@@ -101,8 +101,8 @@ class TLS(unittest.TestCase):
         async def main():
             async with aio.AsyncClient(self.url, token=TOKEN, ca_file=self.cert) as c:
                 name = unique("tls-aio")
-                async with c.lock(name, ttl=0.6) as lock:
-                    await asyncio.sleep(1.5)
+                async with c.lock(name, ttl=1) as lock:
+                    await asyncio.sleep(2.2)
                     self.assertFalse(lock.lost.is_set(), lock.lost_reason)
                     self.assertTrue((await c.status(name)).held)
                 self.assertFalse((await c.status(name)).held)
