@@ -1,7 +1,8 @@
 """test_tls.py -- the clients over HTTPS: a third redlockd on the stack's masters, started
 here with --tls-cert/--tls-key (a self-signed certificate made by openssl for localhost
 and 127.0.0.1), reached with a CA file or an ssl.SSLContext; plain calls and a duplex
-streamed hold (its lines read through TLS) from both clients; no CA: refused."""
+streamed hold (its lines read through TLS) from both clients; no CA: refused.  Its tokens
+file also holds a token scoped to py-client/ (no +admin): Forbidden where it must be."""
 import asyncio
 import os
 import shutil
@@ -14,6 +15,9 @@ import unittest
 import redlockd
 import redlockd.aio as aio
 from helpers import MASTER_PORTS, REPO, TOKEN, require_stack, unique, wait_until
+
+
+SCOPED = "scoped-token-0123456789abcdef"
 
 
 def free_port():
@@ -38,6 +42,7 @@ class TLS(unittest.TestCase):
         tokens = os.path.join(cls.dir, "tokens")
         with open(tokens, "w") as f:
             f.write(TOKEN + " +admin name=clients\n")
+            f.write(SCOPED + " py-client/ name=scoped\n")
         os.chmod(tokens, 0o600)
         binary = os.environ.get("REDLOCKD_BIN") or os.path.join(REPO, "bin", "redlockd")
         cls.port = free_port()
@@ -90,6 +95,23 @@ class TLS(unittest.TestCase):
         with redlockd.Client("https://localhost:%d" % self.port, token=TOKEN,
                              ca_file=self.cert) as c:       # by name, with SNI
             self.assertTrue(c.ready().ready)
+
+    def test_a_scoped_token(self):
+        """A token scoped to py-client/ and not +admin: listing narrowed to its scope, a
+        name outside it and a force-break Forbidden (403)."""
+        with redlockd.Client(self.url, token=SCOPED, ca_file=self.cert) as c:
+            name = unique("scoped")
+            g = c.acquire(name, ttl=5)
+            self.assertEqual(c.list_locks().prefix, "py-client/")
+            self.assertIn(name, [x.name for x in c.list_locks().locks])
+            with self.assertRaises(redlockd.Forbidden) as cm:
+                c.acquire("elsewhere/x", ttl=1)
+            self.assertEqual((cm.exception.status, cm.exception.code), (403, "forbidden"))
+            with self.assertRaises(redlockd.Forbidden):
+                c.force_release(name)
+            with self.assertRaises(redlockd.Forbidden):
+                c.list_locks("elsewhere/")
+            c.release(name, g.lease)
 
     def test_an_unknown_certificate_is_refused(self):
         with redlockd.Client(self.url, token=TOKEN, timeout=10, retries=0) as c:
