@@ -60,8 +60,15 @@ class Conn:
                     parts.append(await r.readexactly(size))
                     await r.readexactly(2)
                 body = b"".join(parts)
-            else:
-                body = await r.read(_proto.MAX_BODY)
+            else:       # to the end of the connection
+                parts, size = [], 0
+                while size <= _proto.MAX_BODY:
+                    chunk = await r.read(65536)
+                    if not chunk:
+                        break
+                    parts.append(chunk)
+                    size += len(chunk)
+                body = b"".join(parts)
         except asyncio.IncompleteReadError:
             raise EOFError(1) from None
         return body, _proto.reusable(head, frame)

@@ -108,6 +108,57 @@ class WholeCallDeadlines(unittest.TestCase):
             socket.getaddrinfo = real
 
 
+class OneShotServer:
+    """Answers each request with `answer` and closes the connection."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                c.recv(65536)
+                for i in range(0, len(self.answer), 7):     # in small pieces
+                    c.sendall(self.answer[i:i + 7])
+                    time.sleep(0.001)
+
+    def close(self):
+        self.sock.close()
+
+
+class Bodies(unittest.TestCase):
+    """Both clients read a chunked body and one delimited by the connection's end."""
+    DOC = b'{"name":"x","held":false,"owner":null,"validity_ms":0,"fencing_token":0,"index":"7"}'
+
+    def answers(self):
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p)
+                           for p in (self.DOC[:10], self.DOC[10:50], self.DOC[50:])) + b"0\r\n\r\n"
+        yield b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked
+        yield b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + self.DOC
+
+    def test_blocking_and_asyncio(self):
+        for answer in self.answers():
+            srv = OneShotServer(answer)
+            self.addCleanup(srv.close)
+            url = "http://127.0.0.1:%d" % srv.port
+            with redlockd.Client(url, timeout=5) as c:
+                self.assertEqual(c.status("x").index, "7")
+
+            async def main():
+                async with aio.AsyncClient(url, timeout=5) as c:
+                    return (await c.status("x")).index
+            self.assertEqual(asyncio.run(main()), "7")
+
+
 class Framing(unittest.TestCase):
     def test_head_and_bodies(self):
         h = _proto.parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\nx-a: 2")
