@@ -311,6 +311,7 @@ class AsyncLock(Held):
         self._released = True
         b = self._belief
         assert b is not None
+        b.check_now()      # its deadline, should the timer not have run yet (a pause)
         was_lost = not b.end()
         error: Optional[RedlockError] = None
         self._release_wanted = True
