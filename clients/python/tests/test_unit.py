@@ -66,7 +66,7 @@ class WholeCallDeadlines(unittest.TestCase):
         t = time.monotonic()
         with self.assertRaises(redlockd.Unreachable):
             c.status("x")
-        self.assertLess(time.monotonic() - t, 0.8)
+        self.assertLess(time.monotonic() - t, 2.0)     # not 9.5 s (room for a busy machine)
         # The same with a fast trickle: the answer comes within the deadline, read whole.
         fast = TricklingServer(0.0005)
         self.addCleanup(fast.close)
@@ -85,7 +85,7 @@ class WholeCallDeadlines(unittest.TestCase):
                 await c.status("x")
             await c.close()
             return time.monotonic() - t
-        self.assertLess(asyncio.run(main()), 0.8)
+        self.assertLess(asyncio.run(main()), 2.0)
 
     def test_a_name_lookup_that_hangs_cannot_stretch_a_call(self):
         real = socket.getaddrinfo
@@ -102,7 +102,7 @@ class WholeCallDeadlines(unittest.TestCase):
             t = time.monotonic()
             with self.assertRaises(redlockd.Unreachable):
                 c.status("x")
-            self.assertLess(time.monotonic() - t, 0.6)
+            self.assertLess(time.monotonic() - t, 2.0)     # not 10 s
         finally:
             release.set()
             socket.getaddrinfo = real
@@ -228,10 +228,10 @@ class Beliefs(unittest.TestCase):
         ev = threading.Event()
         called = threading.Event()
         t = time.monotonic()
-        b = _belief.Belief(t + 0.3, 0.1, ev, on_lost=called.set)
+        b = _belief.Belief(t + 0.6, 0.3, ev, on_lost=called.set)
         self.assertTrue(ev.wait(2))
-        self.assertGreaterEqual(b.core.lost_at, t + 0.2)
-        self.assertLess(b.core.lost_at, t + 0.3)
+        self.assertGreaterEqual(b.core.lost_at, t + 0.3)
+        self.assertLess(b.core.lost_at, t + 0.6)     # the margin absorbs a busy machine
         self.assertTrue(called.wait(2))
         # Extended in time: not lost.
         ev2 = threading.Event()
