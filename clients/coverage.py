@@ -200,11 +200,15 @@ def normalize(method):
 def defined(method, defs):
     if method in defs:
         return True
+    qual, _, name = method.rpartition(".")
+    if not qual or "." in qual:
+        return False
+    # client.acquire for Client.acquire (an instance named after its class)
+    if any(d.lower() == method.lower() and d.split(".")[1] == name for d in defs if "." in d):
+        return True
     # pkg.Function (Go, or a module-qualified function): a lower-case qualifier that is
     # no type of the client.
-    qual, _, name = method.rpartition(".")
-    return bool(qual) and "." not in qual and qual[:1].islower() and qual not in defs \
-        and name in defs
+    return qual[:1].islower() and qual not in defs and name in defs
 
 
 # -- one client's file ---------------------------------------------------------------------------

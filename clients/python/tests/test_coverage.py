@@ -40,7 +40,7 @@ FILES = {
     "clients/typescript/src/client.ts":
         "export class Client extends Base {\n  async acquire(name: string): Promise<void> {\n"
         "    status(1);\n  }\n  get url(): string { return ''; }\n}\n",
-    "clients/typescript/coverage.txt": "acquireLock Client.acquire\ninspectLock - not here\n",
+    "clients/typescript/coverage.txt": "acquireLock client.acquire()\ninspectLock - not here\n",
 }
 
 
