@@ -18,9 +18,10 @@ from ._version import __version__
 from .client import Client
 from .election import Election
 from .errors import (ERRORS, Forbidden, InvalidRequest, LeaseLost, LockContended, LockHeld,
-                     PermitsMismatch, ProtocolError, QuorumUnavailable, RedlockError,
-                     ReleaseUnconfirmed, ServiceUnavailable, ShuttingDown, TooManyStreams,
-                     TooManyWaiters, Unauthorized, Unreachable, ValidityExhausted)
+                     MastersQuarantined, PermitsMismatch, ProtocolError, QuorumUnavailable,
+                     RedlockError, ReleaseUnconfirmed, ServiceUnavailable, ShuttingDown,
+                     TooManyStreams, TooManyWaiters, Unauthorized, Unreachable,
+                     ValidityExhausted)
 from .lock import Lock, LockSet, Permit
 from .models import (Extension, Grant, Health, Leader, ListedLock, LockList, MasterHealth,
                      MultiGrant, MultiReleased, PermitGrant, Released, SemaphoreStatus,
@@ -32,6 +33,6 @@ __all__ = ["Client", "Lock", "Permit", "LockSet", "Election", "new_lease", "loss
            "Status", "SemaphoreStatus", "ListedLock", "LockList", "Health", "MasterHealth",
            "Leader", "ERRORS",
            "RedlockError", "LockHeld", "LockContended", "PermitsMismatch", "ServiceUnavailable",
-           "QuorumUnavailable", "ValidityExhausted", "TooManyWaiters", "TooManyStreams",
-           "ShuttingDown", "ReleaseUnconfirmed", "LeaseLost", "Unauthorized", "Forbidden",
-           "InvalidRequest", "ProtocolError", "Unreachable"]
+           "QuorumUnavailable", "MastersQuarantined", "ReleaseUnconfirmed", "ValidityExhausted",
+           "TooManyWaiters", "TooManyStreams", "ShuttingDown", "LeaseLost", "Unauthorized",
+           "Forbidden", "InvalidRequest", "ProtocolError", "Unreachable"]

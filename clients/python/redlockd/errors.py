@@ -9,9 +9,11 @@ each code to the exception raised for it.  Catch by meaning:
         LockContended            409 lock_contended: votes split, nobody holds it
       ServiceUnavailable         503: retry later or elsewhere
         QuorumUnavailable        quorum_unavailable (.nodes_ok, .quorum)
+          MastersQuarantined     masters_quarantined: too few masters trusted (.quarantined,
+                                 .rejoin, s)
+          ReleaseUnconfirmed     release_unconfirmed: masters that did not answer may still
+                                 hold it; the service finishes the release
         ValidityExhausted, TooManyWaiters, TooManyStreams, ShuttingDown
-        ReleaseUnconfirmed       release_unconfirmed: masters that did not answer may still
-                                 hold it; the service finishes the release (.nodes_ok, .quorum)
       PermitsMismatch            409 permits_mismatch: the semaphore is in use with another
                                  number of permits (.permits, the one in use)
       LeaseLost                  404 lease_not_found, or a held lock was lost
@@ -91,20 +93,33 @@ class QuorumUnavailable(ServiceUnavailable):
         self.quorum: Optional[int] = self.body.get("quorum")
 
 
-class ReleaseUnconfirmed(ServiceUnavailable):
+class MastersQuarantined(QuorumUnavailable):
+    """503 masters_quarantined: fewer than a quorum of masters are trusted; the others sit
+    out a restart, a loss of data or a clock that misbehaved.  quarantined: how many;
+    rejoin: seconds (float) until the first is due back, None when each waits for its
+    peers (nodes_ok and quorum as QuorumUnavailable)."""
+
+    def __init__(self, message: str, code: Optional[str] = "masters_quarantined",
+                 status: int = 503, body: Optional[Dict[str, Any]] = None):
+        super().__init__(message, code, status, body)
+        self.quarantined: Optional[int] = self.body.get("quarantined")
+        ms = self.body.get("rejoin_ms")
+        self.rejoin: Optional[float] = (
+            ms / 1000.0 if isinstance(ms, int) and not isinstance(ms, bool) else None)
+
+
+class ReleaseUnconfirmed(QuorumUnavailable):
     """503 release_unconfirmed (to a release): masters that did not answer may still hold
     the lock for this lease, so the service cannot say it is free; it goes on releasing it
     there by itself, until the lock's ttl ends.  Stop using the resource as after any
     release; do not count on the lock being free for others before its ttl ends.  A plain
     lock may be released again later (which answers released or LeaseLost); a reentrant
-    one must not (each release takes a hold back).  nodes_ok, quorum as for
-    QuorumUnavailable."""
+    one must not (each release takes a hold back).  A QuorumUnavailable (nodes_ok,
+    quorum), as main's table had it."""
 
     def __init__(self, message: str, code: Optional[str] = "release_unconfirmed",
                  status: int = 503, body: Optional[Dict[str, Any]] = None):
         super().__init__(message, code, status, body)
-        self.nodes_ok: Optional[int] = self.body.get("nodes_ok")
-        self.quorum: Optional[int] = self.body.get("quorum")
 
 
 class ValidityExhausted(ServiceUnavailable):
@@ -151,9 +166,8 @@ class Unreachable(RedlockError):
     whole deadline (name lookup, connect, TLS, send and receive together) passed."""
 
 
-# The service's error codes, api/openapi.yaml's components.schemas.Error enum (the tests
-# check that every code of it is here; release_unconfirmed may be ahead of the document),
-# and the exception each one raises.
+# The service's error codes, exactly api/openapi.yaml's components.schemas.Error enum (the
+# tests check that the two agree), and the exception each one raises.
 ERRORS: Dict[str, type] = {
     "invalid_json": InvalidRequest,
     "invalid_name": InvalidRequest,
@@ -181,6 +195,7 @@ ERRORS: Dict[str, type] = {
     "client_closed": ProtocolError,
     "internal": ProtocolError,
     "quorum_unavailable": QuorumUnavailable,
+    "masters_quarantined": MastersQuarantined,
     "validity_exhausted": ValidityExhausted,
     "too_many_waiters": TooManyWaiters,
     "too_many_streams": TooManyStreams,
