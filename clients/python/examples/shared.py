@@ -19,6 +19,6 @@ with client.semaphore("pool/db", permits=2) as a, client.semaphore("pool/db", pe
         client.acquire_permit("pool/db", permits=3)         # another number of permits
     except redlockd.PermitsMismatch as e:
         print("permits=3:", e.code, "(in use: %d)" % e.permits)
-print(client.semaphore_status("pool/db"))
+print("permits held now:", client.semaphore_status("pool/db").held)
 with client.locks(["accounts/17", "accounts/42"], ttl=10) as both:   # all or nothing
     print("a set:", both.fencing_tokens)
