@@ -3,11 +3,10 @@
 import redlockd
 
 client = redlockd.Client()
-with client.lock("reports", shared=True, keepalive="extend") as r1, \
-        client.lock("reports", shared=True, keepalive="extend") as r2:
+with client.lock("reports", shared=True) as r1, client.lock("reports", shared=True) as r2:
     print("readers:", client.status("reports").readers, "fencing token", r1.fencing_token)
     try:
-        client.acquire("reports", ttl_ms=1000)              # a writer, meanwhile
+        client.acquire("reports", ttl=1)                    # a writer, meanwhile
     except redlockd.LockHeld as e:
         print("a writer:", e.code)
 with client.semaphore("pool/db", permits=2) as a, client.semaphore("pool/db", permits=2) as b:
@@ -20,4 +19,6 @@ with client.semaphore("pool/db", permits=2) as a, client.semaphore("pool/db", pe
         client.acquire_permit("pool/db", permits=3)         # another number of permits
     except redlockd.PermitsMismatch as e:
         print("permits=3:", e.code, "(in use: %d)" % e.permits)
-print(client.semaphore_status("pool/db"))
+print("permits held now:", client.semaphore_status("pool/db").held)
+with client.locks(["accounts/17", "accounts/42"], ttl=10) as both:   # all or nothing
+    print("a set:", both.fencing_tokens)

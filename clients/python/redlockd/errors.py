@@ -8,19 +8,22 @@ each code to the exception raised for it.  Catch by meaning:
       LockHeld                   409 lock_held: another lease holds it (.retry_after, s)
         LockContended            409 lock_contended: votes split, nobody holds it
       ServiceUnavailable         503: retry later or elsewhere
-        QuorumUnavailable        quorum_unavailable (.nodes_ok, .quorum); also
-                                 release_unconfirmed: masters that did not answer may still
-                                 hold the released lease (the service finishes the release)
+        QuorumUnavailable        quorum_unavailable (.nodes_ok, .quorum)
+          MastersQuarantined     masters_quarantined: too few masters trusted (.quarantined,
+                                 .rejoin, s)
+          ReleaseUnconfirmed     release_unconfirmed: masters that did not answer may still
+                                 hold it; the service finishes the release
         ValidityExhausted, TooManyWaiters, TooManyStreams, ShuttingDown
       PermitsMismatch            409 permits_mismatch: the semaphore is in use with another
                                  number of permits (.permits, the one in use)
-      LeaseLost                  404 lease_not_found, or a held lock's keep-alive failed
+      LeaseLost                  404 lease_not_found, or a held lock was lost
       Unauthorized               401 unauthorized
         Forbidden                403 forbidden (a valid token, not for this name/action)
       InvalidRequest             400 invalid_* (a bug in the call: bad name, ttl, lease...)
       ProtocolError              404 not_found, 405, 413, 500, an unknown code or a reply
                                  that is not the API's
-      Unreachable                no answer: connection refused or reset, timed out
+      Unreachable                no answer: connection refused or reset, or the call's
+                                 whole deadline (connect, send and receive) passed
 """
 from __future__ import annotations
 
@@ -47,16 +50,16 @@ class RedlockError(Exception):
 
 
 class LockHeld(RedlockError):
-    """The lock is held by another lease (after waiting up to wait_ms, if given).
-    retry_after is when the holder's lock should expire, in seconds (float);
-    retry_after_ms the same in ms as the service said it."""
+    """The lock is held by another lease (after waiting up to `wait`, if given).
+    retry_after: seconds (float) until the holder's lock should expire, None if the
+    service did not say."""
 
     def __init__(self, message: str, code: Optional[str] = "lock_held", status: int = 409,
                  body: Optional[Dict[str, Any]] = None):
         super().__init__(message, code, status, body)
         ms = self.body.get("retry_after_ms")
-        self.retry_after_ms: Optional[int] = ms if isinstance(ms, int) else None
-        self.retry_after: Optional[float] = None if ms is None else self.retry_after_ms / 1000.0
+        self.retry_after: Optional[float] = (
+            ms / 1000.0 if isinstance(ms, int) and not isinstance(ms, bool) else None)
 
 
 class LockContended(LockHeld):
@@ -90,6 +93,35 @@ class QuorumUnavailable(ServiceUnavailable):
         self.quorum: Optional[int] = self.body.get("quorum")
 
 
+class MastersQuarantined(QuorumUnavailable):
+    """503 masters_quarantined: fewer than a quorum of masters are trusted; the others sit
+    out a restart, a loss of data or a clock that misbehaved.  quarantined: how many;
+    rejoin: seconds (float) until the first is due back, None when each waits for its
+    peers (nodes_ok and quorum as QuorumUnavailable)."""
+
+    def __init__(self, message: str, code: Optional[str] = "masters_quarantined",
+                 status: int = 503, body: Optional[Dict[str, Any]] = None):
+        super().__init__(message, code, status, body)
+        self.quarantined: Optional[int] = self.body.get("quarantined")
+        ms = self.body.get("rejoin_ms")
+        self.rejoin: Optional[float] = (
+            ms / 1000.0 if isinstance(ms, int) and not isinstance(ms, bool) else None)
+
+
+class ReleaseUnconfirmed(QuorumUnavailable):
+    """503 release_unconfirmed (to a release): masters that did not answer may still hold
+    the lock for this lease, so the service cannot say it is free; it goes on releasing it
+    there by itself, until the lock's ttl ends.  Stop using the resource as after any
+    release; do not count on the lock being free for others before its ttl ends.  A plain
+    lock may be released again later (which answers released or LeaseLost); a reentrant
+    one must not (each release takes a hold back).  A QuorumUnavailable (nodes_ok,
+    quorum), as main's table had it."""
+
+    def __init__(self, message: str, code: Optional[str] = "release_unconfirmed",
+                 status: int = 503, body: Optional[Dict[str, Any]] = None):
+        super().__init__(message, code, status, body)
+
+
 class ValidityExhausted(ServiceUnavailable):
     """A quorum granted, but the round took longer than the ttl allows (released again)."""
 
@@ -107,8 +139,8 @@ class ShuttingDown(ServiceUnavailable):
 
 
 class LeaseLost(RedlockError):
-    """The lease no longer holds the lock: the service answered lease_not_found, or the
-    keep-alive of a held lock could not keep it (Lock.lost is set)."""
+    """The lease no longer holds the lock: the service answered lease_not_found, or a
+    held lock (Lock, Permit, LockSet, a leadership) was lost (its `lost` is set)."""
 
 
 class Unauthorized(RedlockError):
@@ -130,11 +162,12 @@ class ProtocolError(RedlockError):
 
 
 class Unreachable(RedlockError):
-    """No answer from the service: the connection failed, was reset, or timed out."""
+    """No answer from the service: the connection failed or was reset, or the call's
+    whole deadline (name lookup, connect, TLS, send and receive together) passed."""
 
 
-# The service's error codes, exactly api/openapi.yaml's components.schemas.Error enum
-# (tests/test_client.py checks the two agree), and the exception each one raises.
+# The service's error codes, exactly api/openapi.yaml's components.schemas.Error enum (the
+# tests check that the two agree), and the exception each one raises.
 ERRORS: Dict[str, type] = {
     "invalid_json": InvalidRequest,
     "invalid_name": InvalidRequest,
@@ -162,11 +195,12 @@ ERRORS: Dict[str, type] = {
     "client_closed": ProtocolError,
     "internal": ProtocolError,
     "quorum_unavailable": QuorumUnavailable,
+    "masters_quarantined": MastersQuarantined,
     "validity_exhausted": ValidityExhausted,
     "too_many_waiters": TooManyWaiters,
     "too_many_streams": TooManyStreams,
     "shutting_down": ShuttingDown,
-    "release_unconfirmed": QuorumUnavailable,
+    "release_unconfirmed": ReleaseUnconfirmed,
 }
 
 

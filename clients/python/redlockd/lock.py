@@ -1,119 +1,87 @@
-"""lock.py -- Lock: a lock (exclusive or shared) held in a `with` block and kept alive
-while held, by the service (hold=stream) or by an extend thread, with `lost` set the
-moment it may no longer be held; Permit: the same for a permit of a semaphore.
+"""lock.py -- held locks of the blocking client: Lock (exclusive, shared or reentrant),
+Permit (of a semaphore) and LockSet (several names at once), each held in a `with` block
+(or by acquire()/release()) and kept alive while held, with `lost` set the moment the
+holder may no longer assume it holds it.
 
-The holder may assume it holds the lock until `deadline` (time.monotonic()): each
-validity the service announces is counted from a moment known to precede it (the
-request sent, or the read that brought the line begun), so a slow reader never stretches
-it.  The lock is lost -- `lost` set, `lost_reason` saying why -- when the service says
-so (a `lost` line, lease_not_found), when the stream ends or its connection fails, when
-someone else releases the lease, or a margin before the deadline with no new validity
-(a tenth of the ttl, 10 ms..1 s, as the service's own streamed hold does), so that code
-watching `lost` has that long to stop before the validity ends."""
+What the holder believes (docs/DESIGN.md sections 8 and 10): every validity is counted
+from a moment known to precede the round that made it -- the send of the acquire, of the
+PATCH, or of the ping that an `alive` line answers -- and `deadline` is the latest end of
+those.  `lost` is set a margin before it (loss_margin: a tenth of the ttl, 10 ms..1 s)
+unless a later validity came, by a timer (_belief.py) that no read, write or name lookup
+can delay; and at once when the service or the connection says the lock is gone.
+
+Two keep-alives:
+  "stream"  a duplex streamed hold (Upgrade: redlock-hold): one thread of ours pings
+            every ping_ms, one ping in flight, each answer's validity counted from that
+            ping's send; the service lets the lock go when the pings stop (a stopped or
+            dead process) and we send {"release":true} to release.
+  "extend"  an ordinary grant and one thread of ours that PATCHes it every ttl/3 (every
+            100 ms after a failure), each call bounded by the lock's own deadline.
+
+This module uses only the Client's public calls (execute(), transport); client.py imports
+it, never the other way round."""
 from __future__ import annotations
 
-import http.client
-import json
-import socket
 import threading
 import time
-from typing import Any, Dict, Optional, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Tuple, TypeVar
 
-from .client import Client, Grant, PermitGrant, new_lease
-from .errors import (LeaseLost, ProtocolError, RedlockError, ServiceUnavailable,
-                     Unreachable)
 
-KEEPALIVES = ("stream", "extend")
+from . import _proto, models
+from ._belief import Belief
+from ._duplex import DuplexSession
+from ._held import Held, PermitCalls, SetCalls
+from ._http import DuplexChannel
+from ._proto import Call, Seconds, loss_margin, new_lease
+from .errors import (LeaseLost, ProtocolError, RedlockError, ReleaseUnconfirmed,
+                     ServiceUnavailable, Unreachable)
+
+
+class Api(Protocol):
+    """What a held lock needs of its client (redlockd.Client is one): the calls, its
+    timeout and retries, and the transport a duplex hold opens its connection with."""
+    timeout: float
+    retries: int
+    transport: Any
+
+    def execute(self, call: Call, *, timeout: Optional[float] = None,
+                retries: int = 0) -> Any: ...
+
+    def status(self, name: str, *, lease: Optional[str] = None) -> models.Status: ...
+
+    def semaphore_status(self, name: str) -> models.SemaphoreStatus: ...
+
+
 L = TypeVar("L", bound="Lock")
 
 
-def loss_margin(ttl_ms: int) -> float:
-    """Seconds before the deadline at which a lock not extended since is called lost."""
-    return min(max(ttl_ms / 10.0, 10.0), 1000.0) / 1000.0
+class Lock(Held):
+    """A lock held in a `with` block; see Client.lock().  Once acquired: name, lease,
+    fencing_token, validity (the grant's, s), ttl, deadline (time.monotonic()), holds
+    (reentrant count), lost (threading.Event), lost_reason, lost_at; shared says whether
+    it is a read hold."""
 
-
-class Lock:
-    """See Client.lock().  Attributes once acquired: name, lease, fencing_token,
-    validity_ms (the grant's), ttl_ms, deadline, lost (threading.Event), lost_reason;
-    shared says whether it is a read hold."""
-
-    def __init__(self, client: Client, name: str, *, ttl_ms: int = 30000,
-                 wait_ms: Optional[int] = None, owner: Optional[str] = None,
+    def __init__(self, client: Api, name: str, *, ttl: Seconds = 30.0,
+                 wait: Optional[Seconds] = None, owner: Optional[str] = None,
                  lease: Optional[str] = None, keepalive: str = "stream",
-                 shared: bool = False):
-        if keepalive not in KEEPALIVES:
-            raise ValueError("keepalive must be one of %s" % (KEEPALIVES,))
-        if not isinstance(ttl_ms, int) or ttl_ms < 1:
-            raise ValueError("ttl_ms must be a positive integer")
-        self.client = client
-        self.name = name
-        self.ttl_ms = ttl_ms
-        self.wait_ms = wait_ms
-        self.owner = owner
-        self.keepalive = keepalive
-        self.shared = shared
-        self._lease = lease
-        self.grant: Optional[Grant] = None
-        self.deadline = 0.0
-        self._margin = loss_margin(ttl_ms)
+                 shared: bool = False, reentrant: bool = False,
+                 on_lost: Optional[Callable[[], None]] = None):
+        super().__init__(client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
+                         keepalive=keepalive, shared=shared, reentrant=reentrant,
+                         on_lost=on_lost)
         self.lost = threading.Event()
-        self.lost_reason: Optional[str] = None
-        self._lease_gone = False       # the service said so: nothing to release
-        self._stop = threading.Event()  # we are releasing: the end is not a loss
-        # The DELETE went (or was not needed): only then may the reader close the
-        # stream, since closing it releases the lock too and would race the DELETE.
-        self._released = threading.Event()
-        self._mu = threading.Lock()
+        self._mu = threading.RLock()
+        self._answered = threading.Event()     # stream: an alive answer was read
+        self._kick = threading.Event()         # extend: wake the keeper
+        self._channel: Optional[DuplexChannel] = None
         self._thread: Optional[threading.Thread] = None
-        self._conn: Optional[http.client.HTTPConnection] = None
-        self._resp: Optional[http.client.HTTPResponse] = None
 
-    def __repr__(self) -> str:
-        state = ("lost" if self.lost.is_set() else "held") if self.grant else "not held"
-        return "<%s %r %s>" % (type(self).__name__, self.name, state)   # never the lease
+    def locked(self) -> bool:
+        """Whether anyone holds the name now (a GET; redis-py's locked())."""
+        st = self.client.status(self.name)
+        return st.held or st.readers > 0
 
-    # -- what it is a hold of: a lock (Permit overrides these for a semaphore) ------------
-    def _path(self) -> str:
-        return self.client._lock_path(self.name)
-
-    def _body(self, lease: str) -> Dict[str, Any]:
-        return self.client._acquire_body(self.ttl_ms, self.wait_ms, lease, self.owner,
-                                         self.shared)
-
-    def _parse(self, doc: Dict[str, Any], sent: float) -> Grant:
-        return self.client._grant(doc, sent)
-
-    # -- what the grant said --------------------------------------------------------------
-    def _granted(self) -> Grant:
-        if self.grant is None:
-            raise RuntimeError("the lock %r has not been acquired" % self.name)
-        return self.grant
-
-    @property
-    def lease(self) -> str:
-        return self._granted().lease
-
-    @property
-    def fencing_token(self) -> int:
-        return self._granted().fencing_token
-
-    @property
-    def validity_ms(self) -> int:
-        return self._granted().validity_ms
-
-    def remaining(self) -> float:
-        """Seconds the holder may still assume it holds the lock (<= 0: not any more)."""
-        return self.deadline - time.monotonic()
-
-    def check(self) -> None:
-        """Raise LeaseLost unless the lock is still held (not lost, deadline ahead)."""
-        self._granted()
-        if self.lost.is_set():
-            raise LeaseLost("lost the lock %r: %s" % (self.name, self.lost_reason))
-        if self.remaining() <= 0:
-            raise LeaseLost("the lock %r: its validity ran out" % self.name)
-
-    # -- acquire --------------------------------------------------------------------------
+    # -- acquire ----------------------------------------------------------------------------
     def __enter__(self: L) -> L:
         return self.acquire()
 
@@ -126,257 +94,310 @@ class Lock:
         return False
 
     def acquire(self: L) -> L:
-        """Acquire the lock (waiting up to wait_ms) and start keeping it alive; returns
-        self.  Raises what Client.acquire raises."""
-        if self.grant is not None or self._stop.is_set():
-            raise RuntimeError("a Lock is acquired once (the lock %r: make another with "
-                               "client.lock())" % self.name)
+        """Acquire it (waiting up to `wait`) and start keeping it alive; returns self.  A
+        reentrant Lock already held takes one more hold (same lease, same token).  Raises
+        what Client.acquire raises, or LeaseLost when a grant that came late could not be
+        confirmed."""
+        with self._mu:
+            if self.grant is not None and not self._released and self.reentrant:
+                return self._reenter()
+            if self._used:
+                raise RuntimeError("a %s is acquired once (make another with the client; "
+                                   "reentrant=True to nest)" % type(self).__name__)
+            self._used = True
         lease = self._lease or new_lease()
+        c = self.client
         if self.keepalive == "stream":
-            grant = self._open_stream(lease)
+            grant, channel, interval = self._open_stream(lease)
         else:
-            grant = self.client._acquire_at(self._path(), self._body(lease), self.wait_ms,
-                                            self._parse)
+            grant = c.execute(self._acquire_call(lease), retries=c.retries)
+            channel, interval = None, 0.0
         self.grant = grant
-        self.deadline = grant.deadline
+        self.holds = getattr(grant, "holds", 1)
+        self._channel = channel
+        # A late grant's belief is pending until a fresh validity confirms it (Held._late).
+        late = self._late(grant)
+        self._belief = Belief(grant.deadline, loss_margin(self.ttl), self.lost,
+                              self.on_lost, self._wake, pending=late)
         try:
-            # A grant that came after a long wait may have little validity left counted
-            # from the request: confirm it with an extension before handing it out.
-            if self.remaining() < grant.validity_ms / 2000.0:
-                ext = self.client._extend_at(self._path(), grant.lease, self.ttl_ms,
-                                             max(0.001, min(self.client.timeout,
-                                                            self.remaining())))
-                self.deadline = ext.deadline
-            target = self._read_stream if self.keepalive == "stream" else self._extend_loop
-            self._thread = threading.Thread(target=target, daemon=True,
-                                            name="redlockd-lock-%s" % self.name)
+            if late and channel is None:
+                deadline, _ = self._extend_once(c.timeout)
+                self._belief.extend_to(deadline)
+            if channel is not None:
+                self._session = DuplexSession(self._belief, interval, c.timeout,
+                                              lambda: self._release_wanted,
+                                              self._answered.set)
+                target: Callable[..., None] = self._run_stream
+                args: Tuple[Any, ...] = (channel, self._session)
+            else:
+                target, args = self._run_extend, (grant.deadline - grant.validity,)
+            self._thread = threading.Thread(target=target, args=args, daemon=True,
+                                            name="redlockd-%s-%s" % (self._what, self.name))
             self._thread.start()
+            if late and channel is not None:
+                self._answered.wait(c.timeout)
+            self._belief.confirm()
+            self._belief.check_now()
+            if not self.owned():
+                raise LeaseLost("the %s %r came too late to be confirmed: %s" % (
+                    self._what, self.name, self.lost_reason or "no fresh validity"))
         except BaseException:
-            self._stop.set()
-            self._released.set()
-            self._close_stream()
-            try:
-                self.client._call("DELETE", self._path(), {"lease": grant.lease})
-            except RedlockError:
-                pass
-            self.grant = None
+            if channel is not None and self._thread is None:
+                channel.close()
+            self._abandon()
             raise
         return self
 
-    def _open_stream(self, lease: str) -> Grant:
-        """POST hold=stream (retried with the same lease when no answer came); the grant
-        from the first line, the connection kept open in self._conn/_resp."""
+    def _open_stream(self, lease: str) -> Tuple[Any, DuplexChannel, float]:
+        """The duplex hold's acquire: (grant, channel, ping interval).  An attempt that got
+        no answer may have been granted: it is retried with a new lease (a second hold of
+        the same lease would be let go when the first one's hang-up is), never with one the
+        caller chose.  The lock an unanswered attempt was granted is let go by the service
+        when no ping comes (within its ttl)."""
         c = self.client
-        body = self._body(lease)
-        body["hold"] = "stream"
-        path = self._path()
-        timeout = c.timeout + (self.wait_ms or 0) / 1000.0
         attempt = 0
         while True:
-            sent = time.monotonic()
+            call = _proto.hold_call(self._acquire_call(lease))
+            deadline = time.monotonic() + c.timeout + call.wait
             try:
-                conn, resp = c._open("POST", path, body, timeout)
+                head, body, sent, conn = c.transport.open_duplex(call, deadline)
+                if conn is None:
+                    if head.status // 100 == 2:
+                        raise ProtocolError("HTTP %d to a duplex hold, without switching: a "
+                                            "service without duplex holds?" % head.status,
+                                            status=head.status)
+                    _proto.answer(call, head.status, body, sent)    # raises the error
+                    raise ProtocolError("HTTP %d to a duplex hold" % head.status,
+                                        status=head.status)
+                try:
+                    line = c.transport.read_line(conn, deadline)
+                    grant, interval = _proto.duplex_grant(call, line, sent)
+                except BaseException:
+                    conn.close()
+                    raise
+                return grant, DuplexChannel(conn), interval
             except Unreachable:
                 attempt += 1
-                if attempt > c.retries:
+                if attempt > c.retries or self._lease is not None:
                     raise
-                continue
-            try:
-                if resp.status != 201:
-                    c._decode(resp.status, resp.read())   # raises the error answered
-                    raise ProtocolError("HTTP %d to a streamed acquire" % resp.status,
-                                        status=resp.status)
-                line = resp.readline()
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    doc = None
-                if not isinstance(doc, dict):
-                    raise ProtocolError("a streamed grant that is not a JSON line: %r"
-                                        % line[:200])
-                grant = self._parse(doc, sent)
-            except (OSError, http.client.HTTPException) as e:
-                conn.close()
-                attempt += 1
-                if attempt > c.retries:
-                    raise Unreachable("POST %s: %s" % (c.url + path, e or type(e).__name__))
-                continue
-            except BaseException:
-                conn.close()
-                raise
-            self._conn, self._resp = conn, resp
-            return grant
+                lease = new_lease()
 
-    # -- keeping it -----------------------------------------------------------------------
-    def _lose(self, reason: str, lease_gone: bool = False) -> None:
+    def _reenter(self: L) -> L:
+        c = self.client
+        # Never retried: a repeated reentrant acquire counts one more hold.
+        g = c.execute(self._acquire_call(self.lease, reentrant=True))
+        self.holds = g.holds
+        return self
+
+    def _abandon(self) -> None:
+        """A grant not handed out: end the belief and let the lock go."""
         with self._mu:
-            if self._stop.is_set() or self.lost.is_set():
-                return
-            self.lost_reason = reason
-            self._lease_gone = lease_gone
-            self.lost.set()
-
-    def _read_stream(self) -> None:
-        """The stream's reader: each line moves the deadline or ends the hold."""
-        conn, resp = self._conn, self._resp
-        assert conn is not None and resp is not None
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            left = self.deadline - self._margin - t0
-            if left <= 0:
-                self._lose("the validity ran out with no word from the service")
-                break
+            self._released = True
+        if self._belief is not None:
+            self._belief.end()
+        self._release_wanted = True
+        self._wake()
+        if self.keepalive == "extend":
+            self._join(self.client.timeout)
             try:
-                if conn.sock is None:
+                self.client.execute(self._release_call(self.grant.lease))
+            except RedlockError:
+                pass
+
+    # -- keeping it -------------------------------------------------------------------------
+    def _wake(self) -> None:
+        ch = self._channel
+        if ch is not None:
+            ch.wake()
+        self._kick.set()
+
+    def _run_stream(self, ch: DuplexChannel, session: DuplexSession) -> None:
+        """The duplex hold's thread: runs the session (_duplex.py) on the connection."""
+        try:
+            while True:
+                what, data, until = session.step(time.monotonic())
+                if what == "stop":
                     break
-                conn.sock.settimeout(left)
-                line = resp.readline()
-            except socket.timeout:
-                self._lose("the validity ran out with no word from the service")
-                break
-            except Exception as e:   # OSError, HTTPException, or http.client's state
-                # after release() shut the socket down under this read
-                self._lose("the stream failed: %s" % (e or type(e).__name__))
-                break
-            if not line:
-                self._lose("the stream ended")
-                break
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                ev = None
-            event = ev.get("event") if isinstance(ev, dict) else None
-            if event == "extended" and isinstance(ev.get("validity_ms"), int):
-                self.deadline = t0 + ev["validity_ms"] / 1000.0
-            elif event == "lost":
-                self._lose("the service could not keep it (lost: %s)" % ev.get("reason"),
-                           lease_gone=ev.get("reason") == "lease_lost")
-                break
-            elif event == "released":
-                self._lose("released by someone else%s" % (
-                    " (%s)" % ev["reason"] if ev.get("reason") else ""), lease_gone=True)
-                break
-            else:
-                self._lose("an unexpected line in the stream: %r" % line[:200])
-                break
-        if self._stop.is_set():
-            # Releasing: the stream closes after the DELETE (release() sets _released),
-            # never before it, or the service would release the lock on the hang-up
-            # and the DELETE would find it gone (a false "lost").
-            self._released.wait(max(self.client.timeout, 1.0))
-        conn.close()
+                if what == "send":
+                    ch.send(data, until)
+                    continue
+                line = ch.read_line(until)
+                if line is None:
+                    session.idle(time.monotonic())
+                else:
+                    session.line(line, time.monotonic())
+        except EOFError:
+            session.end("the stream ended")
+        except (OSError, ProtocolError) as e:
+            session.end("the stream failed: %s" % (e or type(e).__name__))
+        finally:
+            ch.close()
+            self._answered.set()
 
-    def _extend_loop(self) -> None:
-        """The extend thread: PATCH every ttl/3, again soon after a failure, until the
-        deadline."""
-        period = self.ttl_ms / 3000.0
+    def _extend_once(self, timeout: float) -> Tuple[float, float]:
+        """PATCH now (each name of a set): (the new deadline, the first send)."""
+        if timeout <= 0:
+            raise Unreachable("no time left to extend the %s %r" % (self._what, self.name))
+        deadline = None
+        first = None
+        end = time.monotonic() + timeout
+        for call in self._extend_calls(self.lease):
+            ext = self.client.execute(call, timeout=max(0.001, end - time.monotonic()))
+            sent = ext.deadline - ext.validity
+            first = sent if first is None else first
+            deadline = ext.deadline if deadline is None else min(deadline, ext.deadline)
+        assert deadline is not None and first is not None
+        return deadline, first
+
+    def _run_extend(self, last_sent: float) -> None:
+        """The extend keep-alive's thread: PATCH every ttl/3 (again soon after a failure),
+        each call bounded by the lock's own deadline, until released or lost."""
+        b = self._belief
+        assert b is not None
+        period = self.ttl / 3.0
         retry = min(0.1, period / 4)
-        next_at = time.monotonic() + period
+        next_at = last_sent + period
         while True:
-            lose_at = self.deadline - self._margin
-            if self._stop.wait(max(0.0, min(next_at, lose_at) - time.monotonic())):
-                return
+            self._kick.wait(max(0.0, min(next_at, b.core.lose_at) - time.monotonic()))
+            self._kick.clear()
+            if b.core.done or self._release_wanted:
+                break
             now = time.monotonic()
-            if now >= lose_at:
-                self._lose("the validity ran out with no successful extension")
-                return
+            if now >= b.core.lose_at:
+                b.check_now()
+                break
+            if now < next_at:
+                continue
             try:
-                ext = self.client._extend_at(self._path(), self.lease, self.ttl_ms,
-                                             max(0.001, min(self.client.timeout,
-                                                            lose_at - now)))
+                deadline, sent = self._extend_once(min(self.client.timeout,
+                                                       b.core.lose_at - now))
             except LeaseLost as e:
-                self._lose("the lease is gone (%s)" % e.message, lease_gone=True)
-                return
+                b.lose("the lease is gone (%s)" % e.message, lease_gone=True)
+                break
             except (ServiceUnavailable, Unreachable):
                 next_at = time.monotonic() + retry
                 continue
             except RedlockError as e:
-                self._lose("extending failed: %s" % e)
-                return
-            if not self._stop.is_set():
-                self.deadline = ext.deadline
-            next_at = now + period
-
-    def _close_stream(self) -> None:
-        """End the stream's connection (the service then releases the lock, if it still
-        holds it for us).  Only the socket is shut down while the reader runs: the
-        reader, woken by it, closes the connection itself."""
-        conn = self._conn
-        if conn is None:
-            return
-        sock = conn.sock
-        if sock is not None:
+                b.lose("extending failed: %s" % e)
+                break
+            b.extend_to(deadline)
+            next_at = sent + period
+        if b.core.is_lost and (self._let_go_always or not b.core.lease_gone):
+            # Lost (nothing left to count on): let it go now rather than at its expiry.
+            # (release() does not, once lost: this is the one DELETE.)
+            self._let_go_at = time.monotonic()
             try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
+                self.client.execute(self._release_call(self.lease))
+            except RedlockError:
                 pass
-        if self._thread is None:
-            conn.close()
 
-    # -- release --------------------------------------------------------------------------
+    def extend(self) -> float:
+        """Extend it now (a PATCH with the lease, whichever keep-alive keeps it); returns
+        the seconds now left.  LeaseLost when it is not held."""
+        self.check()
+        b = self._belief
+        assert b is not None
+        try:
+            deadline, _ = self._extend_once(min(self.client.timeout,
+                                                b.core.lose_at - time.monotonic()))
+        except LeaseLost as e:
+            b.lose("the lease is gone (%s)" % e.message, lease_gone=True)
+            raise
+        b.extend_to(deadline)
+        return self.remaining()
+
+    def _join(self, timeout: float) -> None:
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
+
+    # -- release ----------------------------------------------------------------------------
     def release(self) -> None:
-        """Release the lock (a DELETE with the lease; with keepalive="stream" the
-        connection is closed too, which releases it as well).  A no-op when not held.
-        Raises LeaseLost if the lock was lost while held.  With keepalive="extend" an
-        error of the DELETE is raised (the lease then lasts until its ttl ends)."""
-        if self.grant is None or self._stop.is_set():
-            return
+        """Release it ({"release":true} on a stream, a DELETE otherwise); a reentrant Lock
+        held more than once gives one hold back.  A no-op when not held.  Raises LeaseLost
+        if it was lost while held; with keepalive="extend" an error of the DELETE (the
+        lease then lasts until its ttl ends).  release_confirmed says whether the service
+        confirmed that the lock is free (False: it finishes the release itself, and the
+        lock may stay taken until its ttl ends)."""
+        c = self.client
         with self._mu:
-            self._stop.set()
+            if self.grant is None or self._released:
+                return
+            if self.reentrant and self.holds > 1 and not self.lost.is_set():
+                r = c.execute(self._release_call(self.lease))
+                self.holds = r.holds if not r.released else 0
+                if r.released:     # the service counted fewer holds than we did
+                    self._released = True
+                    self._belief.end()   # type: ignore[union-attr]
+                    self._release_wanted = True
+                    self._wake()
+                return
+            self._released = True
+        b = self._belief
+        assert b is not None
+        b.check_now()      # its deadline, should the timer not have run yet (a pause)
+        was_lost = not b.end()
         error: Optional[RedlockError] = None
-        if not self._lease_gone:
-            try:
-                self.client._call("DELETE", self._path(), {"lease": self.grant.lease})
-            except LeaseLost as e:
-                if not self.lost.is_set():
-                    self.lost_reason = "the lease was gone at release (%s)" % e.message
+        self._release_wanted = True
+        self._wake()
+        # Lost: the keeper lets it go by itself (its thread, bounded); nothing to wait for.
+        if not was_lost:
+            self._join(c.timeout + 1.0)
+            if self.keepalive == "extend":
+                self._let_go_at = time.monotonic()
+                try:
+                    c.execute(self._release_call(self.lease))
+                    self._release_confirmed = True
+                except LeaseLost as e:
+                    b.core.lost_at_release("the lease was gone at release (%s)" % e.message)
                     self.lost.set()
-            except RedlockError as e:
-                # stream: closing the connection releases it; lost: nothing to keep.
-                if self.keepalive == "extend" and not self.lost.is_set():
+                    was_lost = True
+                except ReleaseUnconfirmed:
+                    self._release_confirmed = False
+                except RedlockError as e:
                     error = e
-        self._released.set()
-        self._close_stream()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=max(self.client.timeout, 1.0))
-        if self.lost.is_set():
-            raise LeaseLost("lost the lock %r while holding it: %s"
-                            % (self.name, self.lost_reason))
+        self.holds = 0
+        if was_lost:
+            raise self._lost_error()
         if error is not None:
             raise error
 
 
-class Permit(Lock):
-    """See Client.semaphore(): a permit of the semaphore `name` (of `permits`), held as a
-    Lock with keepalive="extend" is.  Once acquired also: slot (0..permits-1), permits;
-    fencing_token is the permit's (T*1024+slot).
+class Permit(PermitCalls, Lock):
+    """A permit of the semaphore `name` (of `permits`), held as a Lock is; see
+    Client.semaphore().  Once acquired also: slot (0..permits-1), permits; fencing_token
+    is the permit's (T*1024+slot)."""
 
-    Kept by extensions (PATCH /semaphores/{name}) rather than a stream: this service's
-    streamed hold of a permit ends at once (its keep-alive extends the name as a lock),
-    see the README."""
+    def __init__(self, client: Api, name: str, permits: int, *, ttl: Seconds = 30.0,
+                 wait: Optional[Seconds] = None, owner: Optional[str] = None,
+                 lease: Optional[str] = None, keepalive: str = "stream",
+                 on_lost: Optional[Callable[[], None]] = None):
+        self.permits = self._check_permits(permits)
+        Lock.__init__(self, client, name, ttl=ttl, wait=wait, owner=owner, lease=lease,
+                      keepalive=keepalive, on_lost=on_lost)
 
-    def __init__(self, client: Client, name: str, permits: int, *, ttl_ms: int = 30000,
-                 wait_ms: Optional[int] = None, owner: Optional[str] = None,
-                 lease: Optional[str] = None):
-        if not isinstance(permits, int) or isinstance(permits, bool) or permits < 1:
-            raise ValueError("permits must be a positive integer")
-        super().__init__(client, name, ttl_ms=ttl_ms, wait_ms=wait_ms, owner=owner,
-                         lease=lease, keepalive="extend")
-        self.permits = permits
+    def locked(self) -> bool:
+        """Whether every permit is taken now."""
+        return self.client.semaphore_status(self.name).free == 0
 
-    def _path(self) -> str:
-        return self.client._sem_path(self.name)
 
-    def _body(self, lease: str) -> Dict[str, Any]:
-        body = self.client._acquire_body(self.ttl_ms, self.wait_ms, lease, self.owner)
-        body["permits"] = self.permits
-        return body
+class LockSet(SetCalls, Lock):
+    """Several names held together (all or nothing) under one lease; see Client.locks().
+    Once acquired: names, fencing_tokens (by name), modes (by name).  Kept alive by
+    extensions of each name (the service has no streamed hold of a set)."""
 
-    def _parse(self, doc: Dict[str, Any], sent: float) -> PermitGrant:
-        return self.client._permit_grant(doc, sent)
+    def __init__(self, client: Api, names: Iterable[str], *, ttl: Seconds = 30.0,
+                 wait: Optional[Seconds] = None, lease: Optional[str] = None,
+                 modes: Optional[Mapping[str, str]] = None,
+                 on_lost: Optional[Callable[[], None]] = None):
+        name = self._set_names(names, modes)
+        Lock.__init__(self, client, name, ttl=ttl, wait=wait, lease=lease,
+                      keepalive="extend", on_lost=on_lost)
 
-    @property
-    def slot(self) -> int:
-        grant = self._granted()
-        assert isinstance(grant, PermitGrant)
-        return grant.slot
+    def locked(self) -> bool:
+        """Whether any of the names is held now."""
+        for n in self.names:
+            st = self.client.status(n)
+            if st.held or st.readers:
+                return True
+        return False
