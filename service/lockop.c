@@ -255,6 +255,8 @@ static void attempt(lockop *op)
         return;
     }
     attempt_begin(op, rd);
+    if (op->reentrant)
+        rd->wait_all = 1; /* a re-entry is judged by where it added a hold: hear them all */
     op->shape->send_acquire(op, rd);
 }
 
@@ -463,6 +465,29 @@ static lockop *heard(const round *rd, redlock_tally *t)
 }
 
 /* Masters an attempt may have written to: all but those that refused. */
+/* A reentrant acquire that found its lease holding the key on some master is a
+ * re-entry: it counts only where it added a hold to the lease's key (an adopted key
+ * answers what it kept: pttl > 0), never where it took a free key (pttl -2: a fresh
+ * key).  Such a key would count a hold no outer hold knows of, and a nested release
+ * could then take the keys that only the outer hold counts, letting another client in
+ * while the outer hold is valid (tests/model: old-reentry-count).  Returns the masters
+ * whose fresh keys go (0 when it is no re-entry). */
+static uint64_t reentry_fresh_keys(const round *rd)
+{
+    uint64_t fresh = 0;
+    size_t added = 0;
+    for (size_t i = 0; i < rd->env->n && i < 64; i++) {
+        const redlock_reply *r = &rd->replies[i];
+        if (r->state != RL_SLOT_OK)
+            continue;
+        if (r->pttl > 0)
+            added++;
+        else
+            fresh |= (uint64_t)1 << i;
+    }
+    return added ? fresh : 0;
+}
+
 static uint64_t maybe_written(const round *rd)
 {
     uint64_t mask = 0;
@@ -485,6 +510,22 @@ static void acquire_done(round *rd)
     lockop *op = heard(rd, &t);
     round_env *re = op->env->rounds;
     op->release_mask = maybe_written(rd);
+    uint64_t fresh = op->reentrant && rd->script == SCRIPT_ACQUIRE ? reentry_fresh_keys(rd) : 0;
+    if (fresh) {
+        /* a re-entry: the free keys it took go at once (its exact value), and count for
+         * nothing; what is left decides, and a re-entry short of a quorum is not tried
+         * again (its holds stay where they landed: a release counts a quorum's) */
+        uint64_t keep = op->release_mask & ~fresh;
+        op->release_mask = fresh;
+        release_everywhere(op);
+        op->release_mask = keep;
+        for (size_t i = 0; i < re->n && i < 64; i++)
+            if (fresh & ((uint64_t)1 << i))
+                rd->replies[i].state = RL_SLOT_FAILED;
+        redlock_tally_of(rd->replies, re->n, &t);
+        if (t.ok < re->quorum)
+            rd->decision = RL_DECIDE_UNAVAILABLE;
+    }
     op->partial = t.ok > 0;
     if (rd->decision != RL_DECIDE_QUORUM) {
         acquire_refused(op, rd);

@@ -541,6 +541,49 @@ static void acl(int i, const char *rule)
     cr_assert_str_eq(ok, "OK", "ACL SETUSER on master %d", i);
 }
 
+/* The model's old-reentry-count (tests/model): an outer hold on exactly masters 0, 1
+ * and 2; a re-entry that reaches 0 and 2 (master 1 refuses every script for a while)
+ * and 3, 4, where the key is free.  Taking those free keys counted a hold there that
+ * no outer hold knew of: a nested release then took the keys that only the outer hold
+ * counted, and another client got the name while the outer hold was valid.  A re-entry
+ * now counts only where it adds a hold; short of a quorum it is answered 503, and the
+ * outer hold stands, whole. */
+Test(reentrant, a_reentry_never_takes_a_free_key)
+{
+    h_require_local(&C);
+    const char *L = "reentryFreeKey0123456789";
+    char body[256];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":30000}", L);
+    acl(3, "-evalsha");
+    acl(4, "-evalsha");
+    cr_assert_eq(post("/locks/re.free", body, NULL, 0, NULL), 201);
+    acl(3, "+evalsha");
+    acl(4, "+evalsha");
+    cr_assert(h_wait_until(all_ready, NULL, 10000), "masters 3 and 4 back");
+    acl(1, "-evalsha");
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"reentrant\":true,\"ttl_ms\":30000}", L);
+    h_resp r;
+    h_http(&C, "POST", "/locks/re.free", body, &r);
+    long st = r.status;
+    cr_log_info("a re-entry counted by masters 0 and 2 only: %ld %s", st, r.body);
+    h_resp_free(&r);
+    for (int i = 3; i < 5; i++) {
+        char v[256];
+        h_redis_cmd(&C.masters[i], v, sizeof v, "GET redlock:re.free");
+        cr_assert_str_empty(v, "master %d: the re-entry took a free key (%s)", i, v);
+    }
+    cr_assert_eq(st, 503, "a re-entry short of a quorum is refused");
+    acl(1, "+evalsha");
+    cr_assert(h_wait_until(all_ready, NULL, 10000), "master 1 back");
+    cr_assert_eq(post("/locks/re.free", NULL, NULL, 0, NULL), 409, "the outer hold stands");
+    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", L);
+    h_http(&C, "DELETE", "/locks/re.free", body, &r);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert(json_is_true(json_object_get(r.json, "released")),
+              "the failed re-entry counted nothing: one release frees it (%s)", r.body);
+    h_resp_free(&r);
+}
+
 /* first: granted while masters 3 and 4 refuse every script (their ACL forbids EVALSHA
  * for a while: they lag, but never restart nor lose anything), so on 0, 1, 2 only; then
  * master 0 restarts empty and 3, 4 answer again: second is what a competitor gets.
