@@ -23,11 +23,12 @@ NEW_FLAGS=${NEW_FLAGS:-}
 variants() {
   cat <<EOF
 new-faults|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=1 -DMAXZ=1|new rules: a retry, 1 fault, 1 freeze
-new-fine|pass|redlock|$NEW_FLAGS -DFINE -DRDELAY -DMAXF=1 -DMAXZ=0|new rules: every request its own step, 1 fault, lowered quarantine (R-delay, R-late)
+new-fine|pass|redlock|$NEW_FLAGS -DFINE_ACQ -DRDELAY -DMAXF=1 -DMAXZ=0|new rules: every acquire request its own step, 1 fault, lowered quarantine (R-delay, R-late)
 new-retries|pass|redlock|$NEW_FLAGS -DRETRY1 -DRETRY2 -DMAXF=0 -DMAXZ=0|new rules: both clients retry, no faults
 new-2faults|pass|redlock|$NEW_FLAGS -DRDELAY -DMAXF=2 -DMAXZ=1|new rules: 2 faults, 1 freeze, lowered quarantine (R-delay)
-new-views|pass|redlock|$NEW_FLAGS -DVIEW_DOWN -DMAXF=2 -DMAXZ=0|new rules: 2 faults, instances' own views that go stale and down
-old-late|fail|redlock|$NEW_FLAGS -DRDELAY -DOLD_LATE -DFINE -DNO_DAMAGE -DMAXF=1 -DMAXZ=0|old rules (a reply read after the round's deadline counts; R-delay)
+new-views|pass|redlock|$NEW_FLAGS -DVIEW_DOWN -DMAXF=1 -DMAXZ=0|new rules: 1 fault, instances' own views that go stale and down
+new-stale|pass|redlock|$NEW_FLAGS -DVIEWS -DMAXF=2 -DMAXZ=0|new rules: 2 faults, instances' own views that go stale
+old-late|fail|redlock|$NEW_FLAGS -DRDELAY -DOLD_LATE -DFINE_ACQ -DNO_DAMAGE -DMAXF=1 -DMAXZ=0|old rules (a reply read after the round's deadline counts; R-delay)
 old-gap|fail|redlock|$NEW_FLAGS -DOLD_GAP -DVIEW_DOWN -DRETRY1 -DMAXF=1 -DMAXZ=0|old rules (fallback: max of those that answer + a fixed gap, issue 21 finding 3)
 old-21|fail|redlock|$NEW_FLAGS -DOLD_21 -DNO_DAMAGE -DMAXF=2 -DMAXZ=0|old rules (the repair of ed2a291: findings 1-3 together)
 old-proof-view|fail|redlock|$NEW_FLAGS -DOLD_PROOF_VIEW -DMAXF=2 -DMAXZ=0|old rules (a peer trusted from the instance's view, q not read: issue 21 finding 1)
@@ -47,6 +48,7 @@ old-reentry-count|fail|reentrant|-DOLD_REENTRY_COUNT|old rules (a count of holds
 old-release-early|fail|reentrant|-DOLD_RELEASE_EARLY|old rules (a release decided at the first Q answers: issue 22 finding 3)
 shared|pass|shared||readers and a waiting writer: marks removed at every exit, short expiry
 old-marks|fail|shared|-DOLD_MARKS|old rules (a mark lives until the writer's deadline: issue 22 finding 2)
+old-marks-reader|fail|shared|-DOLD_MARKS -DNO_EXIT_CHECK|old rules (the same, seen by a reader refused after its writer left)
 EOF
 }
 

@@ -30,6 +30,12 @@
  *                        instance's view: base := max over the masters that answer +
  *                        OLDGAP (default 1; 2^20 in the service): finding 3.
  *   OLD_21               all three, with the gap of the service (BIG): ed2a291.
+ * R-delay and R-late (-DRDELAY): while a master is quarantined, a proof round in
+ * which a quorum of peers prove themselves lowers its quarantine to the life of
+ * their P#expiry (a key every lock-key write keeps alive as long as the key); a reply
+ * read after its round's deadline does not count.
+ *   OLD_LATE             R-delay without R-late: a reply read after the round's
+ *                        deadline still counts (with -DFINE).
  * The rules of the build before issue 10 (-DOLD_RULES: all of them):
  *   OLD_RESTART   a master that restarts with its marker is trusted at once (the
  *                 marker records no run id: no quarantine, no repair).
@@ -49,9 +55,10 @@
  *
  * Size knobs: MAXF faults per run (default 1), MAXZ freezes per run (default 1),
  * RETRY1 / RETRY2 (client 1 / client 2 may retry; neither by default), FINE (every
- * request a step of its own, see "Rounds"), VIEW_DOWN (an instance may mark a
+ * request a step of its own, see "Rounds"; FINE_ACQ: the acquire requests only), VIEW_DOWN (an instance may mark a
  * master down at any time: a request timed out; off by default, as the rules of
- * issue 21 never read the view to decide trust), NO_DAMAGE (no deleted counters).
+ * issue 21 never read the view to decide trust), VIEWS (the views kept, stale, but
+ * never marked down), NO_DAMAGE (no deleted counters).
  * ONLY_EXCL / ONLY_TOKENS check one property only.
  *
  * Faults, at most MAXF per run: a restart that loses everything, a restart that
@@ -104,6 +111,11 @@
 #define MAXT 31           /* counters are bounded: an assertion guards it */
 #endif
 #define BIG 8             /* "+ 2^20": above every token the model can issue */
+#ifdef FINE_ACQ
+#ifndef FINE
+#define FINE
+#endif
+#endif
 #ifndef GAP
 #define GAP MAXF          /* R-fallback's G: at least the bumps a run can lose (one
                              per fault: a lost write loses one script's write) */
@@ -172,7 +184,9 @@ byte conn[NI * N];  /* run id the connection handshook with (!= rid: reconnect) 
  * request a stale view withholds is a request lost, which the model has anyway). */
 #if defined(OLD_WIPE) || defined(OLD_REPAIR) || defined(OLD_PROOF_VIEW) || \
     defined(OLD_GAP) || defined(VIEW_DOWN)
+#ifndef VIEWS
 #define VIEWS
+#endif
 #endif
 #ifdef VIEWS
 bool ok[NI * N];    /* counted in quorums (ready)                                 */
@@ -638,6 +652,16 @@ inline pickm(t) {
              got = 0; have = 0; T = 0; m = 0) \
   STEP(C_R1END, got = agot[cur]; have = ahave[cur]; T = aT[cur]; \
                 agot[cur] = 0; ahave[cur] = 0; aT[cur] = 0; end1(cur)) \
+  ATTEMPTS_23
+#ifdef FINE_ACQ
+/* only the acquire requests are steps of their own; raise and clean-up rounds are
+ * atomic as by default */
+#define ATTEMPTS_23 \
+  STEP(C_RAISE, round2(cur)) \
+  STEP(C_HOLD, unhold(cur)) \
+  STEP(C_FAILED, round3(cur))
+#else
+#define ATTEMPTS_23 \
   STEP(C_RAISE, printf("MSC: A%d raise round to %d\n", cur, aT[cur]); \
                 atodo[cur] = araise[cur]; ph[cur] = P_R2) \
   STEP(C_R2, pickm(atodo[cur]); req_raise(m, cur); m = 0) \
@@ -646,6 +670,7 @@ inline pickm(t) {
   STEP(C_FAILED, printf("MSC: A%d clean-up round\n", cur); atodo[cur] = 7; ph[cur] = P_C) \
   STEP(C_C, pickm(atodo[cur]); req_cleanup(m, cur); m = 0) \
   STEP(C_CEND, ph[cur] = P_DONE)
+#endif
 #endif
 
 #define RETRY(a) \
@@ -809,16 +834,18 @@ inline repair(i, m) {
 
 #ifdef OLD_GAP
 /* ed2a291: fewer than Q peers ready in the instance's view: base := max over the
- * masters that answer (any of them may not) + a fixed gap */
+ * masters that answer (m itself, and the peers the instance does not hold down) +
+ * a fixed gap */
 #define READY(i, p) (OK(i, p) && CONN(i, p))
 #define C_FB(i, m) (REPAIRABLE(i, m) && !(READY(i, P1(m)) && READY(i, P2(m))))
 inline fallback(i, m) {
+  /* a master answers unless the instance holds it down */
   M = EFF(m);
-  if :: EFF(P1(m)) > M -> M = EFF(P1(m)) :: true -> skip fi;
-  if :: EFF(P2(m)) > M -> M = EFF(P2(m)) :: true -> skip fi;
+  if :: !DN(i, P1(m)) && EFF(P1(m)) > M -> M = EFF(P1(m)) :: else -> skip fi;
+  if :: !DN(i, P2(m)) && EFF(P2(m)) > M -> M = EFF(P2(m)) :: else -> skip fi;
   M = M + OLDGAP;
-  printf("MSC: %c: fewer than a quorum of m%d's peers ready: base := max of those that answer + %d = %d\n",
-         88 + i, m, OLDGAP, M);
+  printf("MSC: %c: fewer than a quorum of m%d's peers ready: base := max of those that answer (m%d: %d, m%d: %d) + %d = %d\n",
+         88 + i, m, P1(m), EFF(P1(m)), P2(m), EFF(P2(m)), OLDGAP, M);
   rejoin(i, m)
 }
 #else
