@@ -1,57 +1,75 @@
 #!/bin/sh
-# tests/model/check.sh -- check tests/model/redlock.pml with spin, every variant:
-# the new rules must show no counterexample, each old rule must show one.
+# tests/model/check.sh -- check the Promela models of tests/model with spin, every
+# variant: the new rules must show no counterexample, each old rule must show one.
 # Called by `make test-model` (tests/model/model.mk); usage: check.sh OUTDIR [NAME...]
 #
 # Environment: SPIN (spin), MODEL_CC (cc), JOBS (2: variants checked at once),
-# NEW_FLAGS (extra -D flags for the new rules, e.g. "-DADOPT_FIX -DBOOT_FIX").
+# NEW_FLAGS (extra -D flags for the new rules of redlock.pml, e.g. "-DADOPT_FIX
+# -DBOOT_FIX").
 set -u
 
 out=${1:?usage: check.sh OUTDIR [NAME...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
-model=$here/redlock.pml
 SPIN=${SPIN:-spin}
 MODEL_CC=${MODEL_CC:-cc}
 JOBS=${JOBS:-2}
 NEW_FLAGS=${NEW_FLAGS:-}
 
-# name | expect (pass: no counterexample; fail: one) | spin flags | what it is.
-# The new-rule checks are sized to finish in well under a minute each; the old rules
-# are the new ones with one rule of today's service put back (-DOLD_RULES: all).
+# name | expect (pass: no counterexample; fail: one) | model | spin flags | what it is.
+# Listed longest first (JOBS at a time, in this order).  The new-rule checks of
+# redlock.pml are sized to finish within about a minute each on a free core; an old
+# rule is the new ones with one rule of an earlier build put back.
 variants() {
   cat <<EOF
-new-faults|pass|$NEW_FLAGS -DRETRY1 -DMAXF=1 -DMAXZ=1|new rules: a retry, 1 fault, 1 freeze
-new-retries|pass|$NEW_FLAGS -DRETRY1 -DRETRY2 -DMAXF=0 -DMAXZ=0|new rules: both clients retry, no faults
-new-2faults|pass|$NEW_FLAGS -DMAXF=2 -DMAXZ=1|new rules: 2 faults, 1 freeze
-new-fine|pass|$NEW_FLAGS -DFINE -DMAXF=1 -DMAXZ=0|new rules: every request its own step, 1 fault
-old-all|fail|-DOLD_RULES -DRETRY1 -DMAXF=1 -DMAXZ=0|old rules (all of today's rules)
-old-restart|fail|$NEW_FLAGS -DOLD_RESTART -DMAXF=1 -DMAXZ=0|old rules (restart with marker trusted at once)
-old-wipe|fail|$NEW_FLAGS -DOLD_WIPE -DMAXF=1 -DMAXZ=0|old rules (marker checked at connect only)
-old-fresh|fail|$NEW_FLAGS -DOLD_FRESH -DMAXF=1 -DMAXZ=0|old rules (#fresh bootstrap window)
-old-repair|fail|$NEW_FLAGS -DOLD_REPAIR -DMAXF=1 -DMAXZ=0|old rules (repair remembered by one instance)
-old-cleanup|fail|$NEW_FLAGS -DNO_TAGS -DRETRY1 -DMAXF=0 -DMAXZ=0|old rules (clean-up releases by lease)
-old-nofloor|fail|$NEW_FLAGS -DNO_FLOOR -DMAXF=0 -DMAXZ=0|without the floor (counters that expire read 0)
-draft-adopt|fail|-DBOOT_FIX -DRETRY1 -DMAXF=0 -DMAXZ=1|first draft (a clean-up could take an adopted key)
-draft-boot|fail|-DADOPT_FIX -DFINE -DMAXF=1 -DMAXZ=0|first draft (a bare master joined while no counter showed a grant)
+new-faults|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=1 -DMAXZ=1|new rules: a retry, 1 fault, 1 freeze
+new-fine|pass|redlock|$NEW_FLAGS -DFINE_ACQ -DRDELAY -DMAXF=1 -DMAXZ=0|new rules: every acquire request its own step, 1 fault, lowered quarantine (R-delay, R-late)
+new-retries|pass|redlock|$NEW_FLAGS -DRETRY1 -DRETRY2 -DMAXF=0 -DMAXZ=0|new rules: both clients retry, no faults
+new-2faults|pass|redlock|$NEW_FLAGS -DRDELAY -DMAXF=2 -DMAXZ=1|new rules: 2 faults, 1 freeze, lowered quarantine (R-delay)
+new-views|pass|redlock|$NEW_FLAGS -DVIEW_DOWN -DMAXF=1 -DMAXZ=0|new rules: 1 fault, instances' own views that go stale and down
+new-stale|pass|redlock|$NEW_FLAGS -DVIEWS -DMAXF=2 -DMAXZ=0|new rules: 2 faults, instances' own views that go stale
+old-late|fail|redlock|$NEW_FLAGS -DRDELAY -DOLD_LATE -DFINE_ACQ -DNO_DAMAGE -DMAXF=1 -DMAXZ=0|old rules (a reply read after the round's deadline counts; R-delay)
+old-gap|fail|redlock|$NEW_FLAGS -DOLD_GAP -DVIEW_DOWN -DRETRY1 -DMAXF=1 -DMAXZ=0|old rules (fallback: max of those that answer + a fixed gap, issue 21 finding 3)
+old-21|fail|redlock|$NEW_FLAGS -DOLD_21 -DNO_DAMAGE -DMAXF=2 -DMAXZ=0|old rules (the repair of ed2a291: findings 1-3 together)
+old-proof-view|fail|redlock|$NEW_FLAGS -DOLD_PROOF_VIEW -DMAXF=2 -DMAXZ=0|old rules (a peer trusted from the instance's view, q not read: issue 21 finding 1)
+old-proof-integrity|fail|redlock|$NEW_FLAGS -DOLD_PROOF_INTEGRITY -DMAXF=2 -DMAXZ=0|old rules (a peer's record not checked intact: issue 21 finding 2)
+old-all|fail|redlock|-DOLD_RULES -DRETRY1 -DMAXF=1 -DMAXZ=0|old rules (all of the rules before issue 10)
+old-restart|fail|redlock|$NEW_FLAGS -DOLD_RESTART -DMAXF=1 -DMAXZ=0|old rules (restart with marker trusted at once)
+old-wipe|fail|redlock|$NEW_FLAGS -DOLD_WIPE -DMAXF=1 -DMAXZ=0|old rules (marker checked at connect only)
+old-fresh|fail|redlock|$NEW_FLAGS -DOLD_FRESH -DMAXF=1 -DMAXZ=0|old rules (#fresh bootstrap window)
+old-repair|fail|redlock|$NEW_FLAGS -DOLD_REPAIR -DMAXF=1 -DMAXZ=0|old rules (repair remembered by one instance)
+old-cleanup|fail|redlock|$NEW_FLAGS -DNO_TAGS -DRETRY1 -DMAXF=0 -DMAXZ=0|old rules (clean-up releases by lease)
+old-nofloor|fail|redlock|$NEW_FLAGS -DNO_FLOOR -DMAXF=0 -DMAXZ=0|without the floor (counters that expire read 0)
+draft-adopt|fail|redlock|-DBOOT_FIX -DRETRY1 -DMAXF=0 -DMAXZ=1|first draft (a clean-up could take an adopted key)
+draft-boot|fail|redlock|-DADOPT_FIX -DFINE -DMAXF=1 -DMAXZ=0|first draft (a bare master joined while no counter showed a grant)
+reentrant|pass|reentrant||reentrant holds: tags, expiry := max, released only when N-Q+1 answered gone
+old-reentry-ttl|fail|reentrant|-DOLD_REENTRY_TTL|old rules (a re-entry sets the key's expiry to its own ttl: issue 22 finding 1)
+old-reentry-count|fail|reentrant|-DOLD_REENTRY_COUNT|old rules (a count of holds: a release takes off a hold the master never counted)
+old-release-early|fail|reentrant|-DOLD_RELEASE_EARLY|old rules (a release decided at the first Q answers: issue 22 finding 3)
+shared|pass|shared||readers and a waiting writer: marks removed at every exit, short expiry
+old-marks|fail|shared|-DOLD_MARKS|old rules (a mark lives until the writer's deadline: issue 22 finding 2)
+old-marks-reader|fail|shared|-DOLD_MARKS -DNO_EXIT_CHECK|old rules (the same, seen by a reader refused after its writer left)
 EOF
 }
 
 command -v "$SPIN" >/dev/null 2>&1 || {
   echo "model: '$SPIN' not found (Debian: apt-get install spin)"; exit 2; }
 
-# check one variant: writes OUTDIR/NAME/result (one line: pass|fail|error TEXT)
+# check one variant: writes OUTDIR/NAME/result (one line: clean|cex|error ...)
 check_one() {
-  name=$1 expect=$2 flags=$3
+  name=$1 expect=$2 model=$3 flags=$4
   d=$out/$name
   rm -rf "$d" && mkdir -p "$d" || return 1
-  cp "$model" "$d/redlock.pml"
+  cp "$here/$model.pml" "$d/$model.pml"
+  echo "$model.pml $flags" > "$d/flags"
   (
     cd "$d" || exit 1
     # shellcheck disable=SC2086
-    "$SPIN" $flags -a redlock.pml > spin.log 2>&1 || { echo "error spin -a failed (see $d/spin.log)"; exit 0; }
-    # Counterexamples are found within a few thousand states: a quick build will do.
-    if [ "$expect" = pass ]; then opt="-O2 -DMEMLIM=4096"; hash=-w26; else opt="-O0 -DMEMLIM=1024"; hash=-w20; fi
+    "$SPIN" $flags -a "$model.pml" > spin.log 2>&1 || { echo "error spin -a failed (see $d/spin.log)"; exit 0; }
+    # Counterexamples are found within a few million states: a quick build will do.
+    # COLLAPSE stores the large searches in about a third of the memory.
+    if [ "$expect" = pass ]; then opt="-O2 -DMEMLIM=6144 -DCOLLAPSE"; hash=-w26
+    else opt="-O1 -DMEMLIM=2048"; hash=-w24; fi
     # shellcheck disable=SC2086
     "$MODEL_CC" -w $opt -DSAFETY -DNOFAIR -o pan pan.c > cc.log 2>&1 || { echo "error cc failed (see $d/cc.log)"; exit 0; }
     ./pan -m1000000 -E $hash > pan.out 2>&1
@@ -67,12 +85,15 @@ check_one() {
         echo "clean $states ${secs:-?}"
       fi
     elif [ -n "$what" ]; then
+      # the property: redlock.pml's two by their variables, the others by name (P_...)
+      prop=$(echo "$what" | sed -n 's/.*P_\([a-z_]*\).*/\1/p' | tr _ ' ')
       case $what in
+        *P_*) kind=$prop ;;
         *HM*) kind="two holders at once" ;;
         *lastT*) kind="a token not larger than the one before" ;;
         *) kind="assertion $what (a model bound, not a property)" ;;
       esac
-      case $what in *HM*|*lastT*) ok=cex ;; *) ok=error ;; esac
+      case $what in *P_*|*HM*|*lastT*) ok=cex ;; *) ok=error ;; esac
       echo "$ok $states ${secs:-?} $kind"
     else
       echo "error no verdict (see $d/pan.out)"
@@ -82,10 +103,10 @@ check_one() {
 
 if [ "${1:-}" = --one ]; then          # internal: check one variant (run by xargs)
   line=$(variants | grep "^$2|")
-  IFS='|' read -r n e f w <<EOF2
+  IFS='|' read -r n e mo f w <<EOF2
 $line
 EOF2
-  check_one "$n" "$e" "$f"
+  check_one "$n" "$e" "$mo" "$f"
   exit 0
 fi
 
@@ -98,32 +119,31 @@ if [ -n "$names" ]; then
 fi
 [ -n "$list" ] || { echo "model: no such variant: $names"; exit 2; }
 
-# JOBS variants at a time, the longest first
 echo "$list" | cut -d'|' -f1 | xargs -P "$JOBS" -I{} sh "$0" "$out" --one {}
 
 passed=0 failed=0
 echo "$list" > "$out/variants"
-while IFS='|' read -r n e f w; do
+while IFS='|' read -r n e mo f w; do
   set -- $(cat "$out/$n/result" 2>/dev/null || echo "error no result")
   verdict=$1; shift
   if [ "$verdict" = clean ] && [ "$e" = pass ]; then
-    echo "model: $w: no counterexample in $1 states (${2}s)"
+    echo "model: $n: $w: no counterexample in $1 states (${2}s)"
     passed=$((passed + 1))
   elif [ "$verdict" = cex ] && [ "$e" = fail ]; then
     states=$1 secs=$2; shift 2
-    echo "model: $w: counterexample found, as expected ($*; $states states)"
+    echo "model: $n: $w: counterexample found, as expected ($*; $states states)"
     passed=$((passed + 1))
   elif [ "$verdict" = clean ]; then
-    echo "model: FAIL $w: no counterexample in $1 states, one was expected"
+    echo "model: FAIL $n: $w: no counterexample in $1 states, one was expected"
     failed=$((failed + 1))
   elif [ "$verdict" = cex ]; then
     states=$1 secs=$2; shift 2
-    echo "model: FAIL $w: COUNTEREXAMPLE ($*); the trail:"
-    (cd "$out/$n" && "$SPIN" -t $f redlock.pml 2>&1 | sed -n 's/^ *MSC: /    /p')
-    echo "    (replay it: cd $out/$n && $SPIN -t -p $f redlock.pml)"
+    echo "model: FAIL $n: $w: COUNTEREXAMPLE ($*); the trail:"
+    (cd "$out/$n" && "$SPIN" -t $f "$mo.pml" 2>&1 | sed -n 's/^ *MSC: /    /p')
+    echo "    (replay it: cd $out/$n && $SPIN -t -p $f $mo.pml)"
     failed=$((failed + 1))
   else
-    echo "model: FAIL $w: $*"
+    echo "model: FAIL $n: $w: $*"
     failed=$((failed + 1))
   fi
 done <<EOF

@@ -1,11 +1,12 @@
-# tests/model/model.mk -- the Promela model of the lock protocol (tests/model/redlock.pml),
+# tests/model/model.mk -- the Promela models of the lock protocol and master trust
+# (tests/model/redlock.pml) and of reentrant and shared locks (reentrant.pml, shared.pml),
 # checked exhaustively with spin (Debian package `spin`); see tests/model/README.md.
 # Included by the top Makefile, which defines BUILD, CC and Q.
 #   make test-model                 every variant: no counterexample for the new rules,
 #                                   one for each old rule; ends with "N passed, M failed"
-#   make test-model MODEL_VARIANTS="new-faults old-wipe"   only those
-#   make test-model MODEL_NEW=""   the new rules as first written, without the two
-#                                   amendments the model found (README.md)
+#   make test-model MODEL_VARIANTS="new-faults old-proof-view"   only those
+#   make test-model MODEL_NEW=""   redlock.pml without the two amendments of issue 10
+#                                   that the model found (README.md)
 
 MODEL_SPIN     ?= spin
 MODEL_CC       ?= $(CC)
