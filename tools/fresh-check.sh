@@ -158,12 +158,12 @@ for _ in range(200):
         print(b); break
     except OSError:
         pass')
-    say "step run: make run LISTEN=127.0.0.1:$port MASTER_PORT=$mp (log: $FRESH_DIR/run.log)"
+    say "step run: make run PORT=$port MASTER_PORT=$mp (log: $FRESH_DIR/run.log)"
     t0=$(date +%s)
     setsid sh -c "$(command -v chroot) '$ROOT' /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       NODE_EXTRA_CA_CERTS=/usr/local/share/fresh-check/host-ca.pem \
-      sh -c 'cd /root/redlockd && exec make run LISTEN=127.0.0.1:$port MASTER_PORT=$mp'" \
+      sh -c 'cd /root/redlockd && exec make run PORT=$port MASTER_PORT=$mp'" \
       > "$FRESH_DIR/run.log" 2>&1 < /dev/null &
     runpid=$!
     code=""
