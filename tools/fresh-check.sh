@@ -160,7 +160,8 @@ for _ in range(200):
         pass')
     say "step run: make run PORT=$port MASTER_PORT=$mp (log: $FRESH_DIR/run.log)"
     t0=$(date +%s)
-    setsid sh -c "$(command -v chroot) '$ROOT' /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+    # Its own process group, and SIGINT not ignored (a background job's is): Ctrl-C below.
+    setsid env --default-signal=INT,QUIT sh -c "$(command -v chroot) '$ROOT' /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       NODE_EXTRA_CA_CERTS=/usr/local/share/fresh-check/host-ca.pem \
       sh -c 'cd /root/redlockd && exec make run PORT=$port MASTER_PORT=$mp'" \
