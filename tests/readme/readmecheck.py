@@ -663,10 +663,12 @@ class Run:
             if rc != 0:
                 return 'fail', f'setup: {cmd}: exit {rc}: {out.decode(errors="replace")}'
         sh.take()
+        went_background = False
         for cmd, expected, lineno in b.steps:
             if cmd is None:
                 return 'fail', f'line {lineno}: output before any command'
-            self.lease_from_files(cmd, leases, workdir, WAIT_OUTPUT_S)
+            # A lease from a file only a background command can still be writing.
+            self.lease_from_files(cmd, leases, workdir, WAIT_OUTPUT_S if went_background else 0)
             live_cmd = self.to_live(cmd, doc_port, leases)
             background = re.search(r'&\s*(#.*)?$', cmd) is not None and not cmd.rstrip().endswith('&&')
             est0, _ = server_sockets(svc.port)
@@ -682,6 +684,7 @@ class Run:
             # Background output the README shows here: wait for that many lines.
             wait_for(lambda: len(lines_now()) >= want, WAIT_OUTPUT_S)
             if background:
+                went_background = True
                 target = re.search(r'>\s*(\S+)\s*&', cmd)
                 def started():
                     est, _ = server_sockets(svc.port)
