@@ -17,3 +17,10 @@ readme-check: $(BINDIR)/redlockd $(BINDIR)/redlock
 	$(Q)$(README_CHECK) --expect-fail tests/readme/selftest-wrong.md
 	$(Q)$(README_CHECK) tests/readme/selftest-right.md
 	$(Q)$(README_CHECK) $(wildcard $(READMES))
+
+# The clients' packages carry the repository's licence: their copies must not drift.
+readme-check: licence-check
+.PHONY: licence-check
+licence-check:
+	$(Q)for f in clients/*/LICENSE; do cmp -s LICENSE $$f || { echo "licence-check: $$f differs from LICENSE"; exit 1; }; done
+	@echo "licence-check: LICENSE and its copies in clients/*/ agree"

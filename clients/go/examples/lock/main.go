@@ -1,6 +1,6 @@
 // examples/lock -- take a lock, keep it while working, give it up.
 //
-//	REDLOCK_URL=http://127.0.0.1:8080 [REDLOCK_TOKEN=...] go run ./examples/lock
+//	[REDLOCK_URL=http://127.0.0.1:8080] [REDLOCK_TOKEN=...] go run ./examples/lock
 package main
 
 import (
@@ -15,7 +15,11 @@ import (
 )
 
 func main() {
-	c, err := redlock.New(os.Getenv("REDLOCK_URL"), redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
+	url := os.Getenv("REDLOCK_URL")
+	if url == "" {
+		url = "http://127.0.0.1:8080" // make run's, as in the other clients' examples
+	}
+	c, err := redlock.New(url, redlock.WithToken(os.Getenv("REDLOCK_TOKEN")))
 	if err != nil {
 		log.Fatal(err)
 	}
