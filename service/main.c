@@ -434,6 +434,13 @@ int main(int argc, char **argv)
     jw_key_int(&j, "node_timeout_ms", a.cfg.node_timeout_ms);
     jw_key_bool(&j, "tls", a.tls_cert != NULL);
     jw_key_int(&j, "auth_tokens", (long long)a.auth.n);
+    /* Which REDLOCK_* variables the environment gave (names only: values may hold secrets):
+     * what reached the service from a shell, beside its flags (`--help` lists them). */
+    jw_arr_open(&j, "environment");
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "REDLOCK_", 8) == 0)
+            jw_key_strn(&j, NULL, *e, strcspn(*e, "="));
+    jw_arr_close(&j);
     char msg[400];
     snprintf(msg, sizeof msg, "listening on %s", a.listen_addr);
     log_event(&a.log, LOG_LEVEL_INFO, msg, fields);
