@@ -121,9 +121,11 @@ EOF
   git clone -q "$REPO" "$ROOT/root/redlockd"
   dpkg-query --admindir="$ROOT/var/lib/dpkg" -W -f='${Package}\n' | sort > "$FRESH_DIR/.before"
 }
-# Run a command in the chroot as a new root login would: a clean environment.
+# Run a command in the chroot as a new root login would: a clean environment, and SIGINT
+# and SIGQUIT at their defaults (a background job's are ignored, and the CLI's tests send
+# SIGINT to commands that would inherit that).
 in_root() {
-  chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+  env --default-signal=INT,QUIT chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     NODE_EXTRA_CA_CERTS=/usr/local/share/fresh-check/host-ca.pem \
     sh -c "cd /root/redlockd && $1"
