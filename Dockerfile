@@ -34,6 +34,10 @@ RUN apt-get update \
 COPY --from=build /out/ /usr/local/bin/
 # Numeric user so that Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 USER 10001:10001
+# Every interface of the container: the service is reachable where its port is published
+# (docker-compose.yml: the host's loopback only).  Publish it on a public interface only
+# with tokens and HTTPS on (REDLOCK_AUTH_TOKENS_FILE, REDLOCK_TLS_CERT/REDLOCK_TLS_KEY):
+# deploy/README.md, "Not open to strangers".
 ENV REDLOCK_LISTEN=0.0.0.0:8080
 EXPOSE 8080
 STOPSIGNAL SIGTERM
