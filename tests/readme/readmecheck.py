@@ -25,7 +25,9 @@ directory that links every top-level entry of the repository (so `bin/redlock`,
     the CA/Go/npm settings;
   - RC_MASTER_PIDS, RC_MASTER_PORTS (space-separated, in order) and RC_SERVICE_PID, for
     setup lines that freeze or stop processes;
-  - TIMEFORMAT=$'real\\t%3lR' (so `time CMD` prints one line, `real\t0m2.000s`).
+  - TIMEFORMAT=$'real\\t%3lR' (so `time CMD` prints one line, `real\t0m2.000s`);
+  - the service started with --node-timeout-ms 250 (a loaded machine's slow replies are not
+    the example's 503s; nothing shown depends on it) and a new --key-prefix.
 curl prints a JSON body without a final newline; the README shows each on its own line
 (so does the checker: a line break after a command's output, between back-to-back JSON
 objects `}{"`, and before the line of `time`).  The shell's notices about background jobs ("Killed") are dropped.
@@ -294,8 +296,11 @@ class Service:
         Service.n += 1
         self.port = None
         self.log = os.path.join(workdir, f'redlockd-{Service.n}.log')
+        # A node timeout above the default 50 ms: on a loaded machine a master's reply may
+        # take longer, and a 503 would be the load's, not the example's (no output shown
+        # depends on it; `service: --node-timeout-ms N` overrides it).
         args = [bin_, '--masters', ','.join(f'127.0.0.1:{p}' for p in masters.ports),
-                '--key-prefix', f'readme{os.getpid()}x{Service.n}:']
+                '--key-prefix', f'readme{os.getpid()}x{Service.n}:', '--node-timeout-ms', '250']
         if tokens:
             tf = os.path.join(workdir, f'tokens-{Service.n}')
             with open(tf, 'w') as f:
