@@ -1,6 +1,7 @@
 # Dockerfile -- redlockd image: build on bookworm with the -dev packages, run on bookworm-slim
 # with only the runtime libraries, as a non-root user.
-#   docker build -t redlockd .      docker compose up      (see docker-compose.yml)
+#   make image (podman or docker: redlockd:VERSION, the image deploy/kubernetes names)
+#   docker compose up      (see docker-compose.yml)
 
 # ---- build -------------------------------------------------------------------------------
 FROM debian:bookworm-slim AS build
@@ -14,13 +15,10 @@ WORKDIR /src
 # .dockerignore keeps bin/, build/, .git and node_modules out: the binaries are always
 # built here, never copied from the host.
 COPY . .
-# `make all` builds whatever the Makefile lists (the service, and the CLI once it exists);
-# bin/redlock is built explicitly if its sources exist but `all` does not name it yet.
+# `make all` builds the service (bin/redlockd) and the CLI (bin/redlock); both go in the image.
 RUN make -j"$(nproc)" all \
- && if [ -d service/cli ] && [ ! -x bin/redlock ]; then make -j"$(nproc)" bin/redlock; fi \
  && mkdir -p /out \
- && install -m 0755 bin/redlockd /out/ \
- && if [ -x bin/redlock ]; then install -m 0755 bin/redlock /out/; fi \
+ && install -m 0755 bin/redlockd bin/redlock /out/ \
  && /out/redlockd --version
 
 # ---- runtime -----------------------------------------------------------------------------
@@ -36,6 +34,10 @@ RUN apt-get update \
 COPY --from=build /out/ /usr/local/bin/
 # Numeric user so that Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 USER 10001:10001
+# Every interface of the container: the service is reachable where its port is published
+# (docker-compose.yml: the host's loopback only).  Publish it on a public interface only
+# with tokens and HTTPS on (REDLOCK_AUTH_TOKENS_FILE, REDLOCK_TLS_CERT/REDLOCK_TLS_KEY):
+# deploy/README.md, "Not open to strangers".
 ENV REDLOCK_LISTEN=0.0.0.0:8080
 EXPOSE 8080
 STOPSIGNAL SIGTERM

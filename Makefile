@@ -70,7 +70,46 @@ include clients/clients.mk
 clean:
 	rm -rf build bin
 
-# Five local masters plus the service in the foreground (Ctrl-C stops all).
-.PHONY: run
-run: $(BINDIR)/redlockd
-	$(Q)sh tools/run-local.sh $(ARGS)
+# `make run`: installs what running needs (tests/install-deps.sh run; as root, else it
+# prints the apt-get line), builds the service and the CLI, and starts new local masters
+# plus the service in the foreground (Ctrl-C stops all).  Variables (tools/run-local.sh):
+#   PORT=8080 (127.0.0.1:PORT)  MASTERS=5  MASTER_PORT=7001 (the first of MASTERS ports)
+#   TOKENS=FILE (--auth-tokens-file)  LOG_FORMAT=json|text  ARGS='any other flags'
+#   RUN_DIR=run (the masters' data)
+# e.g. make run PORT=9090 MASTERS=3 TOKENS=tokens.txt LOG_FORMAT=text ARGS='--max-ttl-ms 60000'
+PORT        ?= 8080
+MASTERS     ?= 5
+MASTER_PORT ?= 7001
+TOKENS      ?=
+LOG_FORMAT  ?= json
+ARGS        ?=
+RUN_DIR     ?= run
+
+.PHONY: run deps-run
+deps-run:
+	$(Q)sh tests/install-deps.sh run
+
+run: deps-run
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)PORT='$(PORT)' MASTERS='$(MASTERS)' MASTER_PORT='$(MASTER_PORT)' TOKENS='$(TOKENS)' \
+	  LOG_FORMAT='$(LOG_FORMAT)' ARGS='$(ARGS)' RUN_DIR='$(RUN_DIR)' sh tools/run-local.sh
+
+# `make fresh-check` (root; not part of `make test`): `make run` and `make test` in a new
+# minimal Debian bookworm root (debootstrap, cached in build/fresh/base), each from a clone
+# of this repository's HEAD; FRESH_STEPS=run or FRESH_STEPS=test for one of them.  See
+# tools/fresh-check.sh.
+.PHONY: fresh-check
+fresh-check:
+	$(Q)FRESH_STEPS='$(or $(FRESH_STEPS),run test)' sh tools/fresh-check.sh
+
+# `make image`: the container image that deploy/kubernetes/redlockd.yaml names
+# (redlockd:VERSION), built from the Dockerfile with podman or docker, whichever is
+# installed (IMAGE=name:tag to call it otherwise; IMAGE_TOOL=docker to choose).
+VERSION    := $(shell sed -n 's/^\#define RL_VERSION "\(.*\)"/\1/p' service/version.h)
+IMAGE      ?= redlockd:$(VERSION)
+IMAGE_TOOL ?= $(shell command -v podman > /dev/null 2>&1 && echo podman || echo docker)
+.PHONY: image
+image:
+	$(Q)command -v $(IMAGE_TOOL) > /dev/null || { echo "make image: neither podman nor docker is installed (apt-get install podman)"; exit 1; }
+	$(IMAGE_TOOL) build -t $(IMAGE) -f Dockerfile .
+	@echo "make image: built $(IMAGE); push it where your cluster pulls from and set the image in deploy/kubernetes/redlockd.yaml (or kustomize's images:)"

@@ -129,16 +129,36 @@ static int probe(const char *url)
         fprintf(stderr, "redlockd --probe: cannot resolve '%s'\n", host);
         return 1;
     }
-    probe_conn c = {.fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    /* Every address the name resolves to, in getaddrinfo's order, as curl does: a standard
+     * /etc/hosts maps localhost to ::1 as well as 127.0.0.1, and the service may listen on
+     * only one of them. */
+    probe_conn c = {.fd = -1};
     int rc = 1;
-    char err[200];
-    if (c.fd < 0)
-        goto out;
-    struct timeval tv = {.tv_sec = 3};
-    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(c.fd, res->ai_addr, res->ai_addrlen) != 0) {
-        fprintf(stderr, "redlockd --probe: cannot connect to %s: %s\n", hostport, strerror(errno));
+    char err[200], tried[600] = "";
+    size_t tl = 0;
+    for (struct addrinfo *ai = res; ai && c.fd < 0; ai = ai->ai_next) {
+        char a[INET6_ADDRSTRLEN] = "?";
+        getnameinfo(ai->ai_addr, ai->ai_addrlen, a, sizeof a, NULL, 0, NI_NUMERICHOST);
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+            struct timeval tv = {.tv_sec = 3};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv); /* bounds connect() too */
+            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+                c.fd = fd;
+                break;
+            }
+        }
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (tl < sizeof tried) {
+            int k = snprintf(tried + tl, sizeof tried - tl, "%s%s: %s", tl ? "; " : "", a, strerror(e));
+            tl += k > 0 ? (size_t)k : 0;
+        }
+    }
+    if (c.fd < 0) {
+        fprintf(stderr, "redlockd --probe: cannot connect to %s (%s)\n", hostport, tried);
         goto out;
     }
     if (tls && probe_tls_start(&c, host, err, sizeof err) != 0) {
@@ -437,6 +457,13 @@ int main(int argc, char **argv)
     jw_key_int(&j, "node_timeout_ms", a.cfg.node_timeout_ms);
     jw_key_bool(&j, "tls", a.tls_cert != NULL);
     jw_key_int(&j, "auth_tokens", (long long)a.auth.n);
+    /* Which REDLOCK_* variables the environment gave (names only: values may hold secrets):
+     * what reached the service from a shell, beside its flags (`--help` lists them). */
+    jw_arr_open(&j, "environment");
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "REDLOCK_", 8) == 0)
+            jw_key_strn(&j, NULL, *e, strcspn(*e, "="));
+    jw_arr_close(&j);
     char msg[400];
     snprintf(msg, sizeof msg, "listening on %s", a.listen_addr);
     log_event(&a.log, LOG_LEVEL_INFO, msg, fields);

@@ -9,7 +9,9 @@
 #   make openapi-conformance-live
 #                             builds, runs the integration suite against the real bin/redlockd
 #                             with REDLOCK_TEST_RECORD, and checks every recorded response
-#                             (OPENAPI_LIVE_RECORD=FILE keeps the recording there)
+#                             (OPENAPI_LIVE_RECORD=FILE keeps the recording there), and
+#                             every response example of the document against those answers
+#                             (examplecheck.mjs: messages and members)
 #   make k8s-check            deploy/kubernetes: schemas, unknown fields, redlockd's rules
 #   make metrics-check        deploy/prometheus alert rules (promtool check + unit tests) and the
 #                             Grafana dashboard: every query parses and names metrics and labels
@@ -66,6 +68,7 @@ endif
 # Whether the suite's own assertions pass is test-integration's verdict: here failing tests are
 # listed, but only a response that does not conform (or an empty recording) fails the target.
 openapi-conformance-live: $(COMPOSE_NODE_STAMP) $(BINDIR)/redlockd $(BUILD)/tests/integration_tests
+	$(call compose_node_selftest,$(COMPOSE_DIR)/examplecheck.test.mjs,examplecheck.mjs self-test (stale examples caught))
 	$(Q)rec="$(OPENAPI_LIVE_RECORD)"; [ -n "$$rec" ] || rec=$$(mktemp --suffix=.jsonl /tmp/redlockd-openapi-live-XXXXXX); \
 	    : > "$$rec" || exit 2; t0=$$(date +%s); \
 	    out=$$(REDLOCK_TEST_RECORD="$$rec" REDLOCKD_BIN=$(REDLOCKD_BIN) \
@@ -76,6 +79,7 @@ openapi-conformance-live: $(COMPOSE_NODE_STAMP) $(BINDIR)/redlockd $(BUILD)/test
 	        echo "openapi-conformance-live: (failing tests are for test-integration to judge; the recording is checked all the same)"; \
 	    fi; \
 	    node $(COMPOSE_DIR)/conformance.mjs --coverage "$$rec"; rc=$$?; \
+	    node $(COMPOSE_DIR)/examplecheck.mjs "$$rec" || rc=1; \
 	    echo "openapi-conformance-live: $$(grep -c . "$$rec") responses recorded in $$(( $$(date +%s) - t0 )) s"; \
 	    if [ $$rc != 0 ]; then echo "openapi-conformance-live: the recording is kept: $$rec"; \
 	    elif [ -z "$(OPENAPI_LIVE_RECORD)" ]; then rm -f "$$rec"; fi; \

@@ -369,6 +369,28 @@ Test(deploy, probe_answers_for_a_plain_listener_and_refuses_other_schemes)
     cr_assert_eq(probe("REDLOCK_LISTEN=127.0.0.1:0", ""), 2, "port 0 cannot be probed");
 }
 
+/* A standard Debian /etc/hosts maps localhost to ::1 as well as 127.0.0.1, and getaddrinfo
+ * answers ::1 first; the service listens on 127.0.0.1 only.  The probe must try the next
+ * address, as curl does.  The hosts file is swapped in a private mount namespace (root
+ * only: skipped otherwise). */
+Test(deploy, probe_tries_every_address_of_the_name)
+{
+    make_dir();
+    if (sh("unshare -m true > /dev/null 2>&1") != 0)
+        cr_skip_test("needs unshare -m (root) to give the probe a hosts file with ::1 first");
+    h_cluster_start(&C, 3, 0, NULL);
+    h_require_local(&C);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "printf '::1\\tlocalhost\\n127.0.0.1\\tlocalhost\\n' > %s/hosts", dir);
+    cr_assert_eq(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "unshare -m sh -c 'mount --bind %s/hosts /etc/hosts && getent ahosts localhost | head -1 "
+             "| grep -q ^::1 && env -u REDLOCK_LISTEN %s --probe http://localhost:%d/healthz' "
+             "> %s/probe.out 2>&1", dir, bin(), C.svc.port, dir);
+    cr_assert_eq(sh(cmd), 0, "--probe http://localhost:%d/healthz with ::1 first (see %s/probe.out)",
+                 C.svc.port, dir);
+}
+
 /* ---- exit status of an address in use ------------------------------------------ */
 
 Test(deploy, listen_address_in_use_exits_3)
