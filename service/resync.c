@@ -51,7 +51,7 @@ int resync_decide(const resync_tally *t, size_t quorum, int waited_out, uint64_t
 
 int64_t resync_delay_ms(const resync_tally *t, size_t quorum, double drift_factor)
 {
-    if (t->proven_peers < quorum)
+    if (t->expiry_peers < quorum)
         return -1;
     int64_t x = t->expiry_ms > 0 ? t->expiry_ms : 0;
     return x + (int64_t)((double)x * drift_factor) + 2;
@@ -124,12 +124,16 @@ static void on_proof(redisAsyncContext *ac, void *reply, void *priv)
             if (top > r->t.top_all)
                 r->t.top_all = top;
         }
+        int clock_only = rep->element[4]->type == REDIS_REPLY_STRING && strcmp(rep->element[4]->str, "clock") == 0;
         if (proven && i != r->target) {
             r->t.proven_peers++;
             if (top > r->t.top_proven)
                 r->t.top_proven = top;
-            if (rep->element[2]->integer > r->t.expiry_ms)
-                r->t.expiry_ms = rep->element[2]->integer;
+            if (!clock_only) {
+                r->t.expiry_peers++;
+                if (rep->element[2]->integer > r->t.expiry_ms)
+                    r->t.expiry_ms = rep->element[2]->integer;
+            }
         } else if (i == r->target && history && top > r->t.top_proven) {
             r->t.top_proven = top; /* its own counters only add */
         }

@@ -33,7 +33,8 @@ int64_t resync_wait_ms(int64_t quarantine_ms);
 /* What one proof round learnt (target: the master being repaired). */
 typedef struct resync_tally {
     size_t n;                /* masters */
-    size_t proven_peers;     /* peers (not the target) proven in this round */
+    size_t proven_peers;     /* peers (not the target) proven in this round (counters) */
+    size_t expiry_peers;     /* of them, those whose expiry key counts (not out for a clock) */
     size_t history;          /* masters (the target too) whose whole record kept its history */
     uint64_t top_proven;     /* largest counter among the proven peers and the target's own */
     uint64_t top_all;        /* largest counter among every whole record that answered */
@@ -51,8 +52,9 @@ enum resync_verdict {
 int resync_decide(const resync_tally *t, size_t quorum, int waited_out, uint64_t *base);
 
 /* The delay left for a master whose proof round found the given tally (pure): the
- * largest expiry among a quorum of proven peers, stretched by the drift factor, plus
- * 2 ms; -1 when fewer than a quorum proved themselves (the delay stays as it is). */
+ * largest expiry among a quorum of proven peers whose expiry keys count (a peer out for
+ * its clock proves its counters, not its expiry), stretched by the drift factor, plus
+ * 2 ms; -1 when fewer than a quorum proved them (the delay stays as it is). */
 int64_t resync_delay_ms(const resync_tally *t, size_t quorum, double drift_factor);
 
 typedef struct resync resync;

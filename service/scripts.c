@@ -577,13 +577,15 @@ static const char *const sources[SCRIPT__COUNT] = {
         "if restarted then\n"
         "  if redis.call('PTTL', qk) < delay then redis.call('SET', qk, 1, 'PX', delay) end\n"
         "  redis.call('HSET', mk, 'q', 1, 'run', run)\n"
+        "  redis.call('HDEL', mk, 'clk')\n"
         "  m[3] = '1'\n"
         "end\n"
         "if act == 'distrust' then\n"
         "  -- its clock misbehaved: its locks may have expired early; like a loss, but its\n"
-        "  -- counters are whole (it keeps its history)\n"
+        "  -- counters are whole (it keeps its history): 'clk' says so to a repair's proof,\n"
+        "  -- unless it is already out for a loss\n"
         "  if redis.call('PTTL', qk) < delay then redis.call('SET', qk, 1, 'PX', delay) end\n"
-        "  redis.call('HSET', mk, 'q', 1)\n"
+        "  if m[3] then redis.call('HSET', mk, 'q', 1) else redis.call('HSET', mk, 'q', 1, 'clk', 1) end\n"
         "  m[3] = '1'\n"
         "end\n"
         "if not m[3] then return {1, -2, nb} end\n"
@@ -595,7 +597,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "if act == 'rejoin' and q < 0 then\n"
         "  local f = tonumber(ARGV[5])\n"
         "  if f > (tonumber(m[4]) or 0) then redis.call('HSET', mk, 'base', ARGV[5]) end\n"
-        "  redis.call('HDEL', mk, 'q', 'lost')\n"
+        "  redis.call('HDEL', mk, 'q', 'lost', 'clk')\n"
         "  return {1, -2, nb}\n"
         "end\n"
         "if q == -2 then q = 0 end\n"
@@ -603,12 +605,14 @@ static const char *const sources[SCRIPT__COUNT] = {
     /* What a repair may learn from a peer, proven in this same call (docs/DESIGN.md §4,
      * R-proof): KEYS record, expiry key.  The peer is proven when its record is there
      * and whole, carries neither "q" nor "lost", and was written under the run id the
-     * process reports now (INFO, read here: a restart since it was trusted shows).
+     * process reports now (INFO, read here: a restart since it was trusted shows); one
+     * out only for its clock ("q" with "clk") is proven for its counters alone (why
+     * "clock"): its expiry key ran by that clock and is not answered.
      * -> {proven 0|1, its largest counter (base included; 0 without a whole record),
      *     the expiry key's pttl (-2: none), history 0|1 (a whole record without
      *     "lost": proven, or quarantined after a restart that kept its data), why} */
     [SCRIPT_PROOF] =
-        "local m = redis.call('HMGET', KEYS[1], 'nb', 'q', 'lost', 'run', 'base')\n"
+        "local m = redis.call('HMGET', KEYS[1], 'nb', 'q', 'lost', 'run', 'base', 'clk')\n"
         "if not m[1] then return {0, 0, -2, 0, 'no record'} end\n"
         "if redis.call('HLEN', KEYS[1]) < tonumber(m[1]) + " RECORD_FIXED " then\n"
         "  return {0, 0, -2, 0, 'damaged record'}\n"
@@ -623,9 +627,12 @@ static const char *const sources[SCRIPT__COUNT] = {
         "end\n"
         "local x = redis.call('PTTL', KEYS[2])\n"
         "if m[3] then return {0, t, x, 0, 'lost its data'} end\n"
-        "if m[2] then return {0, t, x, 1, 'quarantined'} end\n"
         "local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')\n"
         "if m[4] ~= run then return {0, t, x, 1, 'restarted'} end\n"
+        "-- out for its clock only: its counters are whole, and they count (its expiry key\n"
+        "-- does not: it ran by that clock)\n"
+        "if m[2] and m[6] then return {1, t, -2, 1, 'clock'} end\n"
+        "if m[2] then return {0, t, x, 1, 'quarantined'} end\n"
         "return {1, t, x, 1, ''}\n",
     /* Several names at once, all or nothing, in one call per master: callers asking for
      * overlapping sets in different orders cannot deadlock.  The set is kept under

@@ -161,3 +161,59 @@ Test(clock, a_fast_clock_and_a_step_back_are_caught)
     char lease[200];
     cr_assert_eq(h_acquire(&C, "clk.after", NULL, lease, sizeof lease, NULL), 201);
 }
+
+/* A clock put right after a jump: its quarantine was written by the moved clock (an
+ * hour ahead); it must not last that hour once the clock is steady again (a regression
+ * test: Rule 6 lowers the delay by what the peers prove, counted from then). */
+Test(clock, a_clock_put_right_rejoins_without_the_hour_it_jumped)
+{
+    h_cluster_start(&C, 5, 0, NULL); /* --quarantine-ms: the max ttl, an hour */
+    h_require_local(&C);
+    char f2[300];
+    clock_file(2, f2, sizeof f2);
+    cr_assert_eq(clockshim_jump(f2, 3600 * 1000), 0);
+    struct want q = {2, "quarantined"}, r = {2, "ready"};
+    cr_assert(h_wait_until(in_state, &q, 5000), "the jump is caught");
+    /* The distrust and the delay lowered by its peers (Rule 6) are written by the moved
+     * clock; wait until the lowered delay shows (the hour ahead is what it has left). */
+    long long rem = -1;
+    double until = h_now_ms() + 5000;
+    do {
+        char st[32];
+        usleep(100 * 1000);
+        h_master_state(&C, NULL, 2, st, sizeof st, &rem);
+    } while (rem > 3500 * 1000 && h_now_ms() < until);
+    usleep(1500 * 1000);
+    double t0 = h_now_ms();
+    cr_assert_eq(clockshim_reset(f2), 0);
+    cr_assert(h_wait_until(in_state, &r, 20000), "back once steady, not an hour later");
+    cr_log_info("clock: put right, it rejoined %.0f ms later", h_now_ms() - t0);
+}
+
+/* Two masters wiped while a third is out for its clock: the third's counters are whole
+ * (a clock moves no counter), so the two are repaired from it and the two others; before,
+ * none of the three could prove a quorum of peers and all waited for an operator. */
+Test(clock, a_master_out_for_its_clock_still_proves_its_counters)
+{
+    h_cluster_start(&C, 5, 0, "--quarantine-ms 3000");
+    h_require_local(&C);
+    char f2[300];
+    clock_file(2, f2, sizeof f2);
+    long long t1 = 0;
+    cr_assert_eq(h_acquire(&C, "clk.count", "ttl_ms=500", NULL, 0, &t1), 201);
+    cr_assert_eq(clockshim_jump(f2, 60 * 1000), 0);
+    struct want q2 = {2, "quarantined"};
+    cr_assert(h_wait_until(in_state, &q2, 5000), "the jump is caught");
+    for (int i = 0; i < 2; i++) {
+        char ok[16];
+        h_redis_cmd(&C.masters[i], ok, sizeof ok, "FLUSHALL");
+        cr_assert_str_eq(ok, "OK");
+    }
+    h_acquire(&C, "clk.other", NULL, NULL, 0, NULL); /* meets the wipes */
+    struct want r0 = {0, "ready"}, r1 = {1, "ready"};
+    cr_assert(h_wait_until(in_state, &r0, 20000) && h_wait_until(in_state, &r1, 20000),
+              "the wiped masters are repaired from the one out for its clock and two others");
+    long long t2 = 0;
+    cr_assert_eq(h_acquire(&C, "clk.count", NULL, NULL, 0, &t2), 201);
+    cr_assert_gt(t2, t1, "tokens still grow");
+}

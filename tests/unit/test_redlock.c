@@ -746,11 +746,11 @@ Test(redlock, repair_needs_a_quorum_of_proven_peers_and_no_guessed_gap)
 
 Test(redlock, a_quarantine_shortens_to_the_longest_outstanding_lock_of_a_proven_quorum)
 {
-    resync_tally t = {.n = 5, .proven_peers = 3, .expiry_ms = 30000};
+    resync_tally t = {.n = 5, .proven_peers = 3, .expiry_peers = 3, .expiry_ms = 30000};
     cr_assert_eq(resync_delay_ms(&t, 3, 0.01), 30000 + 300 + 2);
     t.expiry_ms = -2; /* no lock outstanding on any of them */
     cr_assert_eq(resync_delay_ms(&t, 3, 0.01), 2);
-    t.proven_peers = 2;
+    t.expiry_peers = 2; /* one of the three is out for its clock: its expiry key ran by it */
     cr_assert_eq(resync_delay_ms(&t, 3, 0.01), -1, "unproven: the delay stays");
 }
 
