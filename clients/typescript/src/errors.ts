@@ -48,7 +48,7 @@ export type ErrorCode = (typeof ERROR_CODES)[number];
  */
 export type ClientErrorCode = "timeout" | "connection_failed" | "bad_response" | "lock_lost";
 
-/** Why a held lock (Client.hold, Client.using) stopped being held. */
+/** Why a kept lock (Client.hold, using, holdSemaphore, holdMany, an election) stopped being held. */
 export type LossReason =
   /** The service could not extend it on a quorum of masters (the stream's `lost` line). */
   | "no_quorum"
@@ -58,10 +58,14 @@ export type LossReason =
   | "released"
   /** The service is shutting down and released it. */
   | "shutting_down"
-  /** The validity last announced ran out with no new line from the service. */
+  /** The validity last confirmed (counted from a send) ran out with no renewal in time. */
   | "expired"
   /** The stream ended or broke without saying why. */
-  | "disconnected";
+  | "disconnected"
+  /** The service heard no ping for a whole ttl (this process was stopped or stalled) and released it. */
+  | "client_silent"
+  /** The stream carried something the other side did not expect. */
+  | "bad_message";
 
 /** What the service's error body carried, beside `error` and `message`. */
 export type ErrorBody = { readonly [member: string]: unknown };
@@ -157,8 +161,8 @@ export function isErrorCode(code: unknown): code is ErrorCode {
  * The error for an answer that is not a success: the status, the parsed body (or undefined
  * when it was not a JSON object), and the headers.
  */
-export function errorFromAnswer(status: number, body: unknown, headers: Headers): RedlockError {
-  const requestId = headers.get("x-request-id");
+export function errorFromAnswer(status: number, body: unknown, header: (name: string) => string | null): RedlockError {
+  const requestId = header("x-request-id");
   if (body === null || typeof body !== "object" || Array.isArray(body)) {
     return new RedlockError("bad_response", `HTTP ${status} without a JSON error body`, { status, requestId });
   }
@@ -178,7 +182,7 @@ export function errorFromAnswer(status: number, body: unknown, headers: Headers)
     case "lock_contended": {
       let retryAfterMs = typeof b["retry_after_ms"] === "number" ? b["retry_after_ms"] : NaN;
       if (!Number.isFinite(retryAfterMs)) {
-        const seconds = Number(headers.get("retry-after"));
+        const seconds = Number(header("retry-after"));
         retryAfterMs = Number.isFinite(seconds) ? seconds * 1000 : 0;
       }
       return new LockHeldError(code, message, retryAfterMs, init);
