@@ -32,8 +32,8 @@ export interface Held extends AsyncDisposable {
   readonly held: boolean;
   /**
    * How much longer, in ms, you may assume you hold it: the latest validity the service
-   * gave, counted from this process's send of the request (or ping) it answered.  0 once
-   * not held.
+   * gave, counted from this process's send of the request (or ping) it answered, less the
+   * loss margin (lossMarginMs).  0 once not held.
    */
   readonly remainingMs: number;
   /** How many times the validity was renewed (answered pings, or extensions). */
@@ -64,6 +64,16 @@ const LOSS_TEXT: Record<LossReason, string> = {
   bad_message: "the service and this client misunderstood each other on the stream",
 };
 
+/**
+ * How long before the end of its validity a kept lock is called lost when no renewal came:
+ * a tenth of the ttl, 10 ms..1 s (the margin the service's own streamed hold keeps before
+ * it says `lost`, and the Go and Python clients'), so that code watching the signal has
+ * that long to stop, and a timer that fires late on a busy machine still fires in time.
+ */
+export function lossMarginMs(ttlMs: number): number {
+  return Math.min(Math.max(ttlMs / 10, 10), 1000);
+}
+
 /** What keeps a hold: pings or extensions.  Kept calls these. */
 export interface Keeper {
   /** Starts keeping `hold` (its grant has been taken). */
@@ -91,11 +101,13 @@ export class Kept implements Held {
 
   /**
    * @param what      "lock \"x\"", for messages
-   * @param deadline  the grant's validity end (its request's send + validity_ms)
+   * @param deadline  the grant's validity end (its request's send + validity_ms); the
+   *                  belief ends `marginMs` before each such end
    * @param confirm   true: that end is no use (the acquire waited): the first renewal
    *                  confirms the grant (see confirmed())
    * @param keeper    what keeps it
    * @param timeoutMs the release's limit
+   * @param marginMs  how long before a validity's end the loss is signalled (lossMarginMs)
    */
   constructor(
     private readonly what: string,
@@ -104,9 +116,10 @@ export class Kept implements Held {
     private readonly keeper: Keeper,
     keepalive: "stream" | "extend" | "one-way",
     private readonly timeoutMs: number,
+    private readonly marginMs: number,
   ) {
     this.keepalive = keepalive;
-    this.deadline = deadline;
+    this.deadline = deadline - marginMs;
     this.state = confirm ? "confirming" : "held";
   }
 
@@ -156,7 +169,7 @@ export class Kept implements Held {
    */
   renewed(sentAt: number, validityMs: number): boolean {
     const now = performance.now();
-    const end = sentAt + validityMs;
+    const end = sentAt + validityMs - this.marginMs;
     if (this.state === "confirming") {
       if (end <= now) return false;
       this.deadline = end;

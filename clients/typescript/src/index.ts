@@ -37,7 +37,7 @@ export {
   type ErrorCode,
   type LossReason,
 } from "./errors.js";
-export type { Held } from "./hold.js";
+export { lossMarginMs, type Held } from "./hold.js";
 export type { TlsOptions } from "./http.js";
 export { Lock, LockSet, Permit, type HeldLock, type HeldLockSet, type HeldPermit } from "./locks.js";
 export type {

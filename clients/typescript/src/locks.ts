@@ -4,7 +4,7 @@
 
 import { asyncDispose } from "./dispose.js";
 import { LeaseLostError } from "./errors.js";
-import { type Held, Kept, type Keeper } from "./hold.js";
+import { type Held, Kept, type Keeper, lossMarginMs } from "./hold.js";
 import type { Extension, Grant, MultiGrant, MultiReleased, PermitGrant, Released } from "./wire.js";
 
 /** How a plain grant extends and releases itself (bound to its client by the client). */
@@ -169,7 +169,7 @@ export class KeptLock extends Kept implements HeldLock {
   readonly holds: number;
 
   constructor(grant: Grant, deadline: number, confirm: boolean, keeper: Keeper, keepalive: Held["keepalive"], timeoutMs: number) {
-    super(`the lock on "${grant.name}"`, deadline, confirm, keeper, keepalive, timeoutMs);
+    super(`the lock on "${grant.name}"`, deadline, confirm, keeper, keepalive, timeoutMs, lossMarginMs(grant.ttlMs));
     this.name = grant.name;
     this.lease = grant.lease;
     this.fencingToken = grant.fencingToken;
@@ -192,7 +192,7 @@ export class KeptPermit extends Kept implements HeldPermit {
   readonly slot: number;
 
   constructor(grant: PermitGrant, deadline: number, confirm: boolean, keeper: Keeper, keepalive: Held["keepalive"], timeoutMs: number) {
-    super(`the permit of "${grant.name}"`, deadline, confirm, keeper, keepalive, timeoutMs);
+    super(`the permit of "${grant.name}"`, deadline, confirm, keeper, keepalive, timeoutMs, lossMarginMs(grant.ttlMs));
     this.name = grant.name;
     this.lease = grant.lease;
     this.fencingToken = grant.fencingToken;
@@ -212,7 +212,7 @@ export class KeptSet extends Kept implements HeldLockSet {
   readonly ttlMs: number;
 
   constructor(grant: MultiGrant, deadline: number, confirm: boolean, keeper: Keeper, timeoutMs: number) {
-    super(`the locks on ${grant.names.map((n) => `"${n}"`).join(", ")}`, deadline, confirm, keeper, "extend", timeoutMs);
+    super(`the locks on ${grant.names.map((n) => `"${n}"`).join(", ")}`, deadline, confirm, keeper, "extend", timeoutMs, lossMarginMs(grant.ttlMs));
     this.names = grant.names;
     this.lease = grant.lease;
     this.fencingTokens = grant.fencingTokens;
