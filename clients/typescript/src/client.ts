@@ -191,6 +191,7 @@ const RETRIED = new Set([
   "connection_failed",
   "lock_contended",
   "quorum_unavailable",
+  "masters_quarantined",
   "validity_exhausted",
   "too_many_waiters",
   "too_many_streams",
@@ -302,7 +303,9 @@ export class Client {
 
   /**
    * Releases `lease` of `name` (DELETE).  A reentrant lease takes one hold back
-   * (`released: false`, `holds` left).  Throws LeaseLostError if it is no longer held.
+   * (`released: false`, `holds` left).  Throws LeaseLostError if it is no longer held, and
+   * ReleaseUnconfirmedError when the masters could not confirm it (the service finishes it;
+   * stop using the resource all the same).  Never retried by this client.
    */
   async release(name: string, lease: string, options: RequestOptions = {}): Promise<Released> {
     return parseReleased(await this.call("DELETE", lockPath(name), `release "${name}"`, { lease }, 0, options.signal));

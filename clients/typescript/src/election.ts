@@ -64,6 +64,7 @@ const TRANSIENT = new Set([
   "connection_failed",
   "lock_contended",
   "quorum_unavailable",
+  "masters_quarantined",
   "validity_exhausted",
   "too_many_waiters",
   "too_many_streams",

@@ -29,6 +29,7 @@ export const ERROR_CODES = [
   "client_closed",
   "internal",
   "quorum_unavailable",
+  "masters_quarantined",
   "validity_exhausted",
   "too_many_waiters",
   "too_many_streams",
@@ -129,8 +130,59 @@ export class PermitsMismatchError extends RedlockError {
   }
 }
 
-/** 503 `quorum_unavailable` or `validity_exhausted`: no quorum of masters granted in time. */
-export class QuorumUnavailableError extends RedlockError {}
+/**
+ * 503 `quorum_unavailable` or `validity_exhausted`: no quorum of masters granted in time;
+ * and its two kinds below (`masters_quarantined`, `release_unconfirmed`).
+ */
+export class QuorumUnavailableError extends RedlockError {
+  /** Masters that answered in time (NaN when the body did not say). */
+  readonly nodesOk: number;
+  /** Masters needed (NaN when the body did not say). */
+  readonly quorum: number;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    init: { status?: number; requestId?: string | null; body?: ErrorBody } = {},
+  ) {
+    super(code, message, init);
+    this.nodesOk = typeof init.body?.["nodes_ok"] === "number" ? init.body["nodes_ok"] : NaN;
+    this.quorum = typeof init.body?.["quorum"] === "number" ? init.body["quorum"] : NaN;
+  }
+}
+
+/**
+ * 503 `masters_quarantined`: fewer than a quorum of masters are trusted; the others sit out
+ * a restart, a loss of data or a clock that misbehaved.  An acquire is tried again (the
+ * retry settings); `rejoinMs` says when the first is due back.
+ */
+export class MastersQuarantinedError extends QuorumUnavailableError {
+  /** Masters sitting out. */
+  readonly quarantined: number;
+  /** When the first of them is due back, in ms; null when each waits for its peers. */
+  readonly rejoinMs: number | null;
+
+  constructor(message: string, init: { status?: number; requestId?: string | null; body?: ErrorBody } = {}) {
+    super("masters_quarantined", message, init);
+    this.quarantined = typeof init.body?.["quarantined"] === "number" ? init.body["quarantined"] : NaN;
+    this.rejoinMs = typeof init.body?.["rejoin_ms"] === "number" ? init.body["rejoin_ms"] : null;
+  }
+}
+
+/**
+ * 503 `release_unconfirmed` (a release, DELETE): the masters that did not answer may still
+ * hold the lock for this lease, so the service cannot say it is free; it finishes the
+ * release by itself (retried until each master answers or the ttl is over).  Stop using
+ * the resource as after any release; do not count on the lock being free for others before
+ * its ttl ends.  A plain lock may be released again later (200 or 404 tells); a reentrant
+ * one must not (each release takes a hold back): status(name, { lease }) shows the holds a
+ * quorum still counts.  Never sent again by this client.
+ */
+export class ReleaseUnconfirmedError extends QuorumUnavailableError {
+  constructor(message: string, init: { status?: number; requestId?: string | null; body?: ErrorBody } = {}) {
+    super("release_unconfirmed", message, init);
+  }
+}
 
 /**
  * The lease is gone: 404 `lease_not_found` on an extend or release, or (code `lock_lost`)
@@ -191,8 +243,11 @@ export function errorFromAnswer(status: number, body: unknown, header: (name: st
       return new PermitsMismatchError(message, typeof b["permits"] === "number" ? b["permits"] : NaN, init);
     case "quorum_unavailable":
     case "validity_exhausted":
-    case "release_unconfirmed": // a release the masters could not confirm; the service finishes it
       return new QuorumUnavailableError(code, message, init);
+    case "masters_quarantined":
+      return new MastersQuarantinedError(message, init);
+    case "release_unconfirmed":
+      return new ReleaseUnconfirmedError(message, init);
     case "lease_not_found":
       return new LeaseLostError(code, message, init);
     case "unauthorized":

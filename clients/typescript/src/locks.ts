@@ -3,7 +3,7 @@
 // HeldLockSet: a grant, and the belief of hold.ts).
 
 import { asyncDispose } from "./dispose.js";
-import { LeaseLostError } from "./errors.js";
+import { LeaseLostError, ReleaseUnconfirmedError } from "./errors.js";
 import { type Held, Kept, type Keeper, lossMarginMs } from "./hold.js";
 import type { Extension, Grant, MultiGrant, MultiReleased, PermitGrant, Released } from "./wire.js";
 
@@ -54,12 +54,16 @@ abstract class Granted<R> implements AsyncDisposable {
     return r;
   }
 
-  /** `await using lock = await client.acquire(...)`: release() at the end of the scope (a lease already gone is not an error here). */
+  /**
+   * `await using lock = await client.acquire(...)`: release() at the end of the scope.  A
+   * lease already gone, or a release the service finishes by itself (release_unconfirmed),
+   * is not an error here: either way this process is done with the lock.
+   */
   async [asyncDispose](): Promise<void> {
     try {
       await this.release();
     } catch (e) {
-      if (!(e instanceof LeaseLostError)) throw e;
+      if (!(e instanceof LeaseLostError) && !(e instanceof ReleaseUnconfirmedError)) throw e;
     }
   }
 }
