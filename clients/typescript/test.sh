@@ -3,8 +3,8 @@
 # (REDLOCK_URL, REDLOCK_TEST_TOKEN, REDLOCK_TEST_MASTER_PIDS/PORTS in the environment):
 #   python3 clients/stack.py -- clients/typescript/test.sh      (or: make test-clients-typescript)
 # Type-checks and builds the library (src/ -> dist/) and the tests (test/, examples/ ->
-# build/) with the pinned typescript, then runs each test file with node:test, the one that
-# freezes masters last, then the README's examples.  Installs nothing: the dev dependencies
+# build/) with the pinned typescript, then runs each test file with node:test (the ones
+# that freeze masters or instances last), then the README's examples.  Installs nothing: the dev dependencies
 # come from `npm ci` in this directory (make test-clients runs it).
 set -eu
 cd "$(dirname "$0")"
@@ -33,14 +33,15 @@ for t in types errors dispose locks hold shared sets election fencing loss freez
   fi
 done
 
-# The README's examples, as a user runs them (their output is in the README).
-for ex in quickstart shared; do
-  if out=$(REDLOCK_TOKEN=$REDLOCK_TEST_TOKEN node examples/$ex.mjs 2>&1); then
+# The README's examples, as a user runs them (their output is in the README);
+# examples/fencing.mjs needs a redis-server: test/fencing.test.ts runs it.
+for ex in examples/quickstart.mjs examples/shared.mjs examples/election.mjs build/examples/await-using.js; do
+  if out=$(REDLOCK_TOKEN=$REDLOCK_TEST_TOKEN timeout 60 node $ex 2>&1); then
     printf '%s\n' "$out" | sed 's/^/  /'
-    echo "typescript: examples/$ex.mjs: ok"
+    echo "typescript: $ex: ok"
   else
     printf '%s\n' "$out"
-    echo "typescript: examples/$ex.mjs: FAILED"
+    echo "typescript: $ex: FAILED"
     failed=1
   fi
 done
