@@ -11,7 +11,7 @@ import { LeaseLostError, QuorumUnavailableError, ReleaseUnconfirmedError } from 
 
 import { client, uniqueName, waitFor, withFrozenMasters } from "./helpers.js";
 
-test("frozen quorum: the held lock's signal aborts (no_quorum) before its validity ends", async () => {
+test("frozen quorum: the held lock's signal aborts (no_quorum, or expired) before its validity ends", async () => {
   const c = client();
   const name = uniqueName("freeze");
   await c.using(name, { ttlMs: 1500 }, async (lock, signal) => {
@@ -21,7 +21,9 @@ test("frozen quorum: the held lock's signal aborts (no_quorum) before its validi
       if (!signal.aborted) await once(signal, "abort");
       const lostAt = performance.now();
       assert.ok(signal.reason instanceof LeaseLostError, String(signal.reason));
-      assert.equal(signal.reason.reason, "no_quorum");
+      // The service says `lost` a tenth of the ttl before the validity it told ends; this
+      // client's own timer fires that margin before the same end: whichever comes first.
+      assert.ok(signal.reason.reason === "no_quorum" || signal.reason.reason === "expired", signal.reason.reason);
       assert.ok(lostAt <= validUntil + 50, `lost ${(lostAt - validUntil).toFixed(0)} ms after the validity ended`);
       assert.equal(lock.held, false);
       assert.equal(lock.remainingMs, 0);
