@@ -19,7 +19,7 @@ node_modules/.bin/tsc -p tsconfig.json
 node_modules/.bin/tsc -p tsconfig.test.json
 
 failed=0
-for t in types errors dispose locks hold shared sets election fencing loss freeze; do
+for t in types errors dispose locks hold shared sets election fencing tls loss freeze; do
   # A test that fails while it holds a lock leaves the connection that keeps the process
   # alive: a file gets 5 minutes at most.
   out=$(timeout 300 node --test "build/test/$t.test.js" 2>&1) && rc=0 || rc=$?

@@ -111,7 +111,10 @@ export class Relay {
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
 
-  private constructor(private swallow: number) {
+  private constructor(
+    private swallow: number,
+    private readonly oneWay: boolean,
+  ) {
     const target = new URL(URL_);
     this.server = net.createServer((down) => {
       this.connections++;
@@ -125,7 +128,12 @@ export class Relay {
         s.on("close", () => this.sockets.delete(s));
         s.on("error", () => {});
       }
-      down.pipe(up);
+      if (this.oneWay) {
+        // An older service: the request's Upgrade is dropped, so the answer is a one-way stream.
+        down.on("data", (d: Buffer) =>
+          up.write(d.toString("latin1").replace(/\r\nconnection: upgrade\r\n/i, "\r\nconnection: keep-alive\r\n").replace(/\r\nupgrade: redlock-hold(?=\r\n)/i, ""), "latin1"),
+        );
+      } else down.pipe(up);
       if (swallowThis) up.on("data", (d: Buffer) => (this.swallowed[index] += d.toString("latin1")));
       else up.pipe(down);
       down.on("close", () => up.destroy());
@@ -133,8 +141,9 @@ export class Relay {
     });
   }
 
-  static async start(swallow: number): Promise<Relay> {
-    const r = new Relay(swallow);
+  /** `swallow`: how many first answers to keep; `oneWay`: drop the requests' Upgrade (an older service). */
+  static async start(swallow: number, oneWay = false): Promise<Relay> {
+    const r = new Relay(swallow, oneWay);
     await new Promise<void>((resolve) => r.server.listen(0, "127.0.0.1", resolve));
     return r;
   }

@@ -10,9 +10,9 @@ import { createInterface } from "node:readline";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { LeaseLostError, LockHeldError, type HeldLock } from "@redlockd/client";
+import { Client, LeaseLostError, LockHeldError, type HeldLock } from "@redlockd/client";
 
-import { client, metric, uniqueName, waitFor } from "./helpers.js";
+import { Relay, TOKEN, client, metric, uniqueName, waitFor } from "./helpers.js";
 
 /** Resolves with the lock's signal's reason once it aborts; rejects after timeoutMs. */
 async function lossOf(lock: HeldLock, timeoutMs: number): Promise<unknown> {
@@ -231,4 +231,27 @@ test("the caller's signal: aborting a held lock releases it and aborts the lock'
   assert.equal(lock.held, false);
   assert.equal(await lock.release(), true);
   assert.equal((await c.status(name)).held, false);
+});
+
+test("an older service (a one-way stream): kept by this client's extensions, its lines only end it", async () => {
+  const relay = await Relay.start(0, true);
+  const c = new Client(relay.url, { token: TOKEN, retryCount: 0 });
+  try {
+    const name = uniqueName("one-way");
+    const lock = await c.hold(name, { ttlMs: 600 });
+    assert.equal(lock.keepalive, "one-way");
+    const t0 = performance.now();
+    await waitFor("one and a half ttls", () => performance.now() - t0 > 900);
+    assert.ok(lock.extensions >= 2, `${lock.extensions} extensions (PATCH)`);
+    assert.equal(lock.held, true);
+    await client().release(name, lock.lease); // a DELETE elsewhere: the stream says released
+    const reason = await lossOf(lock, 5000);
+    assert.ok(reason instanceof LeaseLostError, String(reason));
+    assert.ok(reason.reason === "released" || reason.reason === "lease_lost", reason.reason);
+    const other = await c.hold(uniqueName("one-way-2"), { ttlMs: 5000 });
+    assert.equal(await other.release(), true);
+  } finally {
+    c.close();
+    await relay.close();
+  }
 });
