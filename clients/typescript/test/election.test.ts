@@ -33,7 +33,7 @@ test("campaign, leader, resign: the second campaigner is elected at the first on
   const t1 = performance.now();
   assert.equal(await e1.resign(), true);
   const l2 = await campaigning;
-  assert.ok(performance.now() - t1 < 1000, "handed over at the resignation");
+  assert.ok(performance.now() - t1 < 2000, "handed over at the resignation");
   assert.equal(l2.fencingToken, l1.fencingToken + 1);
   assert.equal((await e2.leader())?.value, "beta");
   assert.equal(e1.leadership, undefined);

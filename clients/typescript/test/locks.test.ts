@@ -304,7 +304,7 @@ test("a whole-call deadline: an answer that trickles in is abandoned at timeoutM
     const e = await slow.status(uniqueName("trickle")).catch((e: unknown) => e);
     const took = performance.now() - t0;
     assert.ok(e instanceof RedlockError && e.code === "timeout", String(e));
-    assert.ok(took >= 390 && took < 700, `abandoned after ${took.toFixed(0)} ms`);
+    assert.ok(took >= 390 && took < 2000, `abandoned after ${took.toFixed(0)} ms`);
   } finally {
     await relay("reset");
     slow.close();
