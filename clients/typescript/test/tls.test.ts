@@ -53,13 +53,13 @@ after(() => {
 });
 
 for (const keepalive of ["stream", "extend"] as const) {
-  test(`over TLS with its CA: a lock kept by ${keepalive} past two ttls, then released`, async () => {
+  test(`over TLS with its CA: a lock kept by ${keepalive} past its ttl, then released`, async () => {
     const c = new Client(url, { tls: { ca }, retryCount: 0 });
     const name = uniqueName(`tls-${keepalive}`);
-    const lock = await c.hold(name, { ttlMs: 1000, keepalive });
+    const lock = await c.hold(name, { ttlMs: 2000, keepalive });
     assert.equal(lock.keepalive, keepalive);
     const t0 = performance.now();
-    await waitFor("two ttls", () => performance.now() - t0 > 2000);
+    await waitFor("more than a ttl", () => performance.now() - t0 > 2500);
     assert.equal(lock.held, true);
     assert.ok(lock.extensions >= 3, `${lock.extensions} renewals`);
     assert.equal(await lock.release(), true);
