@@ -31,6 +31,8 @@ for t in types errors dispose locks hold shared sets election fencing tls loss f
   else
     echo "typescript: $t.test: $summary"
   fi
+  # What a test prints for the record (loss.test's margins).
+  printf '%s\n' "$out" | grep -E '^# +(margins|stream|extend|permit)[ ,]' | sed 's/^# */  /' || true
 done
 
 # The README's examples, as a user runs them (their output is in the README);
