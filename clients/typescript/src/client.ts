@@ -205,6 +205,14 @@ function retriable(e: unknown, waited: boolean): boolean {
   return RETRIED.has(e.code);
 }
 
+/**
+ * A streamed hold with a lease you gave is not tried again after an answer that never
+ * came: the service lets that try's stream go by its lease, which a later try would share.
+ */
+function streamWithYourLease(o: { keepalive?: "stream" | "extend" | undefined; lease?: string | undefined }): boolean {
+  return o.keepalive !== "extend" && o.lease !== undefined;
+}
+
 function lockPath(name: string): string {
   return `/locks/${encodeURIComponent(name)}`;
 }
@@ -372,8 +380,13 @@ export class Client {
    */
   async hold(name: string, options: HoldOptions = {}): Promise<HeldLock> {
     const what = `hold "${name}"`;
-    const lease = options.lease ?? newLease();
+    const extendLease = options.lease ?? newLease();
     const taken = await this.retrying(options, async (waitMs) => {
+      // A streamed try takes a lease of its own (unless you gave one): a stream whose
+      // grant was lost on the way is let go by the service at the validity it told, by
+      // its lease, which must not be a later try's.  An extension-kept try repeats its
+      // lease (an idempotent retry gets a lost grant back).
+      const lease = options.keepalive === "extend" ? extendLease : options.lease ?? newLease();
       if (options.keepalive === "extend") {
         const sentAt = performance.now();
         const a = await this.call("POST", lockPath(name), what, acquireBody(options, lease, waitMs), waitMs ?? 0, options.signal);
@@ -381,7 +394,7 @@ export class Client {
         return this.confirmed(this.extendKept(grant, sentAt, this.lockOps(grant.name, grant.lease)), options);
       }
       return this.confirmed(await this.holdStream(lockPath(name), what, acquireBody(options, lease, waitMs), waitMs, options, parseGrant, (g) => this.lockOps(g.name, g.lease)), options);
-    });
+    }, streamWithYourLease(options));
     return taken;
   }
 
@@ -496,8 +509,9 @@ export class Client {
   /** Takes a permit and keeps it until `release()`, as `hold` keeps a lock. */
   async holdSemaphore(name: string, options: PermitHoldOptions): Promise<HeldPermit> {
     const what = `hold a permit of "${name}"`;
-    const lease = options.lease ?? newLease();
+    const extendLease = options.lease ?? newLease();
     return this.retrying(options, async (waitMs) => {
+      const lease = options.keepalive === "extend" ? extendLease : options.lease ?? newLease(); // as in hold()
       const body = { ...acquireBody(options, lease, waitMs), permits: options.permits };
       if (options.keepalive === "extend") {
         const sentAt = performance.now();
@@ -505,7 +519,7 @@ export class Client {
         return this.confirmed(this.extendKept(grant, sentAt, this.permitOps(grant.name, grant.lease)), options);
       }
       return this.confirmed(await this.holdStream(semPath(name), what, body, waitMs, options, parsePermitGrant, (g) => this.permitOps(g.name, g.lease)), options);
-    });
+    }, streamWithYourLease(options));
   }
 
   /** Holds a permit of `name` (as `holdSemaphore`) while `routine(permit, signal)` runs, then releases it. */
@@ -553,7 +567,11 @@ export class Client {
   }
 
   /** Runs `attempt` again, with the same lease, while it fails in a way that may pass. */
-  private async retrying<T>(o: RetrySettings & { waitMs?: number | undefined; signal?: AbortSignal | undefined }, attempt: (waitMs: number | undefined) => Promise<T>): Promise<T> {
+  private async retrying<T>(
+    o: RetrySettings & { waitMs?: number | undefined; signal?: AbortSignal | undefined },
+    attempt: (waitMs: number | undefined) => Promise<T>,
+    answerLostIsFinal = false,
+  ): Promise<T> {
     const r = {
       retryCount: o.retryCount ?? this.retry.retryCount,
       retryDelay: o.retryDelay ?? this.retry.retryDelay,
@@ -568,6 +586,7 @@ export class Client {
         return await attempt(waitMs);
       } catch (e) {
         if (o.signal?.aborted || !retriable(e, waited) || (r.retryCount >= 0 && i >= r.retryCount)) throw e;
+        if (answerLostIsFinal && e instanceof RedlockError && (e.code === "timeout" || e.code === "connection_failed")) throw e;
       }
       await sleep(this.pause(r, i), o.signal);
     }

@@ -193,7 +193,9 @@ export class Transport {
           settle(undefined, { status: res.statusCode ?? 0, headers: res.headers, json: parseJson(text), text });
         });
         res.on("error", (e) => settle(new RedlockError("connection_failed", `${o.what}: ${describe(e)}`, { cause: e })));
-        res.on("aborted", () => settle(new RedlockError("connection_failed", `${o.what}: the answer was cut off`)));
+        res.on("close", () => {
+          if (!res.complete) settle(new RedlockError("connection_failed", `${o.what}: the answer was cut off`));
+        });
       });
       req.on("error", (e: NodeJS.ErrnoException) => {
         const err = new RedlockError("connection_failed", `${o.what}: ${describe(e)}`, { cause: e });

@@ -255,3 +255,21 @@ test("an older service (a one-way stream): kept by this client's extensions, its
     await relay.close();
   }
 });
+
+test("a streamed hold whose grant was lost on the way: the retry, with a lease of its own, holds on", async () => {
+  const relay = await Relay.start(1); // the first connection's answer never reaches the client
+  const c = new Client(relay.url, { token: TOKEN, timeoutMs: 500, retryCount: 40, retryDelay: 100, retryJitter: 0 });
+  try {
+    const name = uniqueName("lost-grant");
+    const lock = await c.hold(name, { ttlMs: 1000 });
+    assert.ok(relay.connections >= 2, "the first try's answer was swallowed");
+    // The lost grant's stream was let go at the validity it told; this one holds on.
+    const t0 = performance.now();
+    await waitFor("two ttls", () => performance.now() - t0 > 2000);
+    assert.equal(lock.held, true, String(lock.signal.reason));
+    assert.equal(await lock.release(), true);
+  } finally {
+    c.close();
+    await relay.close();
+  }
+});
