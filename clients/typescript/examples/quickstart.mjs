@@ -1,6 +1,6 @@
 import { Client } from "@redlockd/client";
 
-const client = new Client(process.env.REDLOCK_URL ?? "http://127.0.0.1:8080", { token: process.env.REDLOCK_TOKEN });
+const client = new Client(); // REDLOCK_URL (else http://127.0.0.1:8080), REDLOCK_TOKEN
 const total = await client.using("reports", { ttlMs: 10000, waitMs: 5000 }, async (lock, signal) => {
   console.log(`holding ${lock.name}, fencing token ${lock.fencingToken}`);
   let rows = 0;

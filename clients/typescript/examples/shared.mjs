@@ -1,8 +1,8 @@
 import { Client, LockHeldError, PermitsMismatchError } from "@redlockd/client";
 
-const client = new Client(process.env.REDLOCK_URL ?? "http://127.0.0.1:8080", { token: process.env.REDLOCK_TOKEN });
+const client = new Client();
 const readers = await Promise.all([1, 2].map(() => client.hold("reports", { shared: true })));
-const writer = await client.acquire("reports").catch((e) => e);
+const writer = await client.acquire("reports", { retryCount: 0 }).catch((e) => e);
 console.log(`readers: ${(await client.status("reports")).readers}; a writer: ${writer instanceof LockHeldError ? writer.code : "granted"}`);
 await Promise.all(readers.map((r) => r.release()));
 

@@ -29,6 +29,7 @@ export const ERROR_CODES = [
   "client_closed",
   "internal",
   "quorum_unavailable",
+  "masters_quarantined",
   "validity_exhausted",
   "too_many_waiters",
   "too_many_streams",
@@ -48,7 +49,7 @@ export type ErrorCode = (typeof ERROR_CODES)[number];
  */
 export type ClientErrorCode = "timeout" | "connection_failed" | "bad_response" | "lock_lost";
 
-/** Why a held lock (Client.hold, Client.using) stopped being held. */
+/** Why a kept lock (Client.hold, using, holdSemaphore, holdMany, an election) stopped being held. */
 export type LossReason =
   /** The service could not extend it on a quorum of masters (the stream's `lost` line). */
   | "no_quorum"
@@ -58,10 +59,14 @@ export type LossReason =
   | "released"
   /** The service is shutting down and released it. */
   | "shutting_down"
-  /** The validity last announced ran out with no new line from the service. */
+  /** The validity last confirmed (counted from a send) ran out with no renewal in time. */
   | "expired"
   /** The stream ended or broke without saying why. */
-  | "disconnected";
+  | "disconnected"
+  /** The service heard no ping for a whole ttl (this process was stopped or stalled) and released it. */
+  | "client_silent"
+  /** The stream carried something the other side did not expect. */
+  | "bad_message";
 
 /** What the service's error body carried, beside `error` and `message`. */
 export type ErrorBody = { readonly [member: string]: unknown };
@@ -125,8 +130,59 @@ export class PermitsMismatchError extends RedlockError {
   }
 }
 
-/** 503 `quorum_unavailable` or `validity_exhausted`: no quorum of masters granted in time. */
-export class QuorumUnavailableError extends RedlockError {}
+/**
+ * 503 `quorum_unavailable` or `validity_exhausted`: no quorum of masters granted in time;
+ * and its two kinds below (`masters_quarantined`, `release_unconfirmed`).
+ */
+export class QuorumUnavailableError extends RedlockError {
+  /** Masters that answered in time (NaN when the body did not say). */
+  readonly nodesOk: number;
+  /** Masters needed (NaN when the body did not say). */
+  readonly quorum: number;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    init: { status?: number; requestId?: string | null; body?: ErrorBody } = {},
+  ) {
+    super(code, message, init);
+    this.nodesOk = typeof init.body?.["nodes_ok"] === "number" ? init.body["nodes_ok"] : NaN;
+    this.quorum = typeof init.body?.["quorum"] === "number" ? init.body["quorum"] : NaN;
+  }
+}
+
+/**
+ * 503 `masters_quarantined`: fewer than a quorum of masters are trusted; the others sit out
+ * a restart, a loss of data or a clock that misbehaved.  An acquire is tried again (the
+ * retry settings); `rejoinMs` says when the first is due back.
+ */
+export class MastersQuarantinedError extends QuorumUnavailableError {
+  /** Masters sitting out. */
+  readonly quarantined: number;
+  /** When the first of them is due back, in ms; null when each waits for its peers. */
+  readonly rejoinMs: number | null;
+
+  constructor(message: string, init: { status?: number; requestId?: string | null; body?: ErrorBody } = {}) {
+    super("masters_quarantined", message, init);
+    this.quarantined = typeof init.body?.["quarantined"] === "number" ? init.body["quarantined"] : NaN;
+    this.rejoinMs = typeof init.body?.["rejoin_ms"] === "number" ? init.body["rejoin_ms"] : null;
+  }
+}
+
+/**
+ * 503 `release_unconfirmed` (a release, DELETE): the masters that did not answer may still
+ * hold the lock for this lease, so the service cannot say it is free; it finishes the
+ * release by itself (retried until each master answers or the ttl is over).  Stop using
+ * the resource as after any release; do not count on the lock being free for others before
+ * its ttl ends.  A plain lock may be released again later (200 or 404 tells); a reentrant
+ * one must not (each release takes a hold back): status(name, { lease }) shows the holds a
+ * quorum still counts.  Never sent again by this client.
+ */
+export class ReleaseUnconfirmedError extends QuorumUnavailableError {
+  constructor(message: string, init: { status?: number; requestId?: string | null; body?: ErrorBody } = {}) {
+    super("release_unconfirmed", message, init);
+  }
+}
 
 /**
  * The lease is gone: 404 `lease_not_found` on an extend or release, or (code `lock_lost`)
@@ -157,8 +213,8 @@ export function isErrorCode(code: unknown): code is ErrorCode {
  * The error for an answer that is not a success: the status, the parsed body (or undefined
  * when it was not a JSON object), and the headers.
  */
-export function errorFromAnswer(status: number, body: unknown, headers: Headers): RedlockError {
-  const requestId = headers.get("x-request-id");
+export function errorFromAnswer(status: number, body: unknown, header: (name: string) => string | null): RedlockError {
+  const requestId = header("x-request-id");
   if (body === null || typeof body !== "object" || Array.isArray(body)) {
     return new RedlockError("bad_response", `HTTP ${status} without a JSON error body`, { status, requestId });
   }
@@ -178,7 +234,7 @@ export function errorFromAnswer(status: number, body: unknown, headers: Headers)
     case "lock_contended": {
       let retryAfterMs = typeof b["retry_after_ms"] === "number" ? b["retry_after_ms"] : NaN;
       if (!Number.isFinite(retryAfterMs)) {
-        const seconds = Number(headers.get("retry-after"));
+        const seconds = Number(header("retry-after"));
         retryAfterMs = Number.isFinite(seconds) ? seconds * 1000 : 0;
       }
       return new LockHeldError(code, message, retryAfterMs, init);
@@ -187,8 +243,11 @@ export function errorFromAnswer(status: number, body: unknown, headers: Headers)
       return new PermitsMismatchError(message, typeof b["permits"] === "number" ? b["permits"] : NaN, init);
     case "quorum_unavailable":
     case "validity_exhausted":
-    case "release_unconfirmed": // a release the masters could not confirm; the service finishes it
       return new QuorumUnavailableError(code, message, init);
+    case "masters_quarantined":
+      return new MastersQuarantinedError(message, init);
+    case "release_unconfirmed":
+      return new ReleaseUnconfirmedError(message, init);
     case "lease_not_found":
       return new LeaseLostError(code, message, init);
     case "unauthorized":

@@ -1,5 +1,5 @@
 // wire.ts -- the service's JSON answers, checked and turned into this client's camelCase
-// objects; and the line reader of a streamed hold (application/x-ndjson).
+// objects.
 
 import { RedlockError } from "./errors.js";
 
@@ -10,11 +10,16 @@ export interface Grant {
   readonly lease: string;
   /** Strictly larger for every later grant of this name: pass it to the resource. */
   readonly fencingToken: number;
-  /** How long you may assume you hold the lock, in ms from the answer. */
+  /**
+   * How long you may assume you hold the lock, in ms, counted from when the request was
+   * SENT (not from the answer's arrival: it may have spent any time on the way).
+   */
   readonly validityMs: number;
   readonly ttlMs: number;
   /** A read hold (`shared: true` asked for it); its fencing token is the last writer's. */
   readonly shared: boolean;
+  /** How many reentrant holds this lease has (1 for a plain grant; see `reentrant`). */
+  readonly holds: number;
 }
 
 /** A permit of a semaphore (201 of POST /semaphores/{name}). */
@@ -48,6 +53,8 @@ export interface LockState {
   readonly index: string;
   /** How many shared holders hold it now. */
   readonly readers: number;
+  /** The reentrant hold count of the lease given to status() (absent without one). */
+  readonly holds?: number;
 }
 
 /** A semaphore's state (200 of GET /semaphores/{name}). */
@@ -77,12 +84,6 @@ export interface LockList {
   /** Names may be missing: narrow the prefix. */
   readonly truncated: boolean;
 }
-
-/** A line of a streamed hold after the grant. */
-export type HoldEvent =
-  | { readonly event: "extended"; readonly validityMs: number }
-  | { readonly event: "lost"; readonly reason: "no_quorum" | "lease_lost" }
-  | { readonly event: "released"; readonly reason: "shutting_down" | undefined };
 
 type Obj = { readonly [k: string]: unknown };
 
@@ -123,6 +124,7 @@ export function parseGrant(v: unknown): Grant {
     validityMs: int(o, "validity_ms", "grant"),
     ttlMs: int(o, "ttl_ms", "grant"),
     shared: o["mode"] === "shared",
+    holds: o["holds"] === undefined ? 1 : int(o, "holds", "grant"),
   };
 }
 
@@ -166,6 +168,7 @@ export function parseLockState(v: unknown): LockState {
     fencingToken: int(o, "fencing_token", "lock state"),
     index: str(o, "index", "lock state"),
     readers: o["readers"] === undefined ? 0 : int(o, "readers", "lock state"),
+    ...(o["holds"] === undefined ? {} : { holds: int(o, "holds", "lock state") }),
   };
 }
 
@@ -188,61 +191,125 @@ export function parseLockList(v: unknown): LockList {
   };
 }
 
-export function parseHoldEvent(v: unknown): HoldEvent {
-  const o = obj(v, "stream line");
-  switch (o["event"]) {
-    case "extended":
-      return { event: "extended", validityMs: int(o, "validity_ms", "stream line") };
-    case "lost": {
-      const r = o["reason"];
-      // A reason this client does not know yet is still a loss; lease_lost is the safe reading.
-      return { event: "lost", reason: r === "no_quorum" ? "no_quorum" : "lease_lost" };
-    }
-    case "released":
-      return { event: "released", reason: o["reason"] === "shutting_down" ? "shutting_down" : undefined };
-    default:
-      throw bad("stream line", o);
-  }
+/** The answer to a release (DELETE /locks/{name}). */
+export interface Released {
+  readonly name: string;
+  /** true: the lock is released; false: a reentrant lease took one hold back (see `holds`). */
+  readonly released: boolean;
+  /** The reentrant holds left (0 once released). */
+  readonly holds: number;
+  /** The lock was broken whatever its lease (forceRelease). */
+  readonly forced: boolean;
 }
 
-/** Where a held lock's lines come from: `null` once they end; rejects if they break. */
-export interface Lines {
-  next(): Promise<string | null>;
+export function parseReleased(v: unknown): Released {
+  const o = obj(v, "release");
+  if (typeof o["released"] !== "boolean") throw bad("release", o);
+  return {
+    name: str(o, "name", "release"),
+    released: o["released"],
+    holds: o["holds"] === undefined ? 0 : int(o, "holds", "release"),
+    forced: o["forced"] === true,
+  };
 }
 
-/** Reads a byte stream as lines (without their "\n"); `null` at the end of the stream. */
-export class LineReader implements Lines {
-  private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
-  private readonly decoder = new TextDecoder();
-  private buffered = "";
-  private ended = false;
+/** A set of names granted together (201 of POST /locks). */
+export interface MultiGrant {
+  /** The names, in the order asked. */
+  readonly names: readonly string[];
+  /** One lease for the whole set. Never log it. */
+  readonly lease: string;
+  /** Each name's fencing token (a name held shared carries its current one). */
+  readonly fencingTokens: { readonly [name: string]: number };
+  /** Each name's mode. */
+  readonly modes: { readonly [name: string]: "shared" | "exclusive" };
+  /** As a Grant's: counted from the request's send. */
+  readonly validityMs: number;
+  readonly ttlMs: number;
+}
 
-  constructor(body: ReadableStream<Uint8Array>) {
-    this.reader = body.getReader();
+function intMap(v: unknown, what: string): { [k: string]: number } {
+  const o = obj(v, what);
+  const out: { [k: string]: number } = {};
+  for (const [k, x] of Object.entries(o)) {
+    if (typeof x !== "number" || !Number.isInteger(x)) throw bad(what, o);
+    out[k] = x;
   }
+  return out;
+}
 
-  /** The next non-empty line, or null when the stream ended. Rejects if the stream breaks. */
-  async next(): Promise<string | null> {
-    for (;;) {
-      const nl = this.buffered.indexOf("\n");
-      if (nl >= 0) {
-        const line = this.buffered.slice(0, nl).trim();
-        this.buffered = this.buffered.slice(nl + 1);
-        if (line !== "") return line;
-        continue;
-      }
-      if (this.ended) {
-        const rest = this.buffered.trim();
-        this.buffered = "";
-        return rest === "" ? null : rest;
-      }
-      const { done, value } = await this.reader.read();
-      if (done) {
-        this.buffered += this.decoder.decode();
-        this.ended = true;
-      } else {
-        this.buffered += this.decoder.decode(value, { stream: true });
-      }
-    }
-  }
+function names(o: Obj, what: string): string[] {
+  const n = o["names"];
+  if (!Array.isArray(n) || !n.every((x) => typeof x === "string")) throw bad(what, o);
+  return n as string[];
+}
+
+export function parseMultiGrant(v: unknown): MultiGrant {
+  const o = obj(v, "set grant");
+  const ns = names(o, "set grant");
+  const modes: { [k: string]: "shared" | "exclusive" } = {};
+  const m = o["modes"] === undefined ? {} : obj(o["modes"], "set grant");
+  for (const n of ns) modes[n] = m[n] === "shared" ? "shared" : "exclusive";
+  return {
+    names: ns,
+    lease: str(o, "lease", "set grant"),
+    fencingTokens: intMap(o["fencing_tokens"], "set grant"),
+    modes,
+    validityMs: int(o, "validity_ms", "set grant"),
+    ttlMs: int(o, "ttl_ms", "set grant"),
+  };
+}
+
+/** The answer to a set's release (DELETE /locks). */
+export interface MultiReleased {
+  readonly names: readonly string[];
+  readonly released: boolean;
+}
+
+export function parseMultiReleased(v: unknown): MultiReleased {
+  const o = obj(v, "set release");
+  return { names: names(o, "set release"), released: o["released"] === true };
+}
+
+/** A master as /healthz and /readyz show it. */
+export interface MasterHealth {
+  readonly address: string;
+  readonly ok: boolean;
+  readonly state: string;
+  readonly latencyMs: number | null;
+}
+
+/** The service's health (GET /healthz, GET /readyz). */
+export interface Health {
+  /** Whether a quorum of masters is usable. */
+  readonly ready: boolean;
+  readonly quorum: number;
+  readonly masters: readonly MasterHealth[];
+}
+
+export function parseHealth(v: unknown): Health {
+  const o = obj(v, "health");
+  const ms = o["masters"];
+  if (typeof o["ready"] !== "boolean" || !Array.isArray(ms)) throw bad("health", o);
+  return {
+    ready: o["ready"],
+    quorum: int(o, "quorum", "health"),
+    masters: ms.map((m: unknown) => {
+      const e = obj(m, "master health");
+      const l = e["latency_ms"];
+      return {
+        address: str(e, "address", "master health"),
+        ok: e["ok"] === true,
+        state: str(e, "state", "master health"),
+        latencyMs: typeof l === "number" ? l : null,
+      };
+    }),
+  };
+}
+
+/** The first line of a duplex hold: the grant, and how often to ping. */
+export function parseDuplexGrant(v: unknown): { grant: unknown; pingMs: number | undefined } {
+  const o = obj(v, "grant line");
+  const p = o["ping_ms"];
+  return { grant: o, pingMs: typeof p === "number" && Number.isInteger(p) && p > 0 ? p : undefined };
 }

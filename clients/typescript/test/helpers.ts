@@ -20,9 +20,20 @@ function env(name: string): string {
 export const URL_ = env("REDLOCK_URL");
 export const TOKEN = env("REDLOCK_TEST_TOKEN");
 export const MASTER_PIDS = env("REDLOCK_TEST_MASTER_PIDS").split(",").map(Number);
+export const MASTER_PORTS = env("REDLOCK_TEST_MASTER_PORTS").split(",").map(Number);
+/** A second instance on the same masters. */
+export const URL_B = env("REDLOCK_URL_B");
+/** The two instances' PIDs: [A (behind the relay), B]. */
+export const SERVICE_PIDS = env("REDLOCK_TEST_SERVICE_PIDS").split(",").map(Number);
+/** clients/stack.py's fault relay in front of instance A, and its control port. */
+export const RELAY_URL = env("REDLOCK_TEST_RELAY_URL");
+export const RELAY_CONTROL = env("REDLOCK_TEST_RELAY_CONTROL");
+/** redlockd's default --key-prefix (the lock keys on the masters). */
+export const KEY_PREFIX = "redlock:";
 
+/** A client of the stack's first instance; no retries unless asked (tests expect the first answer). */
 export function client(options: ClientOptions = {}): Client {
-  return new Client(URL_, { token: TOKEN, ...options });
+  return new Client(URL_, { token: TOKEN, retryCount: 0, ...options });
 }
 
 let seq = 0;
@@ -100,7 +111,10 @@ export class Relay {
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
 
-  private constructor(private swallow: number) {
+  private constructor(
+    private swallow: number,
+    private readonly oneWay: boolean,
+  ) {
     const target = new URL(URL_);
     this.server = net.createServer((down) => {
       this.connections++;
@@ -114,7 +128,12 @@ export class Relay {
         s.on("close", () => this.sockets.delete(s));
         s.on("error", () => {});
       }
-      down.pipe(up);
+      if (this.oneWay) {
+        // An older service: the request's Upgrade is dropped, so the answer is a one-way stream.
+        down.on("data", (d: Buffer) =>
+          up.write(d.toString("latin1").replace(/\r\nconnection: upgrade\r\n/i, "\r\nconnection: keep-alive\r\n").replace(/\r\nupgrade: redlock-hold(?=\r\n)/i, ""), "latin1"),
+        );
+      } else down.pipe(up);
       if (swallowThis) up.on("data", (d: Buffer) => (this.swallowed[index] += d.toString("latin1")));
       else up.pipe(down);
       down.on("close", () => up.destroy());
@@ -122,8 +141,9 @@ export class Relay {
     });
   }
 
-  static async start(swallow: number): Promise<Relay> {
-    const r = new Relay(swallow);
+  /** `swallow`: how many first answers to keep; `oneWay`: drop the requests' Upgrade (an older service). */
+  static async start(swallow: number, oneWay = false): Promise<Relay> {
+    const r = new Relay(swallow, oneWay);
     await new Promise<void>((resolve) => r.server.listen(0, "127.0.0.1", resolve));
     return r;
   }
@@ -145,4 +165,99 @@ export class Relay {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/** Sends one command to the stack's relay ("delay down 800", "trickle down 50", "cut", "reset"). */
+export async function relay(command: string): Promise<void> {
+  const [host, port] = RELAY_CONTROL.split(":");
+  const sock = net.connect(Number(port), host!);
+  sock.setEncoding("utf8");
+  let answer = "";
+  await new Promise<void>((resolve, reject) => {
+    sock.on("error", reject);
+    sock.on("data", (d: string) => {
+      answer += d;
+      if (answer.includes("\n")) resolve();
+    });
+    sock.write(command + "\n");
+  });
+  sock.destroy();
+  if (answer.trim() !== "ok") throw new Error(`relay ${command}: ${answer.trim()}`);
+}
+
+/** One Redis command by RESP on 127.0.0.1:port; resolves to its raw reply line(s). */
+export function redisCommand(port: number, ...args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, "127.0.0.1");
+    let data = "";
+    sock.setEncoding("utf8");
+    sock.on("error", reject);
+    sock.on("data", (d: string) => {
+      data += d;
+      if (data.endsWith("\r\n")) {
+        sock.destroy();
+        resolve(data);
+      }
+    });
+    sock.write(`*${args.length}\r\n` + args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join(""));
+  });
+}
+
+/**
+ * With nobody extending `key` any more: a moment (performance.now()) before which it cannot
+ * have expired on a quorum of masters, so before which nobody else can be granted it.
+ */
+export async function quorumExpiry(key: string): Promise<number> {
+  const ends: number[] = [];
+  for (const port of MASTER_PORTS) {
+    const t = performance.now();
+    const ms = Number((await redisCommand(port, "PTTL", key)).slice(1).trim());
+    ends.push(ms === -2 ? -Infinity : ms < 0 ? Infinity : t + ms);
+  }
+  ends.sort((a, b) => a - b);
+  return ends[Math.floor(MASTER_PORTS.length / 2)]!;
+}
+
+/**
+ * Another client: asks `url` for NAME (a lock, or a permit of a semaphore of one) every
+ * 20 ms until granted, with global fetch (nothing of this client).  Resolves to when the
+ * granted request was sent (performance.now(), a moment before the grant's round) and the
+ * grant; releases nothing.
+ */
+export async function grantElsewhere(url: string, name: string, options: { sem?: boolean; ttlMs?: number; withinMs?: number } = {}): Promise<{ sent: number; lease: string }> {
+  const coll = options.sem === true ? "semaphores" : "locks";
+  const body: Record<string, unknown> = { ttl_ms: options.ttlMs ?? 3000 };
+  if (options.sem === true) body["permits"] = 1;
+  const end = performance.now() + (options.withinMs ?? 20000);
+  while (performance.now() < end) {
+    const sent = performance.now();
+    try {
+      const res = await fetch(`${url}/${coll}/${encodeURIComponent(name)}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(5000),
+      });
+      const j = (await res.json()) as { lease?: string; error?: string };
+      if (res.status === 201) return { sent, lease: j.lease! };
+      if (res.status !== 409 && res.status !== 503) throw new Error(`acquire at ${url}: HTTP ${res.status} ${JSON.stringify(j)}`);
+    } catch (e) {
+      if (e instanceof Error && e.message.startsWith("acquire at")) throw e;
+    }
+    await sleep(20);
+  }
+  throw new Error(`${name} was never granted at ${url}`);
+}
+
+/** Releases a lease taken by grantElsewhere (errors ignored). */
+export async function releaseElsewhere(url: string, name: string, lease: string, sem = false): Promise<void> {
+  await fetch(`${url}/${sem ? "semaphores" : "locks"}/${encodeURIComponent(name)}`, {
+    method: "DELETE",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ lease }),
+    signal: AbortSignal.timeout(5000),
+  }).then(
+    (r) => r.text(),
+    () => "",
+  );
 }

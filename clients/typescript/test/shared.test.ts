@@ -20,14 +20,14 @@ async function heldFor(ms: number, locks: readonly HeldLock[]): Promise<void> {
   });
 }
 
-test("readers: four held at once past two ttls, a writer refused (409) meanwhile, granted after", async () => {
+test("readers: four held at once past their ttl, a writer refused (409) meanwhile, granted after", async () => {
   const c = client();
   const name = uniqueName("readers");
-  const settled = await Promise.allSettled([1, 2, 3, 4].map(() => c.hold(name, { ttlMs: 600, shared: true })));
+  const settled = await Promise.allSettled([1, 2, 3, 4].map(() => c.hold(name, { ttlMs: 2000, shared: true })));
   const readers = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
   try {
     for (const r of settled) if (r.status === "rejected") throw r.reason;
-    await heldFor(1300, readers);
+    await heldFor(2500, readers);
     assert.ok(readers.every((r) => r.shared && r.held));
     const s = await c.status(name);
     assert.deepEqual({ held: s.held, readers: s.readers }, { held: false, readers: 4 });
@@ -123,21 +123,21 @@ test("permits_mismatch: PermitsMismatchError with the permits in use; invalid_pe
   }
 });
 
-test("usingSemaphore: permits kept past two ttls, a third refused, a waiter gets the one released, all released after", async () => {
+test("usingSemaphore: permits kept past their ttl, a third refused, a waiter gets the one released, all released after", async () => {
   const c = client();
   const name = uniqueName("sem-held");
-  const a = await c.holdSemaphore(name, { permits: 2, ttlMs: 600 });
+  const a = await c.holdSemaphore(name, { permits: 2, ttlMs: 2000 });
   let waiter: Promise<number> | undefined;
-  const slotB = await c.usingSemaphore(name, { permits: 2, ttlMs: 600 }, async (b, signal) => {
+  const slotB = await c.usingSemaphore(name, { permits: 2, ttlMs: 2000 }, async (b, signal) => {
     assert.equal(signal, b.signal);
     assert.deepEqual(new Set([a.slot, b.slot]), new Set([0, 1]));
     assert.deepEqual([b.permits, b.fencingToken % 1024], [2, b.slot]);
-    await heldFor(1300, [a, b]);
+    await heldFor(2500, [a, b]);
     assert.ok(a.extensions >= 3 && b.extensions >= 3, `${a.extensions}, ${b.extensions} extensions`);
     assert.equal((await c.semaphoreStatus(name)).held, 2);
-    await assert.rejects(c.usingSemaphore(name, { permits: 2, ttlMs: 600 }, () => assert.fail("a third")), LockHeldError);
+    await assert.rejects(c.usingSemaphore(name, { permits: 2, ttlMs: 2000 }, () => assert.fail("a third")), LockHeldError);
     const parked = await metric("redlockd_parked_waiters");
-    waiter = c.usingSemaphore(name, { permits: 2, ttlMs: 600, waitMs: 15000 }, async (w) => {
+    waiter = c.usingSemaphore(name, { permits: 2, ttlMs: 2000, waitMs: 15000 }, async (w) => {
       assert.ok(w.fencingToken > b.fencingToken);
       return w.slot;
     });

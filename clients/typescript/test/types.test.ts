@@ -74,11 +74,37 @@ export async function shapes(client: Client): Promise<void> {
       void code;
     }
   }
-  void [n, s, owner, released, left, isReader, slot, free];
+  // The new shapes (issue 27): sets, reentrant holds, force, watch, elections, retries.
+  const set: api.LockSet = await client.acquireMany(["a", "b"], { modes: { b: "shared" }, ttlMs: 1000, retryCount: 3, retryJitter: 50 });
+  const tokenA: number | undefined = set.fencingTokens["a"];
+  // @ts-expect-error -- a mode is shared or exclusive
+  await client.acquireMany(["a"], { modes: { a: "read" } });
+  const kept: api.HeldLockSet = await client.holdMany(["a", "b"], { ttlMs: 1000 });
+  const how: "stream" | "extend" | "one-way" = kept.keepalive;
+  const again: api.Lock = await client.acquire("a", { lease: set.lease, reentrant: true });
+  const r: api.Released = await again.release();
+  const holdsLeft: number = r.holds;
+  await client.forceRelease("a");
+  for await (const state of client.watch("a", { signal: AbortSignal.timeout(10) })) void state.index;
+  const election: api.Election = client.election("leader", { ttlMs: 3000 });
+  const leadership: HeldLock = await election.campaign("me", { signal: AbortSignal.timeout(10) });
+  const leader: api.Leader | null = await election.leader();
+  for await (const l of election.observe()) void l?.value;
+  const resigned: boolean = await election.resign();
+  // @ts-expect-error -- keepalive is stream or extend
+  await client.hold("a", { keepalive: "poll" });
+  const c2 = new api.Client({ retryCount: -1, retryDelay: 100, retryJitter: 0, timeoutMs: 500, tls: { rejectUnauthorized: true } });
+  const h: api.Health = await c2.ready();
+  {
+    await using held = await client.hold("a");
+    await using plain = await client.acquire("a");
+    void [held.signal, plain.fencingToken];
+  }
+  void [n, s, owner, released, left, isReader, slot, free, tokenA, how, holdsLeft, leadership, leader, resigned, h];
 }
 
 test("every value the declarations export exists at run time", () => {
-  for (const cls of [api.Client, api.RedlockError, api.LockHeldError, api.QuorumUnavailableError, api.LeaseLostError, api.UnauthorizedError, api.PermitsMismatchError]) {
+  for (const cls of [api.Client, api.Election, api.Lock, api.Permit, api.LockSet, api.RedlockError, api.LockHeldError, api.QuorumUnavailableError, api.LeaseLostError, api.UnauthorizedError, api.PermitsMismatchError]) {
     assert.equal(typeof cls, "function");
   }
   assert.ok(new api.LockHeldError("lock_held", "m", 5) instanceof api.RedlockError);
