@@ -24,11 +24,13 @@ struct hold {
     int release_seen;           /* ... and the lease may be gone because of it */
     int exact;                  /* valid_until comes from an extension sent here */
     int64_t valid_until_us;     /* the validity of the last successful round ends */
-    int64_t told_until_us;      /* told mode: the last validity told the client ends */
+    int64_t told_until_us;      /* the last validity told the client ends (immediate
+                                 * mode: the grant line's, each extended line's) */
     int64_t sent_us;            /* when the extension in flight was sent */
     loop_timer tick;            /* the next extension */
     loop_timer lost;            /* say "lost" at valid_until - margin */
-    loop_timer letgo;           /* told mode, ending: the release at told_until */
+    loop_timer letgo;           /* ending: the release at told_until (told mode;
+                                 * immediate mode after "lost") */
     long ttl_ms;
     int lock_mode;              /* the grant's (enum lockop_mode): its extensions and
                                  * release go the same way */
@@ -170,12 +172,15 @@ static void arm_lost(hold *h)
     loop_timer_start(loop_of(h), &h->lost, at > now ? at : now);
 }
 
-/* No extension came through in time: say so before the validity ends. */
+/* No extension came through in time: say so before the validity ends, and let go
+ * only once the validity told has run out, in both modes: the line is said a margin
+ * early so that the client stops in time, and a one-way client reads it when it reads
+ * it (docs/DESIGN.md section 10). */
 static void on_lost(loop_timer *t)
 {
     hold *h = container_of(t, hold, lost);
     tell(h, HOLD_LOST, 0, "no_quorum");
-    end_at(h, letgo_at(h));
+    end_at(h, h->told_until_us);
 }
 
 /* An extension sent at sent_us succeeded: the keys it renewed outlive
@@ -194,6 +199,8 @@ static void extended(hold *h)
     h->exact = 1;
     arm_lost(h);
     arm_tick(h, hold_period_ms(h->ttl_ms));
+    if (h->mode == HOLD_IMMEDIATE && h->cb && h->valid_until_us > h->told_until_us)
+        h->told_until_us = h->valid_until_us; /* the extended line says it */
     tell(h, HOLD_EXTENDED, (h->valid_until_us - now) / 1000, NULL);
 }
 
@@ -301,6 +308,8 @@ void hold_start(hold *h, const lockop *g, int mode, hold_cb cb, void *owner)
      * knew: counted from now it may be a little long.  The lost timer allows for that
      * with its margin; a told hold answers no ping from it (hold_answer). */
     h->valid_until_us = clock_now_us() + g->validity_ms * 1000;
+    if (mode == HOLD_IMMEDIATE && cb)
+        h->told_until_us = h->valid_until_us; /* the grant line, written now */
     arm_lost(h);
     int64_t first = hold_period_ms(h->ttl_ms);
     if (first > g->validity_ms / 2)

@@ -5,7 +5,9 @@
  * when asked, or at shutdown.
  *
  * Two modes (docs/DESIGN.md section 10):
- * - immediate (a one-way stream): whatever ends the hold releases the lock at once;
+ * - immediate (a one-way stream): whatever ends the hold releases the lock at once,
+ *   but HOLD_LOST ("no_quorum"), said a margin before the validity of the last line
+ *   (grant or extended) ends, which releases it only once that validity has run out;
  *   HOLD_LOST and HOLD_RELEASED are the last events.
  * - told (a duplex stream): the owner tells its client validities (hold_answer()), and
  *   the hold never lets the lock go before the last validity told has run out

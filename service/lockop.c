@@ -958,7 +958,13 @@ static void release_done(round *rd)
 
 static void extend_done(round *rd)
 {
-    lockop *op = heard(rd, NULL);
+    redlock_tally t;
+    lockop *op = heard(rd, &t);
+    /* Lost only when at least N - Q + 1 masters said the lease is not there: then at
+     * most Q - 1 can hold it.  Fewer than Q that hold it, with others silent, is no
+     * quorum this time: the silent ones may hold it too, and the holder's validity
+     * still runs (docs/DESIGN.md section 1, "When an extension finds the lease lost"). */
+    int lost = t.refused >= rd->env->n - rd->env->quorum + 1;
     if (rd->decision == RL_DECIDE_QUORUM) {
         op->validity_ms = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
                                               op->env->conf->drift_factor);
@@ -979,7 +985,7 @@ static void extend_done(round *rd)
             op->err = RL_E_VALIDITY_EXHAUSTED;
             count(op->env, CNT_EXT_UNAVAILABLE);
         }
-    } else if (rd->decision == RL_DECIDE_NO_QUORUM) {
+    } else if (rd->decision == RL_DECIDE_NO_QUORUM && lost) {
         /* The lock is lost: free what is left of it (any attempt's value under the
          * lease, as a release by the lease would) so others need not wait. */
         op->err = RL_E_LEASE_NOT_FOUND;
