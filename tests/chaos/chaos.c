@@ -209,7 +209,7 @@ struct options {
     const char *clockshim;
     int sample_ms;        /* (l): a pass over the masters every sample_ms */
     long mark_bound_ms;   /* (l): how long a writer mark may outlive its writer */
-    int own_lease_pct, reentrant_pct, hangup_pct;
+    int own_lease_pct, reentrant_pct, hangup_pct, hot_share;
     int expect_double_grant; /* a control: the double grant must be found, and that passes */
     int compound;            /* deal compound faults */
 };
@@ -1165,6 +1165,10 @@ static int pick_name(struct client *cl)
 {
     const struct options *o = &cl->cx->o;
     int nm = (int)rng_range(&cl->rng, 0, o->names - 1);
+    /* the hottest name gets --hot-share % of the picks: its counter is then the highest of
+     * its masters (a repair that reads a peer's largest counter is judged on it) */
+    if (rng_range(&cl->rng, 0, 99) < o->hot_share)
+        nm = 0;
     if (o->cold_names && rng_range(&cl->rng, 0, 99) < 2)
         nm = o->names + (int)rng_range(&cl->rng, 0, o->cold_names - 1);
     return nm;
@@ -1455,7 +1459,8 @@ static void client_stream_once(struct client *cl)
     struct stream_wait w = {.gi = gi, .from = t_grant, .rd_from = sched_self_run_delay(&cl->sched_fd)};
     int64_t decide = t_grant + rng_range(&cl->rng, 0, ttl * 3 / 2) * 1000000LL;
     int over = 0;
-    while (!over && http_now_ns() < decide && !atomic_load(&cx->abort_run))
+    /* a quiet instance (a compound fault) must see nothing: its streams end too */
+    while (!over && http_now_ns() < decide && !atomic_load(&cx->abort_run) && !atomic_load(&cx->svc[cl->inst].quiet))
         over = stream_next(cl, &w, decide);
     if (!over && lease[0] && rng_range(&cl->rng, 0, 1)) {
         client_release(cl, gi, lease, (int)rng_range(&cl->rng, 0, 1));
@@ -2392,8 +2397,8 @@ static void compound_start(struct chaos *cx, struct compound *c, uint64_t *rng)
     }
     /* the second instance frozen, or quiet (its clients send nothing), or every instance
      * quiet from the forgetting to the repair (nothing touches the forgetters before it) */
-    long r = rng_range(rng, 0, 5);
-    c->y_mode = r < 2 ? 1 : r < 4 ? 2 : r == 4 ? 3 : 0;
+    long r = rng_range(rng, 0, 9);
+    c->y_mode = full ? (r < 6 ? 2 : r < 8 ? 1 : 3) : (r < 4 ? 1 : r < 7 ? 2 : r < 8 ? 3 : 0);
     if (cx->n_svc < 2 && c->y_mode != 3)
         c->y_mode = full ? 3 : 0;
     long long now = now_ms(), q = cx->quarantine_ms > 0 ? cx->quarantine_ms : cx->o.max_ttl;
@@ -2413,7 +2418,15 @@ static void compound_start(struct chaos *cx, struct compound *c, uint64_t *rng)
     for (int j = 0; j < c->nf; j++)
         c->t_restart[j] = c->t_forget + rng_range(rng, 50, 300);
     c->t_down = c->t_forget + rng_range(rng, 50, 300);
-    c->t_y_resume = c->t_forget + q + rng_range(rng, -200, 300); /* around the forgetters' repair */
+    if (full) {
+        /* the one that stays up to date goes down before the laggers come back: no grant
+         * through it refreshes them, and the repair finds them as they fell behind */
+        c->t_down = c->t_forget + rng_range(rng, 0, 100);
+        c->t_lag_end = c->t_down + rng_range(rng, 100, 300);
+    }
+    /* around the forgetters' repair; a quiet one after it (what it repaired from is then what
+     * it believed of the masters) */
+    c->t_y_resume = c->t_forget + q + (c->y_mode >= 2 ? rng_range(rng, 400, 900) : rng_range(rng, -200, 300));
     c->t_down_end = c->t_y_resume + rng_range(rng, 300, 1200);
     if (c->y_mode == 1 && c->t_y_resume > now + 4500) /* its clients give up after ~5.4 s */
         c->t_y_resume = now + 4500;
@@ -3718,6 +3731,7 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
     o->own_lease_pct = 50;
     o->reentrant_pct = 6;
     o->hangup_pct = 3;
+    o->hot_share = 40;
     o->compound = 1;
     o->dir_root = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     const char *tmp = getenv("CHAOS_DIR_ROOT");
@@ -3775,6 +3789,7 @@ static int parse_args(struct chaos *cx, int argc, char **argv, const char **judg
         INT_OPT("--own-lease-pct", 0, 100, o->own_lease_pct)
         INT_OPT("--reentrant-pct", 0, 100, o->reentrant_pct)
         INT_OPT("--hangup-pct", 0, 100, o->hangup_pct)
+        INT_OPT("--hot-share", 0, 100, o->hot_share)
         if (!strcmp(a, "--stopped-holders") || !strcmp(a, "--clock-faults") || !strcmp(a, "--compound")) {
             NEED_VALUE;
             int val = !strcmp(v, "auto") ? -1 : !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -2;
