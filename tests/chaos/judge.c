@@ -1579,7 +1579,7 @@ long chaos_judge_stopped(const chaos_stopped *s, long n, const chaos_judge_opts 
         if (shown++ < o->max_evidence)
             fprintf(eo,
                     "    stopped holder %ld (%s, ttl %" PRId64 " ms, silence %" PRId64 " ms): last ping at %.3f ms,"
-                    " SIGSTOP at %.3f ms; another client told lock_held %.3f ms after its last ping (bound %" PRId64
+                    " SIGSTOP at %.3f ms; a quorum still held it %.3f ms after its last ping (bound %" PRId64
                     " ms%s); %s\n",
                     i, x->duplex ? "duplex" : "one-way", x->ttl_ms, x->silence_ms, rel_ms(o, x->last_ping),
                     rel_ms(o, x->stopped), (double)(x->held_last - x->last_ping) / 1e6, bound,
@@ -1596,7 +1596,7 @@ long chaos_judge_stopped(const chaos_stopped *s, long n, const chaos_judge_opts 
     }
     fprintf(out,
             "chaos: %s (m) a stopped streamed holder lets go: %ld holders stopped by SIGSTOP (%ld duplex), %ld let go"
-            " in time, %ld told held past the bound, %ld undetermined (answers 503 until the checker gave up)"
+            " in time, %ld held past the bound, %ld undetermined (answers 503 until the checker gave up)"
             " [bound: silence + 2 x node timeout + margin after the last ping, + 4/3 ttl with a fault meanwhile];"
             " the name went to another client %.0f ms after the last ping on average, %.0f ms at most\n",
             late ? "FAIL" : "PASS", n, duplex, ok, late, unknown, freed ? sum / (double)freed : 0.0, worst);

@@ -271,20 +271,20 @@ typedef struct chaos_stopped {
     int64_t ttl_ms, silence_ms;
     int64_t last_ping;   /* when it sent its last ping (the grant's read if none) */
     int64_t stopped;     /* SIGSTOP */
-    int64_t held_last;   /* the last answer 409 lock_held to another client (it proves the holder
-                            still held a quorum then); 0: none */
+    int64_t held_last;   /* the last GET that found a quorum holding the name with the holder's
+                            token (no one else takes these names); 0: none */
     int64_t freed;       /* the first grant of the name to another client (answer read); 0: never */
     int64_t gave_up;     /* when the checker stopped trying (freed == 0) */
     int faults;          /* a fault was active on some master meanwhile */
 } chaos_stopped;
 
-/* (m) a stopped streamed holder lets go: no other client is told 409 lock_held later than
- *     silence + 2 node timeouts + margin after the holder's last ping (docs/DESIGN.md
- *     section 10: released at most the silence after the last ping answered, plus an
- *     extension in flight and a release round), or than ttl + ttl/3 more when a fault was
- *     active (a release that reached no quorum: the keys expire a ttl after the last
- *     extension); and the name is granted to another client in the end.  Answers 503
- *     prove nothing either way (the service could not reach a quorum). */
+/* (m) a stopped streamed holder lets go: no GET finds a quorum still holding the name with
+ *     the holder's token later than silence + 2 node timeouts + margin after the holder's
+ *     last ping (docs/DESIGN.md section 10: released at most the silence after the last
+ *     ping answered, plus an extension in flight and a release round), or than ttl + ttl/3
+ *     more when a fault was active (a release that reached no quorum: the keys expire a
+ *     ttl after the last extension); and the name is granted to another client in the end.
+ *     Answers 503 prove nothing either way (the service could not reach a quorum). */
 long chaos_judge_stopped(const chaos_stopped *s, long n, const chaos_judge_opts *o, FILE *out);
 
 /* (c) latency: acquire answered within wait_ms + acquire_rounds x node_timeout + margin,
