@@ -1267,7 +1267,9 @@ static void client_reentrant(struct client *cl, int nm, int64_t ttl, int64_t wai
     sleep_ms(rng_range(&cl->rng, 0, validity / 6 < o->max_hold ? validity / 6 : o->max_hold));
     ao.nested = 1;
     cl->expect_holds = 2;
-    int64_t ttl2 = rng_range(&cl->rng, o->min_ttl, o->max_ttl);
+    /* half the time a re-entry with a ttl shorter than what the outer hold has left */
+    int64_t ttl2 = rng_range(&cl->rng, 0, 1) ? rng_range(&cl->rng, o->min_ttl, o->max_ttl)
+                                             : rng_range(&cl->rng, o->min_ttl / 2, o->min_ttl);
     char lease2[129];
     long ni = client_acquire_x(cl, CHAOS_ACQUIRE, nm, CHAOS_MODE_EXCLUSIVE, ttl2, 0, &st, lease2, &ao);
     cl->expect_holds = 0;
@@ -1285,6 +1287,14 @@ static void client_reentrant(struct client *cl, int nm, int64_t ttl, int64_t wai
         cl->expect_holds = 1;
         client_release(cl, ni, own, (int)rng_range(&cl->rng, 0, 1));
         cl->expect_holds = 0;
+    }
+    /* the outer code goes on: half the time to 60..90% of the outer grant's validity, past
+     * a shorter re-entry's ttl (a re-entry that shortened the hold lets a rival in: (a)) */
+    if (rng_range(&cl->rng, 0, 1)) {
+        int64_t until = cl->local.ev[gi].t_send + validity * rng_range(&cl->rng, 60, 90) / 100 * 1000000LL;
+        int64_t left = (until - http_now_ns()) / 1000000;
+        if (left > 0)
+            sleep_ms(left);
     }
     /* the last release; again while it says holds are left (a re-entry answered as failed
      * may have counted one anyway), at most three times */
@@ -3641,7 +3651,26 @@ static void usage(FILE *f)
             "                         service has --quarantine-ms); --empty-restarts is a synonym\n"
             "  --faults K1,K2,...     deal only these kinds (freeze_minority, freeze_majority,\n"
             "                         kill_restart_aof, kill_restart_empty, slow, drop, cut,\n"
-            "                         aof_cut, flushall; '-' for '_' is fine); all by default\n"
+            "                         aof_cut, flushall, lag, hdel_counter, restore_old, compound,\n"
+            "                         clock_jump, clock_fast, clock_back; '-' for '_' is fine);\n"
+            "                         all by default (the clock kinds only with clock faults on)\n"
+            "  --compound on|off      compound faults (on)\n"
+            "  --instances N          service instances, 1 or 2 (2; a scenario always has 1)\n"
+            "  --stopped-holders auto|on|off  client processes holding with hold=stream, stopped\n"
+            "                         by SIGSTOP, for (m) (auto: on if the service answers the\n"
+            "                         duplex hold with 101)\n"
+            "  --clock-faults auto|on|off  masters under the clock shim, clock_* kinds dealt (auto:\n"
+            "                         on if the service's --help lists a clock option)\n"
+            "  --clockshim PATH       the shim (build/clock/clockshim.so)\n"
+            "  --has-clock-check      print yes or no: does the service check clocks; then exit\n"
+            "  --expect-double-grant  a positive control: (a) must fail, and that passes\n"
+            "  --sample-ms MS         (l): a pass over the masters every MS (150)\n"
+            "  --mark-bound-ms MS     (l): how long a writer mark may outlive its writer (3000)\n"
+            "  --own-lease-pct P      requests that send a lease of their own (50; waiting\n"
+            "                         writers always do)\n"
+            "  --reentrant-pct P      exclusive acquires that are reentrant holds (6)\n"
+            "  --hangup-pct P         exclusive acquires that wait long and hang up early (3)\n"
+            "  --hot-share P          lock-name picks that go to the first name (40)\n"
             "  --retention-ms MS      the service's --retention-ms (fencing counters expire);\n"
             "                         default 2 x max ttl if it has the flag; 0: don't pass it\n"
             "  --seed N               fault schedule and client choices (random)\n"
@@ -3663,6 +3692,8 @@ static void usage(FILE *f)
             "                   survives), ~0.3 s after it, just before a wall-clock second\n"
             "                   turns (uptime_in_seconds then overstates its uptime by ~0.9 s)\n"
             "     flushall-held the same, but master 0 gets FLUSHALL and keeps running\n"
+            "     clock-jump-held  the same (ttl 4000), but the wall clocks of masters 0 and 1\n"
+            "                   jump an hour forward (the clock shim)\n"
             "     counter-loss  masters 0, 1, 2 lose their data one after another (each\n"
             "                   quarantined and readmitted); then a grant through masters 0-2\n"
             "                   only must still get a fencing token above every earlier one\n");

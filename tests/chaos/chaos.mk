@@ -6,7 +6,14 @@
 #   make chaos DURATION=600    the long run (default 600 s), data-loss faults always on
 #   make chaos-scenarios       directed scenarios: empty-held, aof-cut-held, flushall-held
 #                              (each with its positive control), counter-loss
+#   make chaos-clock           directed: clock-jump-held (below)
 #   CHAOS_ARGS='--seed N --keep ...' passes more options (see `chaos --help`).
+#
+# Every random run has two service instances, compound faults (a minority forgetting while
+# others lag, freeze or are down, the second instance frozen or quiet), lag, hdel_counter
+# and restore_old, stopped streamed holders (client processes, SIGSTOP; against a service
+# with duplex holds), and a sampler of what every master holds, for the verdicts (l) "nothing
+# held by nobody", (m) "a stopped streamed holder lets go" and (n) "within the assumptions".
 #
 # Data-loss faults (kill_restart_empty, aof_cut: restart with the last writes cut off the
 # AOF, flushall: FLUSHALL while the master runs) are in chaos-short only if the service has
