@@ -114,11 +114,12 @@ chaos-scenarios: $(BINDIR)/redlockd $(CHAOS_BINS)
 # the positive control: the checker must find the double grant, and the line then says
 # "double grant caught, as it must be" (its report stays in control-clock-jump-held.out).
 # CHAOS_CLOCK_CONTROL_ARGS: the service flags that switch the check off, for the control
-# once the check exists (set by the change that adds it).
+# once the check exists (--clock-check 0).
 TEST_EXTRA += chaos-clock
 .PHONY: chaos-clock
-chaos-short chaos chaos-scenarios chaos-clock: $(CLOCKSHIM_SO) $(CHAOS_DIR)/chaos_holder
-CHAOS_CLOCK_CONTROL_ARGS ?=
+CHAOS_CLOCK_CONTROL_ARGS ?= --service-arg --clock-check --service-arg 0
+CLOCKSHIM_SO ?= build/clock/clockshim.so
+chaos-short chaos-short-tls chaos chaos-scenarios chaos-clock: $(CLOCKSHIM_SO) $(CHAOS_DIR)/chaos_holder
 
 chaos-clock: $(BINDIR)/redlockd $(CHAOS_BINS)
 	@if [ "$$($(CHAOS_RUN) --has-clock-check)" = yes ]; then \

@@ -1442,7 +1442,8 @@ long chaos_judge_leftovers(const chaos_history *h, const chaos_obs_set *s, const
             continue;
         }
         judged++;
-        int64_t bound = x->kind == CHAOS_OBS_MARK ? o->mark_bound_ms : li->ttl_ms + 1000;
+        /* a mark: its bound, + 500 ms for a renewal in flight when its writer went */
+        int64_t bound = x->kind == CHAOS_OBS_MARK ? o->mark_bound_ms + 500 : li->ttl_ms + 1000;
         int64_t start = li->gone;
         for (long p = 0; p < s->n_p; p++) {
             const chaos_pause *pz = &s->p[p];
@@ -1528,7 +1529,7 @@ long chaos_judge_leftovers(const chaos_history *h, const chaos_obs_set *s, const
     fprintf(out,
             "chaos: %s (l) nothing held by nobody: %ld passes over the masters, %ld live entries seen (%ld writer"
             " marks, %ld keys, slots and reader entries), %ld of known leases judged, %ld of leases the history does"
-            " not know; left beyond the bound: %ld marks [bound %" PRId64 " ms], %ld reader entries, %ld permit"
+            " not know; left beyond the bound: %ld marks [bound %" PRId64 " + 500 ms], %ld reader entries, %ld permit"
             " slots, %ld lock keys [bound ttl + 1000 ms]; %ld leases held by a quorum after released: true;"
             " longest seen after its holder was gone: a mark %.0f ms, anything else %.0f ms; %ld waiters hung up,"
             " %ld reentrant re-entries granted%s\n",

@@ -1145,10 +1145,10 @@ static void leftovers_mark_outliving_its_writer_is_caught(void)
     build_leftovers(&h);
     memset(&s, 0, sizeof s);
     obs(&s, 1, 1000, 0, CHAOS_OBS_MARK, 0, 19000, "w1"); /* 0.9 s after the hang-up: within 3 s */
-    obs(&s, 2, 3000, 0, CHAOS_OBS_MARK, 0, 17000, "w1"); /* 2.9 s */
+    obs(&s, 2, 3500, 0, CHAOS_OBS_MARK, 0, 17000, "w1"); /* 3.4 s: within 3 s + 500 ms */
     CHECK(leftovers(&h, &s) == 0, "a mark within the bound passes");
-    obs(&s, 3, 3200, 0, CHAOS_OBS_MARK, 0, 16800, "w1"); /* 3.1 s: the writer is long gone */
-    CHECK(leftovers(&h, &s) == 1, "a mark 3.1 s after its writer hung up is caught");
+    obs(&s, 3, 3700, 0, CHAOS_OBS_MARK, 0, 16800, "w1"); /* 3.6 s: the writer is long gone */
+    CHECK(leftovers(&h, &s) == 1, "a mark 3.6 s after its writer hung up is caught");
     /* unless the master was frozen meanwhile: the queued mark ran at its resumption */
     chaos_pause_add(&s, 0, MS(50), MS(1500));
     CHECK(leftovers(&h, &s) == 0, "counted from the master's resumption");
@@ -1156,7 +1156,7 @@ static void leftovers_mark_outliving_its_writer_is_caught(void)
     s.skip_masters = 1; /* its clock was moved */
     CHECK(leftovers(&h, &s) == 0, "a master whose clock moved is not judged");
     s.skip_masters = 0;
-    obs(&s, 4, 3300, 1, CHAOS_OBS_MARK, 0, 1000, "nobody-knows");
+    obs(&s, 4, 3800, 1, CHAOS_OBS_MARK, 0, 1000, "nobody-knows");
     CHECK(leftovers(&h, &s) == 1, "a lease the history does not know is not judged");
     chaos_obs_free(&s);
     chaos_history_free(&h);
