@@ -154,7 +154,8 @@ struct master {
     int lagging;       /* its ACL refuses EVALSHA */
     int late;          /* not back in the service's quorums by recover_max: still forgetting */
     char clock[330];   /* its clockshim file (clock faults on) */
-    int clock_moved;   /* its clock was moved at some point: (l) does not judge it */
+    int clock_moved;   /* its clock was moved at some point */
+    long long clock_step_ms; /* how far its moved clock ran ahead (what it wrote outlives that by) */
     long long forget_since, forget_until; /* out of trust (see takes_out()) since, at least until */
     int span_forgot;                      /* ... and it forgot (see forgets()) */
 };
@@ -2053,10 +2054,12 @@ static void clock_move(struct chaos *cx, struct master *m, enum fault_kind k, ui
         long long ppm = rng_range(rng, 0, 1) ? 1500000 : 2000000;
         rc = clockshim_set_rate(m->clock, ppm);
         snprintf(what, whatsz, "rate %.1fx", (double)ppm / 1e6);
+        m->clock_step_ms = 2000 * (ppm - 1000000) / 1000000; /* ahead by at most that at the heal */
     } else {
         long long ms = jumps[rng_range(rng, 0, 9)];
         rc = clockshim_jump(m->clock, k == F_CLOCK_JUMP ? ms : -ms);
         snprintf(what, whatsz, "%s %lld ms", k == F_CLOCK_JUMP ? "forward" : "back", ms);
+        m->clock_step_ms = k == F_CLOCK_JUMP ? ms : 0;
     }
     if (rc < 0)
         harness_fail(cx, "cannot write %s: %s", m->clock, strerror(errno));
@@ -2291,6 +2294,11 @@ static void fault_heal(struct chaos *cx, struct active_fault *f, int recover)
         case F_CLOCK_BACK:
             clock_true(cx, m);
             forget_begin(cx, m); /* the step back to true (a step forward after clock_back) */
+            /* (l) leaves its entries alone until what it wrote ahead of time has run out */
+            pthread_mutex_lock(&cx->obs_mu);
+            (void)chaos_pause_add(&cx->obs, CHAOS_PAUSE_SKIP + m->idx, f->start * 1000000LL,
+                                  (now_ms() + m->clock_step_ms + 2L * cx->o.max_ttl + 1000) * 1000000LL);
+            pthread_mutex_unlock(&cx->obs_mu);
             m->busy = 0;
             if (recover) /* a service that checks clocks keeps it out until it is steady */
                 master_recovering(cx, m, now_ms());
@@ -4442,7 +4450,7 @@ cleanup:
     starve_sampler_free(starve);
     starve_sampler_free(starve_y);
     starve = starve_y = NULL;
-    for (int i = 0; i < N_MASTERS; i++)
+    for (int i = 0; i < N_MASTERS && o->scenario; i++) /* a random run skips each move's window */
         if (cx->m[i].clock_moved)
             cx->obs.skip_masters |= 1u << i;
     for (long i = 0; i < cx->n_fspan; i++) /* masters that forgot count for no quorum meanwhile */

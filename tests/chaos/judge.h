@@ -164,6 +164,9 @@ typedef struct chaos_obs {
 /* ... or master m out of the service's quorums because it forgot (restarted empty, data cut
  * or restored, wiped): who = CHAOS_PAUSE_OUT + m.  (l)'s quorum check does not count it. */
 #define CHAOS_PAUSE_OUT 200
+/* ... or master m's clock moved (who = CHAOS_PAUSE_SKIP + m): from the move until what it
+ * wrote in its moved clock has run out by the true one; (l) does not judge its entries then. */
+#define CHAOS_PAUSE_SKIP 300
 typedef struct chaos_pause {
     int who;
     int64_t from, to;
@@ -176,7 +179,7 @@ typedef struct chaos_obs_set {
     long n_p, cap_p;
     long passes;         /* passes made */
     long master_looks[8]; /* per master: looks that answered */
-    unsigned skip_masters; /* masters (bit i) whose clock was moved: (l) does not judge them */
+    unsigned skip_masters; /* masters (bit i) (l) does not judge at all (a scenario's moved clocks) */
 } chaos_obs_set;
 
 /* Appends (0, or -1 when out of memory). */
