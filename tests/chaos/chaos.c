@@ -4134,6 +4134,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_fatal_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGALRM, &sa, NULL);
     alarm((unsigned)o->duration_s + 180);
 

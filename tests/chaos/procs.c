@@ -69,6 +69,7 @@ pid_t proc_spawn_env(const char *path, char *const argv[], char *const envp[], c
          * checker's clean-up in the child); undo its mask and ignored signals too */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         signal(SIGALRM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
         sigset_t none;
