@@ -6,7 +6,14 @@
 #   make chaos DURATION=600    the long run (default 600 s), data-loss faults always on
 #   make chaos-scenarios       directed scenarios: empty-held, aof-cut-held, flushall-held
 #                              (each with its positive control), counter-loss
+#   make chaos-clock           directed: clock-jump-held (below)
 #   CHAOS_ARGS='--seed N --keep ...' passes more options (see `chaos --help`).
+#
+# Every random run has two service instances, compound faults (a minority forgetting while
+# others lag, freeze or are down, the second instance frozen or quiet), lag, hdel_counter
+# and restore_old, stopped streamed holders (client processes, SIGSTOP; against a service
+# with duplex holds), and a sampler of what every master holds, for the verdicts (l) "nothing
+# held by nobody", (m) "a stopped streamed holder lets go" and (n) "within the assumptions".
 #
 # Data-loss faults (kill_restart_empty, aof_cut: restart with the last writes cut off the
 # AOF, flushall: FLUSHALL while the master runs) are in chaos-short only if the service has
@@ -23,11 +30,12 @@
 TEST_EXTRA += chaos-selftest chaos-scenarios chaos-short chaos-short-tls
 
 CHAOS_DIR := $(BUILD)/chaos
-CHAOS_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) $(shell pkg-config --cflags jansson 2>/dev/null) -Itests/chaos $(CFLAGS)
+CHAOS_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) $(shell pkg-config --cflags jansson 2>/dev/null) -Itests/chaos -Itests/clock $(CFLAGS)
 CHAOS_LDFLAGS = $(BASE_LDFLAGS) $(SAN_FLAGS) $(LDFLAGS)
 CHAOS_LIBS = $(or $(shell pkg-config --libs jansson 2>/dev/null),-ljansson)
-CHAOS_COMMON := $(CHAOS_DIR)/judge.o $(CHAOS_DIR)/http.o $(CHAOS_DIR)/procs.o $(CHAOS_DIR)/schedstat.o
-CHAOS_BINS := $(CHAOS_DIR)/chaos $(CHAOS_DIR)/faultproxy $(CHAOS_DIR)/chaos_selftest
+CHAOS_COMMON := $(CHAOS_DIR)/judge.o $(CHAOS_DIR)/http.o $(CHAOS_DIR)/procs.o $(CHAOS_DIR)/schedstat.o \
+                $(CHAOS_DIR)/sampler.o
+CHAOS_BINS := $(CHAOS_DIR)/chaos $(CHAOS_DIR)/faultproxy $(CHAOS_DIR)/chaos_selftest $(CHAOS_DIR)/chaos_holder
 CHAOS_RUN = $(CHAOS_DIR)/chaos --service $(BINDIR)/redlockd
 
 $(CHAOS_DIR)/%.o: tests/chaos/%.c
@@ -38,6 +46,11 @@ $(CHAOS_DIR)/%.o: tests/chaos/%.c
 $(CHAOS_DIR)/faultproxy: $(CHAOS_DIR)/faultproxy.o
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
 	$(Q)$(CC) $^ -o $@ $(CHAOS_LDFLAGS)
+
+# A client process that holds a lock with hold=stream, for the stopped holders of (m).
+$(CHAOS_DIR)/chaos_holder: $(CHAOS_DIR)/holder.o
+	$(if $(filter 0,$(V)),@echo "  LD      $@")
+	$(Q)$(CC) $^ -o $@ $(CHAOS_LDFLAGS) $(CHAOS_LIBS)
 
 $(CHAOS_DIR)/chaos: $(CHAOS_DIR)/chaos.o $(CHAOS_COMMON)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
@@ -93,3 +106,32 @@ chaos-scenarios: $(BINDIR)/redlockd $(CHAOS_BINS)
 	done; \
 	$(CHAOS_RUN) --scenario counter-loss $(CHAOS_ARGS) || bad="$$bad counter-loss"; \
 	if [ -n "$$bad" ]; then echo "chaos-scenarios: FAILED:$$bad"; exit 1; fi; echo "chaos-scenarios: all held"
+
+# Clock faults (issue 28): masters under tests/clock's shim.  The clock-jump-held scenario
+# holds a lock on exactly masters 0..2, then moves the wall clocks of masters 0 and 1 an
+# hour forward (their keys expire at once) while a rival asks.  A service with a clock
+# check (its --help lists a --...clock... option) must keep the rival out; one without is
+# the positive control: the checker must find the double grant, and the line then says
+# "double grant caught, as it must be" (its report stays in control-clock-jump-held.out).
+# CHAOS_CLOCK_CONTROL_ARGS: the service flags that switch the check off, for the control
+# once the check exists (--clock-check 0).
+TEST_EXTRA += chaos-clock
+.PHONY: chaos-clock
+CHAOS_CLOCK_CONTROL_ARGS ?= --service-arg --clock-check --service-arg 0
+CLOCKSHIM_SO ?= build/clock/clockshim.so
+chaos-short chaos-short-tls chaos chaos-scenarios chaos-clock: $(CLOCKSHIM_SO) $(CHAOS_DIR)/chaos_holder
+
+chaos-clock: $(BINDIR)/redlockd $(CHAOS_BINS)
+	@if [ "$$($(CHAOS_RUN) --has-clock-check)" = yes ]; then \
+	    $(CHAOS_RUN) --scenario clock-jump-held $(CHAOS_ARGS) || exit 1; \
+	    if [ -z "$(strip $(CHAOS_CLOCK_CONTROL_ARGS))" ]; then \
+	        echo "chaos: control: clock-jump-held: no CHAOS_CLOCK_CONTROL_ARGS to switch the clock check off: not run"; exit 0; fi; \
+	    $(CHAOS_RUN) --scenario clock-jump-held --expect-double-grant $(CHAOS_CLOCK_CONTROL_ARGS) --discard $(CHAOS_ARGS) \
+	        > $(CHAOS_DIR)/control-clock-jump-held.out 2>&1; rc=$$?; \
+	else \
+	    $(CHAOS_RUN) --scenario clock-jump-held --expect-double-grant --discard $(CHAOS_ARGS) \
+	        > $(CHAOS_DIR)/control-clock-jump-held.out 2>&1; rc=$$?; \
+	fi; \
+	grep -E '^chaos: control:' $(CHAOS_DIR)/control-clock-jump-held.out; \
+	if [ $$rc -ne 0 ]; then grep -E 'scenario|\(a\)|RESULT|HARNESS' $(CHAOS_DIR)/control-clock-jump-held.out; \
+	    echo "chaos: control: clock-jump-held: see $(CHAOS_DIR)/control-clock-jump-held.out"; exit 1; fi

@@ -17,6 +17,8 @@ void chaos_judge_opts_default(chaos_judge_opts *o)
     o->release_rounds = 1;
     o->margin_ms = 200;
     o->max_evidence = 5;
+    o->mark_bound_ms = 3000;
+    o->quorum = 3;
 }
 
 long chaos_history_add(chaos_history *h, const chaos_event *e)
@@ -51,8 +53,9 @@ static const char *or_dash(const char *s)
 
 int chaos_history_save(const chaos_history *h, const chaos_judge_opts *o, FILE *f)
 {
-    /* v2: S and L events (streamed holds); v3: the mode and slot columns, the permits line */
-    fprintf(f, "# chaos history v3\n");
+    /* v2: S and L events (streamed holds); v3: the mode and slot columns, the permits line;
+     * v4: the inst, nested and lease columns */
+    fprintf(f, "# chaos history v4\n");
     fprintf(f, "# opts node_timeout_ms=%" PRId64 " acquire_rounds=%d release_rounds=%d margin_ms=%" PRId64 "\n",
             o->node_timeout_ms, o->acquire_rounds, o->release_rounds, o->margin_ms);
     fprintf(f, "# names");
@@ -62,14 +65,14 @@ int chaos_history_save(const chaos_history *h, const chaos_judge_opts *o, FILE *
     for (int i = 0; i < h->n_names; i++)
         fprintf(f, " %d", h->permits[i]);
     fprintf(f, "\n# op\tname\tthread\tt_send_ns\tt_recv_ns\tstatus\terror\tshape\ttoken\tvalidity_ms\tttl_ms\twait_ms\tlink"
-               "\tallow_ns\tmode\tslot\n");
+               "\tallow_ns\tmode\tslot\tinst\tnested\tlease\n");
     for (long i = 0; i < h->n; i++) {
         const chaos_event *e = &h->ev[i];
         fprintf(f, "%c\t%d\t%d\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%ld\t%" PRId64
-                   "\t%c\t%d\n",
+                   "\t%c\t%d\t%d\t%d\t%s\n",
                 op_letter[e->op], e->name, e->thread, e->t_send - o->t0, e->t_recv - o->t0, e->status,
                 or_dash(e->error), or_dash(e->shape), e->token, e->validity_ms, e->ttl_ms, e->wait_ms, e->link,
-                e->allow_ns, e->mode == CHAOS_MODE_SHARED ? 's' : 'x', e->slot);
+                e->allow_ns, e->mode == CHAOS_MODE_SHARED ? 's' : 'x', e->slot, e->inst, e->nested, or_dash(e->lease));
     }
     return ferror(f) ? -1 : 0;
 }
@@ -117,14 +120,17 @@ int chaos_history_load(chaos_history *h, chaos_judge_opts *o, FILE *f)
         }
         chaos_event e;
         memset(&e, 0, sizeof e);
-        char op, err[64], shape[64], mode = 'x';
+        char op, err[64], shape[64], lease[64] = "-", mode = 'x';
         e.slot = -1;
         int n = sscanf(line, "%c\t%d\t%d\t%" SCNd64 "\t%" SCNd64 "\t%d\t%63s\t%63s\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%" SCNd64 "\t%ld\t%" SCNd64
-                             "\t%c\t%d",
+                             "\t%c\t%d\t%d\t%d\t%63s",
                        &op, &e.name, &e.thread, &e.t_send, &e.t_recv, &e.status, err, shape, &e.token,
-                       &e.validity_ms, &e.ttl_ms, &e.wait_ms, &e.link, &e.allow_ns, &mode, &e.slot);
-        if ((n != 14 && n != 16) || (mode != 'x' && mode != 's')) /* 14: v2, exclusive locks only */
+                       &e.validity_ms, &e.ttl_ms, &e.wait_ms, &e.link, &e.allow_ns, &mode, &e.slot, &e.inst, &e.nested,
+                       lease);
+        /* 14: v2, exclusive locks only; 16: v3 */
+        if ((n != 14 && n != 16 && n != 19) || (mode != 'x' && mode != 's'))
             return -1;
+        copy_field(e.lease, sizeof e.lease, lease);
         e.mode = mode == 's' ? CHAOS_MODE_SHARED : CHAOS_MODE_EXCLUSIVE;
         const char *opp = memchr(op_letter, op, sizeof op_letter);
         if (!opp || e.name < 0 || e.name >= CHAOS_MAX_NAMES)
@@ -173,6 +179,7 @@ static int is_grant(const chaos_event *e)
  * extended line, its first final line (lost, released), its client's close. */
 typedef struct stream_end {
     long last_ext, final, closed;
+    int64_t alive_end; /* a duplex hold: the latest ping send + validity answered; 0 if none */
 } stream_end;
 
 static int is_final_line(const chaos_event *l)
@@ -187,7 +194,7 @@ static stream_end *stream_ends(const chaos_history *h)
     if (!se)
         return NULL;
     for (long i = 0; i < h->n; i++)
-        se[i] = (stream_end){-1, -1, -1};
+        se[i] = (stream_end){-1, -1, -1, 0};
     for (long i = 0; i < h->n; i++) {
         const chaos_event *l = &h->ev[i];
         if (l->op != CHAOS_LINE || l->link < 0 || l->link >= h->n)
@@ -196,6 +203,10 @@ static stream_end *stream_ends(const chaos_history *h)
         if (l->status == CHAOS_LINE_EXTENDED) {
             if (st->last_ext < 0 || h->ev[st->last_ext].t_recv <= l->t_recv)
                 st->last_ext = i;
+        } else if (l->status == CHAOS_LINE_ALIVE) {
+            int64_t end = l->t_send + l->validity_ms * NS_PER_MS;
+            if (end > st->alive_end)
+                st->alive_end = end;
         } else if (is_final_line(l)) {
             if (st->final < 0 || l->t_recv < h->ev[st->final].t_recv)
                 st->final = i;
@@ -222,9 +233,10 @@ static int is_sem_name(const chaos_history *h, int nm)
  * ones ((j)), a semaphore's permits ((k)). */
 typedef int (*grant_kind)(const chaos_history *h, const chaos_event *e);
 
+/* A reentrant re-entry (nested) holds nothing of its own: its lease's first grant does. */
 static int is_writer(const chaos_history *h, const chaos_event *e)
 {
-    return is_grant(e) && !is_sem_name(h, e->name) && e->mode != CHAOS_MODE_SHARED;
+    return is_grant(e) && !e->nested && !is_sem_name(h, e->name) && e->mode != CHAOS_MODE_SHARED;
 }
 
 static int is_reader(const chaos_history *h, const chaos_event *e)
@@ -258,6 +270,8 @@ static int64_t grant_end(const chaos_history *h, const stream_end *se, long gi, 
         const stream_end *st = &se[gi];
         if (st->last_ext >= 0) /* the validity announced last */
             end = h->ev[st->last_ext].t_recv + h->ev[st->last_ext].validity_ms * NS_PER_MS;
+        if (st->alive_end > end) /* a duplex hold: the latest end an answered ping told */
+            end = st->alive_end;
         if (st->closed >= 0 && h->ev[st->closed].t_send < end) {
             end = h->ev[st->closed].t_send;
             *why = END_CLOSED;
@@ -859,12 +873,12 @@ static int cmp_line(const void *a, const void *b)
     return *(const long *)a < *(const long *)b ? -1 : *(const long *)a > *(const long *)b;
 }
 
-static const char *const line_names[] = {"?", "extended", "lost", "released", "closed", "cut", "other"};
+static const char *const line_names[] = {"?", "extended", "lost", "released", "closed", "cut", "other", "alive"};
 
 long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE *out)
 {
     long *ix = malloc(((size_t)h->n + 1) * sizeof *ix);
-    long streams = 0, by_kind[7] = {0}, late = 0, late_lost = 0, starved = 0, bad = 0, shown = 0, k = 0;
+    long streams = 0, by_kind[CHAOS_LINE_KINDS] = {0}, late = 0, late_lost = 0, starved = 0, bad = 0, shown = 0, k = 0;
     double worst = 0;
     char *buf = NULL;
     size_t len = 0;
@@ -881,7 +895,7 @@ long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE
         const chaos_event *e = &h->ev[i];
         streams += e->op == CHAOS_STREAM && is_grant(e);
         if (e->op == CHAOS_LINE && e->link >= 0 && e->link < h->n && e->status >= CHAOS_LINE_EXTENDED &&
-            e->status <= CHAOS_LINE_OTHER)
+            e->status < CHAOS_LINE_KINDS)
             ix[k++] = i;
         else if (e->op == CHAOS_LINE) {
             bad++;
@@ -939,6 +953,14 @@ long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE
                 deadline = l->t_recv + l->validity_ms * NS_PER_MS;
                 announced = l->t_recv;
                 validity = l->validity_ms;
+            } else if (l->status == CHAOS_LINE_ALIVE) {
+                /* an answer to a ping: counted from the ping's send (never judged late:
+                 * the service writes it when it reads the ping) */
+                if (l->t_send + l->validity_ms * NS_PER_MS > deadline) {
+                    deadline = l->t_send + l->validity_ms * NS_PER_MS;
+                    announced = l->t_send;
+                    validity = l->validity_ms;
+                }
             } else if (l->status != CHAOS_LINE_OTHER) {
                 over = 1; /* a final line, or the stream's end */
             }
@@ -959,14 +981,15 @@ long chaos_judge_streams(const chaos_history *h, const chaos_judge_opts *o, FILE
         st->late_lost = late_lost;
         st->late_starved = starved;
         st->bad_lines = bad;
+        st->alive = by_kind[CHAOS_LINE_ALIVE];
     }
     fprintf(out, "chaos: %s (i) streamed holds: %ld streams granted, %ld extended, %ld lost, %ld released, %ld closed"
                  " by their client, %ld ended without a final line; %ld lost/extended lines read after the validity"
                  " announced last had ended [read + validity_ms]%s, %ld late only by measured CPU starvation; %ld"
-                 " lines out of contract\n",
+                 " lines out of contract; %ld duplex answers to pings (alive)\n",
             v ? "FAIL" : "PASS", streams, by_kind[CHAOS_LINE_EXTENDED], by_kind[CHAOS_LINE_LOST],
             by_kind[CHAOS_LINE_RELEASED], by_kind[CHAOS_LINE_CLOSED], by_kind[CHAOS_LINE_CUT], late,
-            late ? " (the service said it too late)" : "", starved, bad);
+            late ? " (the service said it too late)" : "", starved, bad, by_kind[CHAOS_LINE_ALIVE]);
     if (late)
         fprintf(out, "    latest by %.3f ms; first %d shown:\n", worst, o->max_evidence);
     if (v && buf)
@@ -1006,8 +1029,8 @@ long chaos_judge_latency(const chaos_history *h, const chaos_judge_opts *o, FILE
     FILE *eo = ev ? ev : out;
     for (long i = 0; i < h->n; i++) {
         const chaos_event *e = &h->ev[i];
-        if (e->op == CHAOS_LINE)
-            continue; /* no request: (i) judges when lines come */
+        if (e->op == CHAOS_LINE || e->status == CHAOS_ST_HUNGUP)
+            continue; /* no request: (i) judges when lines come; a hang-up is the client's */
         int k = e->op == CHAOS_STREAM ? CHAOS_ACQUIRE : e->op;
         double lat = (double)(e->t_recv - e->t_send) / 1e6;
         double allow = (double)e->allow_ns / 1e6;
@@ -1084,8 +1107,8 @@ long chaos_judge_status(const chaos_history *h, const chaos_judge_opts *o, FILE 
         if (e->op == CHAOS_LINE)
             continue; /* a stream's lines: (i) */
         int ok = documented(e) && !e->shape[0];
-        if (ok || e->status == CHAOS_ST_TIMEOUT)
-            continue; /* no answer at all is a latency matter: (c) */
+        if (ok || e->status == CHAOS_ST_TIMEOUT || e->status == CHAOS_ST_HUNGUP)
+            continue; /* no answer at all is a latency matter: (c); a hang-up the client's */
         v++;
         if (shown++ < o->max_evidence)
             fprintf(eo, "    %s #%ld name %s thread %d: sent %.3f recv %.3f ms: status %d error '%s'%s%s\n",
@@ -1194,4 +1217,405 @@ int chaos_judge_resources(const chaos_resources *r, FILE *out)
             ok ? "PASS" : "FAIL", r->base_fds, r->end_fds, r->base_fds + r->fd_slack, mem, r->peak_fds,
             r->peak_rss_kb / 1024.0);
     return !ok;
+}
+
+/* ---- (l) nothing held by nobody ---------------------------------------------------- */
+
+int chaos_obs_add(chaos_obs_set *s, const chaos_obs *o)
+{
+    if (s->n == s->cap) {
+        long cap = s->cap ? s->cap * 2 : 4096;
+        chaos_obs *n = realloc(s->o, (size_t)cap * sizeof *n);
+        if (!n)
+            return -1;
+        s->o = n;
+        s->cap = cap;
+    }
+    s->o[s->n++] = *o;
+    return 0;
+}
+
+int chaos_pause_add(chaos_obs_set *s, int who, int64_t from, int64_t to)
+{
+    if (s->n_p == s->cap_p) {
+        long cap = s->cap_p ? s->cap_p * 2 : 64;
+        chaos_pause *n = realloc(s->p, (size_t)cap * sizeof *n);
+        if (!n)
+            return -1;
+        s->p = n;
+        s->cap_p = cap;
+    }
+    s->p[s->n_p++] = (chaos_pause){who, from, to};
+    return 0;
+}
+
+void chaos_obs_free(chaos_obs_set *s)
+{
+    if (!s)
+        return;
+    free(s->o);
+    free(s->p);
+    memset(s, 0, sizeof *s);
+}
+
+int chaos_obs_save(const chaos_obs_set *s, const chaos_history *h, const chaos_judge_opts *o, FILE *f)
+{
+    (void)h;
+    fprintf(f, "# chaos samples v1\n# skip_masters %u passes %ld\n", s->skip_masters, s->passes);
+    for (long i = 0; i < s->n_p; i++)
+        fprintf(f, "P\t%d\t%" PRId64 "\t%" PRId64 "\n", s->p[i].who, s->p[i].from - o->t0, s->p[i].to - o->t0);
+    for (long i = 0; i < s->n; i++) {
+        const chaos_obs *x = &s->o[i];
+        fprintf(f, "O\t%ld\t%" PRId64 "\t%d\t%c\t%d\t%d\t%" PRId64 "\t%s\n", x->pass, x->t - o->t0, x->master, x->kind,
+                x->name, x->count, x->left_ms, or_dash(x->lease));
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+int chaos_obs_load(chaos_obs_set *s, const chaos_history *h, FILE *f)
+{
+    (void)h;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') {
+            char *p = strstr(line, "skip_masters ");
+            if (p)
+                s->skip_masters = (unsigned)strtoul(p + 13, NULL, 10);
+            if ((p = strstr(line, "passes ")))
+                s->passes = strtol(p + 7, NULL, 10);
+            continue;
+        }
+        if (line[0] == 'P') {
+            chaos_pause p;
+            if (sscanf(line, "P\t%d\t%" SCNd64 "\t%" SCNd64, &p.who, &p.from, &p.to) != 3 ||
+                chaos_pause_add(s, p.who, p.from, p.to) < 0)
+                return -1;
+            continue;
+        }
+        chaos_obs x;
+        char lease[64];
+        memset(&x, 0, sizeof x);
+        if (sscanf(line, "O\t%ld\t%" SCNd64 "\t%d\t%c\t%d\t%d\t%" SCNd64 "\t%63s", &x.pass, &x.t, &x.master, &x.kind,
+                   &x.name, &x.count, &x.left_ms, lease) != 8)
+            return -1;
+        copy_field(x.lease, sizeof x.lease, lease);
+        if (chaos_obs_add(s, &x) < 0)
+            return -1;
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+/* 1 if (l) leaves master m's entries at time t alone: its clock had moved. */
+static int obs_skipped(const chaos_obs_set *s, int m, int64_t t)
+{
+    if (m >= 0 && m < 32 && (s->skip_masters >> m & 1))
+        return 1;
+    for (long p = 0; p < s->n_p; p++)
+        if (s->p[p].who == CHAOS_PAUSE_SKIP + m && s->p[p].from <= t && s->p[p].to >= t)
+            return 1;
+    return 0;
+}
+
+/* What the history says of one lease. */
+enum gone_how { GONE_ANSWERED, GONE_HUNG_UP, GONE_HOLD_ENDED, GONE_RELEASED };
+static const char *const gone_names[] = {"its last request was answered", "its client hung up",
+                                         "its hold ended", "its release was answered"};
+
+typedef struct lease_info {
+    const char *lease; /* points into the history; NULL: an empty slot */
+    int64_t first_send, gone, released_true, ttl_ms;
+    int inst, how, name, granted, mark;
+    long last; /* an event of the lease, for the evidence */
+} lease_info;
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t x = 1469598103934665603ULL;
+    for (; *s; s++)
+        x = (x ^ (uint8_t)*s) * 1099511628211ULL;
+    return x;
+}
+
+/* Open addressing over cap (a power of two) slots: the slot of lease, found or empty. */
+static lease_info *lease_slot(lease_info *t, size_t cap, const char *lease)
+{
+    size_t i = (size_t)fnv1a(lease) & (cap - 1);
+    while (t[i].lease && strcmp(t[i].lease, lease) != 0)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static void note_gone(lease_info *li, int64_t t, int how, long idx)
+{
+    if (t >= li->gone) {
+        li->gone = t;
+        li->how = how;
+        li->last = idx;
+    }
+}
+
+static int cmp_obs_pass_lease(const void *a, const void *b)
+{
+    const chaos_obs *x = *(const chaos_obs *const *)a, *y = *(const chaos_obs *const *)b;
+    if (x->pass != y->pass)
+        return x->pass < y->pass ? -1 : 1;
+    int c = strcmp(x->lease, y->lease);
+    if (c)
+        return c;
+    return x->master - y->master;
+}
+
+static const char *obs_kind_name(char k)
+{
+    return k == CHAOS_OBS_MARK     ? "writer mark"
+           : k == CHAOS_OBS_READER ? "reader entry"
+           : k == CHAOS_OBS_SLOT   ? "permit slot"
+                                   : "lock key";
+}
+
+static int obs_kind_index(char k)
+{
+    return k == CHAOS_OBS_MARK ? 0 : k == CHAOS_OBS_READER ? 1 : k == CHAOS_OBS_SLOT ? 2 : 3;
+}
+
+long chaos_judge_leftovers(const chaos_history *h, const chaos_obs_set *s, const chaos_judge_opts *o, FILE *out)
+{
+    size_t cap = 1024;
+    while (cap < 2 * (size_t)h->n + 16)
+        cap *= 2;
+    lease_info *t = calloc(cap, sizeof *t);
+    stream_end *se = stream_ends(h);
+    const chaos_obs **byp = malloc(((size_t)s->n + 1) * sizeof *byp);
+    long v = 0, shown = 0, judged = 0, unknown = 0, by_kind[4] = {0}, quorum_v = 0, nested = 0, hung = 0, skipped = 0;
+    double worst_mark = 0, worst_entry = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    if (!t || !se || !byp) {
+        fprintf(out, "chaos: judge: out of memory\n");
+        free(t);
+        free(se);
+        free(byp);
+        if (ev)
+            fclose(ev);
+        free(buf);
+        return 1;
+    }
+    for (long i = 0; i < h->n; i++) {
+        const chaos_event *e = &h->ev[i];
+        const char *lease = e->lease;
+        if (e->op == CHAOS_LINE && e->link >= 0 && e->link < h->n)
+            lease = h->ev[e->link].lease; /* a stream's line: its grant's lease */
+        if (!lease[0])
+            continue;
+        lease_info *li = lease_slot(t, cap, lease);
+        if (!li->lease) {
+            *li = (lease_info){.lease = lease, .first_send = e->t_send, .gone = 0, .name = e->name, .last = i};
+        }
+        if (e->t_send < li->first_send)
+            li->first_send = e->t_send;
+        if (e->ttl_ms > li->ttl_ms)
+            li->ttl_ms = e->ttl_ms;
+        li->inst = e->inst;
+        nested += e->nested && is_grant(e);
+        if (e->op == CHAOS_ACQUIRE || e->op == CHAOS_STREAM) {
+            li->mark |= e->wait_ms > 0 && e->mode == CHAOS_MODE_EXCLUSIVE;
+            if (e->status == CHAOS_ST_HUNGUP)
+                hung++;
+            if (is_grant(e)) {
+                int why;
+                li->granted = 1;
+                note_gone(li, e->t_recv, GONE_ANSWERED, i);
+                if (!e->nested)
+                    note_gone(li, grant_end(h, se, i, 0, &why), GONE_HOLD_ENDED, i);
+            } else {
+                note_gone(li, e->t_recv, e->status == CHAOS_ST_HUNGUP ? GONE_HUNG_UP : GONE_ANSWERED, i);
+            }
+        } else if (e->op == CHAOS_RELEASE) {
+            note_gone(li, e->t_recv, GONE_RELEASED, i);
+            if (e->status == 200 && !e->nested && !e->shape[0])
+                li->released_true = e->t_recv;
+        } else if (e->op == CHAOS_LINE) {
+            note_gone(li, e->t_recv, GONE_HOLD_ENDED, i);
+        }
+    }
+    for (long i = 0; i < s->n; i++) {
+        const chaos_obs *x = &s->o[i];
+        byp[i] = x;
+        if (!x->lease[0] || x->left_ms <= 0)
+            continue;
+        if (obs_skipped(s, x->master, x->t)) {
+            skipped++;
+            continue;
+        }
+        lease_info *li = lease_slot(t, cap, x->lease);
+        if (!li->lease) {
+            unknown++;
+            continue;
+        }
+        judged++;
+        /* a mark: its bound, + 500 ms for a renewal in flight when its writer went */
+        int64_t bound = x->kind == CHAOS_OBS_MARK ? o->mark_bound_ms + 500 : li->ttl_ms + 1000;
+        int64_t start = li->gone;
+        for (long p = 0; p < s->n_p; p++) {
+            const chaos_pause *pz = &s->p[p];
+            if ((pz->who == x->master || pz->who == CHAOS_PAUSE_INST + li->inst) && pz->to > li->first_send &&
+                pz->from < start + bound * NS_PER_MS && pz->to > start)
+                start = pz->to; /* what was queued to it ran when it resumed */
+        }
+        double after = (double)(x->t - li->gone) / 1e6;
+        if (x->kind == CHAOS_OBS_MARK && after > worst_mark)
+            worst_mark = after;
+        if (x->kind != CHAOS_OBS_MARK && after > worst_entry)
+            worst_entry = after;
+        if (x->t <= start + bound * NS_PER_MS)
+            continue;
+        v++;
+        by_kind[obs_kind_index(x->kind)]++;
+        note_violation(o, 'l', x->name, x->t);
+        if (shown++ < o->max_evidence)
+            fprintf(eo,
+                    "    name %s master %d: a %s of lease %s live at %.3f ms (%" PRId64 " ms more to live), %.3f ms"
+                    " after its holder was gone at %.3f ms (%s, #%ld); bound %" PRId64 " ms%s\n",
+                    name_of(h, x->name), x->master, obs_kind_name(x->kind), x->lease, rel_ms(o, x->t), x->left_ms,
+                    after, rel_ms(o, li->gone), gone_names[li->how], li->last, bound,
+                    start > li->gone ? " from a resumption" : "");
+    }
+    /* released means free: no pass after a release answered released: true finds a quorum
+     * of masters holding the lease */
+    g_sort_ev = h->ev;
+    qsort(byp, (size_t)s->n, sizeof *byp, cmp_obs_pass_lease);
+    for (long i = 0; i < s->n;) {
+        long j = i;
+        unsigned masters = 0;
+        int64_t first_t = byp[i]->t;
+        while (j < s->n && byp[j]->pass == byp[i]->pass && !strcmp(byp[j]->lease, byp[i]->lease)) {
+            const chaos_obs *x = byp[j];
+            int out_of_quorums = 0; /* it forgot: the service counts it for nobody */
+            for (long p = 0; p < s->n_p && !out_of_quorums; p++)
+                out_of_quorums = s->p[p].who == CHAOS_PAUSE_OUT + x->master && s->p[p].from <= x->t &&
+                                 s->p[p].to >= x->t;
+            if (x->kind != CHAOS_OBS_MARK && x->left_ms > 0 && x->master >= 0 && x->master < 32 &&
+                !obs_skipped(s, x->master, x->t) && !out_of_quorums)
+                masters |= 1u << x->master;
+            if (x->t < first_t)
+                first_t = x->t;
+            j++;
+        }
+        const chaos_obs *x = byp[i];
+        lease_info *li = x->lease[0] ? lease_slot(t, cap, x->lease) : NULL;
+        if (li && li->lease && li->released_true && first_t > li->released_true &&
+            __builtin_popcount(masters) >= o->quorum) {
+            quorum_v++;
+            note_violation(o, 'l', x->name, first_t);
+            if (shown++ < o->max_evidence)
+                fprintf(eo,
+                        "    name %s: lease %s held on %d masters (a quorum) at %.3f ms, after its release answered"
+                        " released: true at %.3f ms\n",
+                        name_of(h, x->name), x->lease, __builtin_popcount(masters), rel_ms(o, first_t),
+                        rel_ms(o, li->released_true));
+            li->released_true = 0; /* once per lease */
+        }
+        i = j;
+    }
+    if (ev)
+        fclose(ev);
+    v += quorum_v;
+    if (o->stats) {
+        chaos_judge_stats *st = o->stats;
+        st->obs_judged = judged;
+        st->obs_unknown = unknown;
+        for (int k = 0; k < 4; k++)
+            st->left_over[k] = by_kind[k];
+        st->left_quorum = quorum_v;
+        st->nested_grants = nested;
+        st->hung_up = hung;
+        st->mark_after_gone_ms = worst_mark;
+        st->entry_after_gone_ms = worst_entry;
+    }
+    long marks = 0, entries = 0;
+    for (long i = 0; i < s->n; i++) {
+        marks += s->o[i].kind == CHAOS_OBS_MARK;
+        entries += s->o[i].kind != CHAOS_OBS_MARK;
+    }
+    fprintf(out,
+            "chaos: %s (l) nothing held by nobody: %ld passes over the masters, %ld live entries seen (%ld writer"
+            " marks, %ld keys, slots and reader entries), %ld of known leases judged, %ld of leases the history does"
+            " not know; left beyond the bound: %ld marks [bound %" PRId64 " + 500 ms], %ld reader entries, %ld permit"
+            " slots, %ld lock keys [bound ttl + 1000 ms]; %ld leases held by a quorum after released: true;"
+            " longest seen after its holder was gone: a mark %.0f ms, anything else %.0f ms; %ld waiters hung up,"
+            " %ld reentrant re-entries granted; %ld entries on masters whose clock had moved not judged%s\n",
+            v ? "FAIL" : "PASS", s->passes, s->n, marks, entries, judged, unknown, by_kind[0], o->mark_bound_ms,
+            by_kind[1], by_kind[2], by_kind[3], quorum_v, worst_mark, worst_entry, hung, nested, skipped,
+            s->skip_masters ? " (a scenario's masters whose clock moved: not judged at all)" : "");
+    if (v && buf)
+        fputs(buf, out);
+    free(buf);
+    free(t);
+    free(se);
+    free(byp);
+    return v;
+}
+
+/* ---- (m) a stopped streamed holder lets go ----------------------------------------- */
+
+long chaos_judge_stopped(const chaos_stopped *s, long n, const chaos_judge_opts *o, FILE *out)
+{
+    long late = 0, ok = 0, shown = 0, duplex = 0, unknown = 0, freed = 0;
+    double worst = 0, sum = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ev = open_memstream(&buf, &len);
+    FILE *eo = ev ? ev : out;
+    for (long i = 0; i < n; i++) {
+        const chaos_stopped *x = &s[i];
+        duplex += x->duplex;
+        int64_t bound = x->silence_ms + 2 * o->node_timeout_ms + o->margin_ms + (x->faults ? x->ttl_ms * 4 / 3 : 0);
+        double took = x->freed ? (double)(x->freed - x->last_ping) / 1e6 : 0;
+        if (x->freed) {
+            freed++;
+            sum += took;
+            if (took > worst)
+                worst = took;
+        }
+        int held_late = x->held_last > x->last_ping + bound * NS_PER_MS;
+        if (!held_late && x->freed) {
+            ok++;
+            continue;
+        }
+        if (!held_late) { /* never granted, but never told held past the bound: 503s */
+            unknown++;
+            continue;
+        }
+        late++;
+        note_violation(o, 'm', x->name, x->stopped);
+        if (shown++ < o->max_evidence)
+            fprintf(eo,
+                    "    stopped holder %ld (%s, ttl %" PRId64 " ms, silence %" PRId64 " ms): last ping at %.3f ms,"
+                    " SIGSTOP at %.3f ms; a quorum still held it %.3f ms after its last ping (bound %" PRId64
+                    " ms%s); %s\n",
+                    i, x->duplex ? "duplex" : "one-way", x->ttl_ms, x->silence_ms, rel_ms(o, x->last_ping),
+                    rel_ms(o, x->stopped), (double)(x->held_last - x->last_ping) / 1e6, bound,
+                    x->faults ? ", a fault meanwhile" : "",
+                    x->freed ? "granted to it later" : "still held when the checker gave up");
+    }
+    if (ev)
+        fclose(ev);
+    if (o->stats) {
+        o->stats->stopped = n;
+        o->stats->stopped_ok = ok;
+        o->stats->stopped_late = late;
+        o->stats->stopped_worst_ms = worst;
+    }
+    fprintf(out,
+            "chaos: %s (m) a stopped streamed holder lets go: %ld holders stopped by SIGSTOP (%ld duplex), %ld let go"
+            " in time, %ld held past the bound, %ld undetermined (answers 503 until the checker gave up)"
+            " [bound: silence + 2 x node timeout + margin after the last ping, + 4/3 ttl with a fault meanwhile];"
+            " the name went to another client %.0f ms after the last ping on average, %.0f ms at most\n",
+            late ? "FAIL" : "PASS", n, duplex, ok, late, unknown, freed ? sum / (double)freed : 0.0, worst);
+    if (late && buf)
+        fputs(buf, out);
+    free(buf);
+    return late;
 }

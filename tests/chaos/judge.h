@@ -24,11 +24,17 @@ enum chaos_op { CHAOS_ACQUIRE = 0, CHAOS_RELEASE = 1, CHAOS_INSPECT = 2, CHAOS_S
 #define CHAOS_LINE_CLOSED 4   /* no line: the client closed the stream */
 #define CHAOS_LINE_CUT 5      /* no line: the stream ended (or broke) without a final line */
 #define CHAOS_LINE_OTHER 6    /* a line that is none of the above (shape says how) */
+#define CHAOS_LINE_ALIVE 7    /* duplex hold (Upgrade: redlock-hold): {"event":"alive","ping":n,"validity_ms":V},
+                                 the answer to the client's ping n; t_send: when that ping was sent, from
+                                 which the client counts V (docs/DESIGN.md section 10) */
+#define CHAOS_LINE_KINDS 8
 
 /* Outcomes stored in chaos_event.status when no HTTP status could be read. */
 #define CHAOS_ST_TIMEOUT (-1) /* no complete response within the client's own timeout */
 #define CHAOS_ST_CONNERR (-2) /* connect/send/recv failed, or the peer closed mid-response */
 #define CHAOS_ST_BADRESP (-3) /* bytes came back but not a parseable HTTP response */
+#define CHAOS_ST_HUNGUP (-4)  /* the client hung up on purpose (a waiter that gives up early):
+                                 neither (c) nor (d) judges it; its lease is gone from then on */
 
 #define CHAOS_MAX_NAMES 64
 
@@ -63,6 +69,12 @@ typedef struct chaos_event {
     int mode;            /* CHAOS_MODE_*: acquire, stream (and their lines, releases) */
     int slot;            /* a semaphore's grant: the slot it answered; a semaphore's
                             inspect: the permits it showed held (evidence only); -1 otherwise */
+    int inst;            /* the service instance it went to (0: the first, 1: the second) */
+    int nested;          /* a reentrant re-entry of a lease that already holds the name (its
+                            grant is not a holder of its own: (a), (b), (j) skip it), or the
+                            release of such a re-entry (answered released: false) */
+    char lease[40];      /* the lease: the client's own, or the one a grant answered; "" if
+                            unknown (a refused request that let the service choose) */
 } chaos_event;
 
 /* A growable history.  Zero-initialise, then chaos_history_add(); chaos_history_free(). */
@@ -93,7 +105,7 @@ typedef struct chaos_judge_stats {
     /* chaos_judge_streams: granted streams, lines by kind, streams ended without a final
      * line, lines late (lost or extended after the validity last announced had ended; and
      * of those late only by measured starvation), lines out of contract */
-    long streams, extended, lost, released, closed, cut, late, late_lost, late_starved, bad_lines;
+    long streams, extended, lost, released, closed, cut, late, late_lost, late_starved, bad_lines, alive;
     /* chaos_judge_shared: shared grants (streamed ones among them), readers whose hold
      * overlapped a writer's, tokens out of order between readers and writers, the most
      * readers of one name at once, reader holds that began while another reader held */
@@ -103,6 +115,14 @@ typedef struct chaos_judge_stats {
      * (indexed like chaos_history.names) the most holders seen at once */
     long sem_grants, sem_streams, sem_over, sem_inversions, sem_duplicates;
     long max_permits[CHAOS_MAX_NAMES];
+    /* chaos_judge_leftovers: samples judged, by kind; entries left beyond their bound, by
+     * kind; passes in which a quorum held a lease answered released: true; samples of
+     * leases the history does not know; the longest a writer mark outlived its writer */
+    long obs_judged, obs_unknown, left_over[4], left_quorum, nested_grants, hung_up;
+    double mark_after_gone_ms, entry_after_gone_ms;
+    /* chaos_judge_stopped: stopped holders judged, released within the bound, not */
+    long stopped, stopped_ok, stopped_late;
+    double stopped_worst_ms;
     long n_v;
     chaos_violation v[CHAOS_MAX_VIOLATIONS];
 } chaos_judge_stats;
@@ -110,6 +130,8 @@ typedef struct chaos_judge_stats {
 /* What the verdicts are judged against. */
 typedef struct chaos_judge_opts {
     int64_t node_timeout_ms; /* the service's --node-timeout-ms */
+    int64_t mark_bound_ms;   /* (l): how long a writer mark may outlive its writer (3000) */
+    int quorum;              /* (l): masters that make a quorum (3) */
     int acquire_rounds;      /* master round trips per acquire attempt (acquire, raise, release) */
     int release_rounds;      /* master round trips of a release or an inspect */
     int64_t margin_ms;       /* scheduling/HTTP allowance added to every latency bound */
@@ -117,6 +139,56 @@ typedef struct chaos_judge_opts {
     int64_t t0;              /* timestamps are printed relative to this (ns) */
     chaos_judge_stats *stats; /* NULL, or filled as described above */
 } chaos_judge_opts;
+
+/* One look at one master's lock state (tests/chaos/chaos.c's sampler, straight to the
+ * master's own port): an entry that was live there at time t (CLOCK_MONOTONIC ns, the
+ * middle of the call) and had left_ms more to live by the master's clock. */
+#define CHAOS_OBS_KEY 'k'    /* a lock key P<name> (exclusive, reentrant: count) */
+#define CHAOS_OBS_SLOT 's'   /* a permit slot P#sem:<name>#<i> */
+#define CHAOS_OBS_READER 'r' /* a member of P#r:<name> */
+#define CHAOS_OBS_MARK 'w'   /* a writer-intent mark, a member of P#w:<name> */
+typedef struct chaos_obs {
+    int64_t t;
+    long pass;     /* samples of one pass over the masters share it */
+    int master;
+    char kind;     /* CHAOS_OBS_* */
+    int name;      /* index into chaos_history.names */
+    int count;     /* a lock key's reentrant count (1 without one) */
+    int64_t left_ms;
+    char lease[40];
+} chaos_obs;
+
+/* A time when a process could not act: master m frozen (who = m), or service instance i
+ * frozen (who = CHAOS_PAUSE_INST + i).  Commands queued to it run when it resumes. */
+#define CHAOS_PAUSE_INST 100
+/* ... or master m out of the service's quorums because it forgot (restarted empty, data cut
+ * or restored, wiped): who = CHAOS_PAUSE_OUT + m.  (l)'s quorum check does not count it. */
+#define CHAOS_PAUSE_OUT 200
+/* ... or master m's clock moved (who = CHAOS_PAUSE_SKIP + m): from the move until what it
+ * wrote in its moved clock has run out by the true one; (l) does not judge its entries then. */
+#define CHAOS_PAUSE_SKIP 300
+typedef struct chaos_pause {
+    int who;
+    int64_t from, to;
+} chaos_pause;
+
+typedef struct chaos_obs_set {
+    chaos_obs *o;
+    long n, cap;
+    chaos_pause *p;
+    long n_p, cap_p;
+    long passes;         /* passes made */
+    long master_looks[8]; /* per master: looks that answered */
+    unsigned skip_masters; /* masters (bit i) (l) does not judge at all (a scenario's moved clocks) */
+} chaos_obs_set;
+
+/* Appends (0, or -1 when out of memory). */
+int chaos_obs_add(chaos_obs_set *s, const chaos_obs *o);
+int chaos_pause_add(chaos_obs_set *s, int who, int64_t from, int64_t to);
+void chaos_obs_free(chaos_obs_set *s);
+/* As chaos_history_save/load, for the samples and pauses (times relative to o->t0). */
+int chaos_obs_save(const chaos_obs_set *s, const chaos_history *h, const chaos_judge_opts *o, FILE *f);
+int chaos_obs_load(chaos_obs_set *s, const chaos_history *h, FILE *f);
 
 /* Sets the documented defaults: 50 ms node timeout, 3 and 1 rounds, 200 ms margin. */
 void chaos_judge_opts_default(chaos_judge_opts *o);
@@ -181,6 +253,43 @@ long chaos_judge_shared(const chaos_history *h, const chaos_judge_opts *o, FILE 
  *     orders a lock's (for grants A, B with A.t_recv < B.t_send, B.token > A.token; no
  *     token twice).  (a) and (b) leave semaphore names alone. */
 long chaos_judge_semaphores(const chaos_history *h, const chaos_judge_opts *o, FILE *out);
+/* (l) nothing held by nobody: no writer-intent mark, reader entry, permit slot or lock key
+ *     (with its reentrant count) is live on a master after its holder is gone, beyond
+ *     the bound docs/DESIGN.md's state table gives: a mark o->mark_bound_ms (renewed every
+ *     second while its writer waits, dropped when it stops waiting, else expiring), the
+ *     others the lease's ttl (their own expiry) plus a second (an extension or a
+ *     clean-up in flight).  "Gone": a lease's last request answered (or given up) when it
+ *     was never granted; else the end of its last hold (as (a) has it) or the answer of
+ *     its release, whichever is later.  Counted from the resumption instead when the
+ *     master, or the instance the lease went through, was frozen meanwhile (its queued
+ *     commands ran then).  And "released means free": in no pass over the masters after a
+ *     release answered released: true do a quorum of them hold that lease.  Masters in
+ *     s->skip_masters (their clock was moved) are not judged. */
+long chaos_judge_leftovers(const chaos_history *h, const chaos_obs_set *s, const chaos_judge_opts *o, FILE *out);
+
+/* One stopped streamed holder (a client process holding with hold=stream, then SIGSTOPped). */
+typedef struct chaos_stopped {
+    int name;
+    int duplex;          /* the service answered 101 (pings); 0: a one-way stream */
+    int64_t ttl_ms, silence_ms;
+    int64_t last_ping;   /* when it sent its last ping (the grant's read if none) */
+    int64_t stopped;     /* SIGSTOP */
+    int64_t held_last;   /* the last GET that found a quorum holding the name with the holder's
+                            token (no one else takes these names); 0: none */
+    int64_t freed;       /* the first grant of the name to another client (answer read); 0: never */
+    int64_t gave_up;     /* when the checker stopped trying (freed == 0) */
+    int faults;          /* a fault was active on some master meanwhile */
+} chaos_stopped;
+
+/* (m) a stopped streamed holder lets go: no GET finds a quorum still holding the name with
+ *     the holder's token later than silence + 2 node timeouts + margin after the holder's
+ *     last ping (docs/DESIGN.md section 10: released at most the silence after the last
+ *     ping answered, plus an extension in flight and a release round), or than ttl + ttl/3
+ *     more when a fault was active (a release that reached no quorum: the keys expire a
+ *     ttl after the last extension); and the name is granted to another client in the end.
+ *     Answers 503 prove nothing either way (the service could not reach a quorum). */
+long chaos_judge_stopped(const chaos_stopped *s, long n, const chaos_judge_opts *o, FILE *out);
+
 /* (c) latency: acquire answered within wait_ms + acquire_rounds x node_timeout + margin,
  *     release and inspect within release_rounds x node_timeout + margin, each plus the
  *     event's measured starvation allowance (allow_ns).  A client-side timeout (the client

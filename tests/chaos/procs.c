@@ -37,6 +37,15 @@ void sleep_ms(long ms)
 
 pid_t proc_spawn(const char *path, char *const argv[], const char *log_path, int *stdout_pipe)
 {
+    return proc_spawn_env(path, argv, NULL, log_path, stdout_pipe);
+}
+
+pid_t proc_spawn_env(const char *path, char *const argv[], char *const envp[], const char *log_path,
+                     int *stdout_pipe)
+{
+    extern char **environ;
+    if (!envp)
+        envp = environ;
     int pfd[2] = {-1, -1};
     if (stdout_pipe && pipe2(pfd, O_CLOEXEC) < 0)
         return -1;
@@ -60,12 +69,13 @@ pid_t proc_spawn(const char *path, char *const argv[], const char *log_path, int
          * checker's clean-up in the child); undo its mask and ignored signals too */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         signal(SIGALRM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execv(path, argv);
+        execve(path, argv, envp);
         _exit(127);
     }
     close(logfd);
@@ -290,4 +300,71 @@ int find_executable(const char *name, char *out, size_t outsz)
         path += dl + (colon ? 1 : 0);
     }
     return -1;
+}
+
+char *redis_call(int port, int argc, const char *const *argv, size_t *len, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    size_t req_len = 32, cap = 4096, got = 0;
+    for (int i = 0; i < argc; i++)
+        req_len += strlen(argv[i]) + 32;
+    char *req = malloc(req_len), *buf = malloc(cap), *out = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (!req || !buf || fd < 0)
+        goto done;
+    size_t rl = (size_t)snprintf(req, req_len, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        rl += (size_t)snprintf(req + rl, req_len - rl, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0 || send(fd, req, rl, MSG_NOSIGNAL) != (ssize_t)rl)
+        goto done;
+    for (;;) {
+        long long left = deadline - now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            goto done;
+        if (got + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                goto done;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+        if (n <= 0)
+            goto done;
+        got += (size_t)n;
+        buf[got] = '\0';
+        char *eol = strstr(buf, "\r\n");
+        if (!eol)
+            continue;
+        if (buf[0] == '+' || buf[0] == '-' || buf[0] == ':') {
+            *eol = '\0';
+            *len = (size_t)(eol - buf);
+            out = buf;
+            buf = NULL;
+            goto done;
+        }
+        if (buf[0] != '$')
+            goto done; /* an array or a nil: not for this helper */
+        long blen = strtol(buf + 1, NULL, 10);
+        if (blen < 0)
+            goto done;
+        size_t head = (size_t)(eol + 2 - buf);
+        if (got < head + (size_t)blen + 2)
+            continue;
+        memmove(buf, buf + head, (size_t)blen);
+        buf[blen] = '\0';
+        *len = (size_t)blen;
+        out = buf;
+        buf = NULL;
+        goto done;
+    }
+done:
+    if (fd >= 0)
+        close(fd);
+    free(req);
+    free(buf);
+    return out;
 }

@@ -12,6 +12,9 @@
  * exits (PR_SET_PDEATHSIG), so call it from a thread that outlives the child.
  * Returns the pid, or -1 with errno set. */
 pid_t proc_spawn(const char *path, char *const argv[], const char *log_path, int *stdout_pipe);
+/* The same with the environment envp (NULL: this process's own). */
+pid_t proc_spawn_env(const char *path, char *const argv[], char *const envp[], const char *log_path,
+                     int *stdout_pipe);
 
 /* Waits up to timeout_ms for pid to exit.  1 and *status set if it exited (reaped),
  * 0 if it is still running, -1 on error (e.g. not our child). */
@@ -35,6 +38,12 @@ int redis_command(int port, const char *cmd, char *reply, size_t replysz, int ti
 /* The integer field (e.g. "uptime_in_seconds") of `INFO section` from the Redis on
  * 127.0.0.1:port, or -1. */
 long long redis_info_field(int port, const char *section, const char *field, int timeout_ms);
+/* Sends one command (argv, as a RESP array: any bytes but NUL) to the Redis on
+ * 127.0.0.1:port on a connection of its own.  Returns its reply, NUL-terminated, to free():
+ * a bulk string's bytes, or a status, error or integer's first line with its type
+ * character ('+', '-', ':'); *len its length.  NULL on a timeout, a transport error, a nil
+ * or an array. */
+char *redis_call(int port, int argc, const char *const *argv, size_t *len, int timeout_ms);
 /* 1 if a Redis on 127.0.0.1:port answers PING with +PONG within timeout_ms, else 0. */
 int redis_ping(int port, int timeout_ms);
 

@@ -3,6 +3,7 @@
  * against an in-process echo server.  Runs in a few seconds; needs no service. */
 #include "judge.h"
 #include "procs.h"
+#include "sampler.h"
 #include "schedstat.h"
 
 #include <arpa/inet.h>
@@ -605,6 +606,9 @@ static void history_survives_a_save_and_load(void)
     build_legal(&h, 200);
     long g = grant(&h, 1, 1e6, 1e6 + 1, 1, 100); /* plant a fencing failure */
     h.ev[g].allow_ns = 123456789;
+    snprintf(h.ev[g].lease, sizeof h.ev[g].lease, "chaos01-000abc-12345678");
+    h.ev[g].inst = 1;
+    h.ev[g].nested = 1;
     chaos_judge_opts o, o2;
     chaos_judge_opts_default(&o);
     o.node_timeout_ms = 77;
@@ -617,7 +621,8 @@ static void history_survives_a_save_and_load(void)
         same = back.ev[i].t_send == h.ev[i].t_send && back.ev[i].t_recv == h.ev[i].t_recv &&
                back.ev[i].token == h.ev[i].token && back.ev[i].link == h.ev[i].link &&
                back.ev[i].status == h.ev[i].status && !strcmp(back.ev[i].error, h.ev[i].error) &&
-               back.ev[i].allow_ns == h.ev[i].allow_ns;
+               back.ev[i].allow_ns == h.ev[i].allow_ns && !strcmp(back.ev[i].lease, h.ev[i].lease) &&
+               back.ev[i].inst == h.ev[i].inst && back.ev[i].nested == h.ev[i].nested;
     CHECK(same, "events come back identical");
     CHECK(judged(chaos_judge_fencing, &back) == judged(chaos_judge_fencing, &h), "same verdict after reload");
     chaos_history_free(&h);
@@ -1051,6 +1056,212 @@ static int resources(const chaos_resources *r, char *line, size_t linesz)
     return failed;
 }
 
+
+/* ---- reentrant holds, duplex streams, (l), (m) -------------------------------------- */
+
+static void with_lease(chaos_history *h, long i, const char *lease)
+{
+    snprintf(h->ev[i].lease, sizeof h->ev[i].lease, "%s", lease);
+}
+
+static void reentrant_reentry_is_no_holder_of_its_own(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    long outer = grant(&h, 0, 0, 5, 7, 900);
+    long inner = grant(&h, 0, 100, 102, 7, 300); /* the same token, inside the outer hold */
+    h.ev[inner].nested = 1;
+    release(&h, inner, 200, 202, 200);
+    h.ev[h.ev[inner].link].nested = 1;
+    release(&h, outer, 400, 402, 200);
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "a re-entry inside its own hold is no second holder");
+    CHECK(judged(chaos_judge_fencing, &h) == 0, "a re-entry's token is not a second issue of it");
+    /* the re-entry shortened the hold (issue 22, finding 1): a rival inside the outer
+     * validity is a double grant all the same */
+    grant(&h, 0, 250, 260, 8, 100);
+    CHECK(judged(chaos_judge_mutex, &h) == 1, "a rival inside the outer hold is caught");
+    chaos_history_free(&h);
+}
+
+static void duplex_alive_lines_extend_the_hold_from_the_ping(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    long g = grant(&h, 0, 0, 5, 1, 300);
+    h.ev[g].op = CHAOS_STREAM;
+    /* ping sent at 200, answered at 205 with 290 ms: the client holds until 490 */
+    chaos_event a = {.op = CHAOS_LINE, .name = 0, .t_send = MS(200), .t_recv = MS(205), .status = CHAOS_LINE_ALIVE,
+                     .validity_ms = 290, .ttl_ms = 310, .link = g};
+    add(&h, a);
+    grant(&h, 0, 495, 500, 2, 100);
+    CHECK(judged(chaos_judge_mutex, &h) == 0, "a grant after the last answer's validity passes");
+    CHECK(judged(chaos_judge_streams, &h) == 0, "an alive line is in contract");
+    h.ev[h.n - 1].t_send = MS(470); /* the same grant, answered inside the validity told */
+    h.ev[h.n - 1].t_recv = MS(480);
+    CHECK(judged(chaos_judge_mutex, &h) == 1, "a grant inside the validity an answer told is caught");
+    chaos_history_free(&h);
+}
+
+/* A history for (l): a writer that hung up at 100 (its lease "w1"), a grant "g1" held
+ * 0..300 and released (answered released: true at 305). */
+static void build_leftovers(chaos_history *h)
+{
+    hist_init(h);
+    chaos_event w = {.op = CHAOS_ACQUIRE, .name = 0, .t_send = MS(0), .t_recv = MS(100), .status = CHAOS_ST_HUNGUP,
+                     .wait_ms = 20000, .ttl_ms = 500, .link = -1};
+    snprintf(w.lease, sizeof w.lease, "w1");
+    add(h, w);
+    long g = grant(h, 1, 0, 5, 1, 490);
+    with_lease(h, g, "g1");
+    long r = release(h, g, 300, 305, 200);
+    with_lease(h, r, "g1");
+}
+
+static void obs(chaos_obs_set *s, long pass, double t, int master, char kind, int name, int64_t left, const char *lease)
+{
+    chaos_obs o = {.t = MS(t), .pass = pass, .master = master, .kind = kind, .name = name, .count = 1, .left_ms = left};
+    snprintf(o.lease, sizeof o.lease, "%s", lease);
+    if (chaos_obs_add(s, &o) < 0)
+        exit(1);
+}
+
+static long leftovers(const chaos_history *h, const chaos_obs_set *s)
+{
+    chaos_judge_opts o;
+    chaos_judge_opts_default(&o);
+    char *rep = NULL;
+    size_t len;
+    FILE *f = open_memstream(&rep, &len);
+    long v = chaos_judge_leftovers(h, s, &o, f);
+    fclose(f);
+    free(rep);
+    return v;
+}
+
+static void leftovers_mark_outliving_its_writer_is_caught(void)
+{
+    chaos_history h;
+    chaos_obs_set s;
+    build_leftovers(&h);
+    memset(&s, 0, sizeof s);
+    obs(&s, 1, 1000, 0, CHAOS_OBS_MARK, 0, 19000, "w1"); /* 0.9 s after the hang-up: within 3 s */
+    obs(&s, 2, 3500, 0, CHAOS_OBS_MARK, 0, 17000, "w1"); /* 3.4 s: within 3 s + 500 ms */
+    CHECK(leftovers(&h, &s) == 0, "a mark within the bound passes");
+    obs(&s, 3, 3700, 0, CHAOS_OBS_MARK, 0, 16800, "w1"); /* 3.6 s: the writer is long gone */
+    CHECK(leftovers(&h, &s) == 1, "a mark 3.6 s after its writer hung up is caught");
+    /* unless the master was frozen meanwhile: the queued mark ran at its resumption */
+    chaos_pause_add(&s, 0, MS(50), MS(1500));
+    CHECK(leftovers(&h, &s) == 0, "counted from the master's resumption");
+    s.n_p = 0;
+    s.skip_masters = 1; /* its clock was moved */
+    CHECK(leftovers(&h, &s) == 0, "a master whose clock moved is not judged");
+    s.skip_masters = 0;
+    obs(&s, 4, 3800, 1, CHAOS_OBS_MARK, 0, 1000, "nobody-knows");
+    CHECK(leftovers(&h, &s) == 1, "a lease the history does not know is not judged");
+    chaos_obs_free(&s);
+    chaos_history_free(&h);
+}
+
+static void leftovers_keys_and_released_quorums(void)
+{
+    chaos_history h;
+    chaos_obs_set s;
+    build_leftovers(&h);
+    memset(&s, 0, sizeof s);
+    /* released at 305 (answered); keys on two masters until their ttl: legal */
+    obs(&s, 1, 310, 0, CHAOS_OBS_KEY, 1, 180, "g1");
+    obs(&s, 1, 311, 1, CHAOS_OBS_KEY, 1, 180, "g1");
+    CHECK(leftovers(&h, &s) == 0, "a minority keeping a released key until its ttl passes");
+    obs(&s, 1, 312, 2, CHAOS_OBS_KEY, 1, 180, "g1");
+    CHECK(leftovers(&h, &s) == 1, "a quorum holding a lease after released: true is caught");
+    chaos_pause_add(&s, CHAOS_PAUSE_OUT + 2, MS(200), MS(2000));
+    CHECK(leftovers(&h, &s) == 0, "a master out of quorums (it forgot) is not counted");
+    obs(&s, 5, 300 + 490 + 1000 + 50, 3, CHAOS_OBS_READER, 1, 300, "g1");
+    CHECK(leftovers(&h, &s) == 1, "an entry past ttl + 1 s after its holder let go is caught");
+    chaos_obs_free(&s);
+    chaos_history_free(&h);
+}
+
+static void leftovers_samples_survive_a_save_and_load(void)
+{
+    chaos_history h;
+    chaos_obs_set s, back;
+    build_leftovers(&h);
+    memset(&s, 0, sizeof s);
+    memset(&back, 0, sizeof back);
+    obs(&s, 3, 3200, 0, CHAOS_OBS_MARK, 0, 16800, "w1");
+    chaos_pause_add(&s, 3, MS(10), MS(20));
+    s.skip_masters = 16;
+    chaos_judge_opts o;
+    chaos_judge_opts_default(&o);
+    char *buf = NULL;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(chaos_obs_save(&s, &h, &o, f) == 0, "saved");
+    fclose(f);
+    f = fmemopen(buf, len, "r");
+    CHECK(f && chaos_obs_load(&back, &h, f) == 0, "loaded");
+    if (f)
+        fclose(f);
+    CHECK(back.n == 1 && back.o[0].t == MS(3200) && back.o[0].kind == 'w' && !strcmp(back.o[0].lease, "w1") &&
+              back.n_p == 1 && back.skip_masters == 16,
+          "the samples come back");
+    free(buf);
+    chaos_obs_free(&s);
+    chaos_obs_free(&back);
+    chaos_history_free(&h);
+}
+
+static void sampler_reads_each_kind_of_entry(void)
+{
+    chaos_history h;
+    hist_init(&h);
+    strcpy(h.names[2], "chaos:sem-a");
+    h.n_names = 3;
+    chaos_obs_set s;
+    memset(&s, 0, sizeof s);
+    chaos_sampler_parse("k|alpha|L1.0123456789abcdef!*2|900\nw|beta|L2|1500\nr|alpha|L3|300\n"
+                        "s|chaos:sem-a#1|L4.fedcba9876543210|400\nk|unknown|L5|10",
+                        2, MS(7), 9, "redlock:", &h, &s);
+    CHECK(s.n == 4, "%ld entries (the unknown name skipped)", s.n);
+    CHECK(s.n >= 4 && s.o[0].kind == 'k' && s.o[0].count == 2 && !strcmp(s.o[0].lease, "L1") && s.o[0].left_ms == 900 &&
+              s.o[0].name == 0 && s.o[0].master == 2 && s.o[0].pass == 9,
+          "a lock key: lease, count, ttl");
+    CHECK(s.n >= 4 && s.o[1].kind == 'w' && s.o[1].name == 1 && !strcmp(s.o[1].lease, "L2"), "a writer mark");
+    CHECK(s.n >= 4 && s.o[2].kind == 'r' && !strcmp(s.o[2].lease, "L3"), "a reader entry");
+    CHECK(s.n >= 4 && s.o[3].kind == 's' && s.o[3].name == 2 && !strcmp(s.o[3].lease, "L4"), "a permit slot");
+    chaos_obs_free(&s);
+}
+
+static void stopped_holders_are_judged_by_their_last_ping(void)
+{
+    chaos_judge_opts o;
+    chaos_judge_opts_default(&o);
+    chaos_stopped ok = {.duplex = 1, .ttl_ms = 400, .silence_ms = 400, .last_ping = MS(1000), .stopped = MS(1010),
+                        .held_last = MS(1300), .freed = MS(1500)};
+    chaos_stopped late = ok;
+    late.held_last = MS(1000 + 400 + 100 + 200 + 50); /* past silence + 2 x 50 + 200 */
+    chaos_stopped faulty = late;
+    faulty.faults = 1; /* a release that reached no quorum: a ttl more */
+    chaos_stopped never = ok;
+    never.freed = 0;
+    never.held_last = MS(9000);
+    never.gave_up = MS(9100);
+    chaos_stopped unknown = ok;
+    unknown.freed = 0;
+    unknown.held_last = 0;
+    char *rep = NULL;
+    size_t len;
+    FILE *f = open_memstream(&rep, &len);
+    chaos_stopped a[] = {ok, faulty, unknown};
+    CHECK(chaos_judge_stopped(a, 3, &o, f) == 0, "freed in time, with a fault, or undetermined: pass");
+    chaos_stopped b[] = {ok, late, never};
+    CHECK(chaos_judge_stopped(b, 3, &o, f) == 2, "told held past the bound, and never freed: caught");
+    fclose(f);
+    free(rep);
+}
+
+
 static void resources_judge_rss_by_the_build(void)
 {
     /* the readings of a 30 s run of an ASan build that leaked nothing */
@@ -1417,6 +1628,13 @@ int main(int argc, char **argv)
     RUN(semaphore_token_regressions_are_caught());
     RUN(mixed_long_history_passes_and_planted_faults_are_found());
     RUN(mixed_history_survives_a_save_and_load());
+    RUN(reentrant_reentry_is_no_holder_of_its_own());
+    RUN(duplex_alive_lines_extend_the_hold_from_the_ping());
+    RUN(leftovers_mark_outliving_its_writer_is_caught());
+    RUN(leftovers_keys_and_released_quorums());
+    RUN(leftovers_samples_survive_a_save_and_load());
+    RUN(sampler_reads_each_kind_of_entry());
+    RUN(stopped_holders_are_judged_by_their_last_ping());
     RUN(resources_judge_rss_by_the_build());
     RUN(sanitizers_are_read_from_the_binary());
     RUN(schedstat_measures_time_spent_waiting_for_a_cpu());
