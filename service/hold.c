@@ -124,7 +124,7 @@ static void run(hold *h, int kind)
     h->op.ttl_ms = h->ttl_ms;
     h->op.mode = h->lock_mode; /* a permit's extension and release go by its semaphore */
     h->op.capped = kind == LOCKOP_EXTEND && h->max_hold_ms > 0;
-    h->op.rest = kind == LOCKOP_RELEASE && !h->clean;
+    h->op.rest = kind == LOCKOP_RELEASE && !h->clean && h->lock_mode == LOCKOP_EXCLUSIVE;
     h->busy = 1;
     h->sent_us = clock_now_us();
     h->env->start_op(h->env->owner, &h->op);

@@ -1020,7 +1020,8 @@ static void extend_done(round *rd)
          * was done). */
         op->err = RL_E_LEASE_NOT_FOUND;
         count(op->env, CNT_EXT_NOT_FOUND);
-        op->value_len = (size_t)snprintf(op->value, sizeof op->value, "%s~", op->lease);
+        op->value_len = (size_t)snprintf(op->value, sizeof op->value, "%s%s", op->lease,
+                                         op->mode == LOCKOP_EXCLUSIVE ? "~" : "");
         release_everywhere(op);
     } else {
         op->err = RL_E_QUORUM_UNAVAILABLE;

@@ -103,8 +103,9 @@ struct lockop {
                                  * (docs/DESIGN.md section 14); 0: none */
     long max_hold_ms;           /* ACQUIRE (exclusive): the hold's bound, counted from
                                  * the grant on each master; 0: none */
-    int rest;                   /* RELEASE: the hold ended without its holder's word: a
-                                 * lock with a lock-delay rests instead of going */
+    int rest;                   /* RELEASE (exclusive): the hold ended without its
+                                 * holder's word: a lock with a lock-delay rests instead
+                                 * of going */
     int capped;                 /* EXTEND: up to the hold's bound, rather than refused
                                  * past it (a streamed hold's) */
     uint64_t check_token;       /* INSPECT: the token check asks about this token (0: not
