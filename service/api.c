@@ -395,6 +395,10 @@ static rl_err h_mrelease(http_req *r)
         return e;
     if (r->params.has_owner)
         return answer_fail(r, RL_E_INVALID_OWNER, "an owner is given only with POST /locks/{name}");
+    if (r->params.has_lock_delay)
+        return answer_fail(r, RL_E_INVALID_LOCK_DELAY, "lock_delay_ms is for POST /locks/{name}");
+    if (r->params.has_max_hold)
+        return answer_fail(r, RL_E_INVALID_MAX_HOLD, "max_hold_ms is for POST /locks/{name}");
     const app *a = r->srv->env.app;
     lockop_init(&r->op, r->srv->env.ops, LOCKOP_MRELEASE, "", 0, op_done, r);
     if (a->auth.n) /* every name of the set must be in the token's scope */
