@@ -40,12 +40,14 @@
  * (before the owner) '~<ms>' its lock-delay, '^<ms>' its bound (max_hold_ms as sent;
  * the deadline in this master's clock once written), '@<F>' the master's counter after
  * the bump of the grant that wrote it (the token check reads it):
+ * stamp(value, f)  what a fresh grant writes: its deadline made absolute, '@f' added
+ * and, made once per call and only where needed (ext(): a lock's hot path pays for none
+ * of these closures):
  * split(v)  the header and the rest ('' or "\n<owner>")
  * delay(v)  the lock-delay the value carries (0: none)
  * rests(key, v)  the lock rests: a resting key (SCRIPTS_HOLDER_RESTING, left by a force
  *           or a failed hold), or its holder's part (PTTL - delay) is over
  * holder(key, v)  what a refusal names: the lease, or SCRIPTS_HOLDER_RESTING
- * stamp(value, f)  what a fresh grant writes: its deadline made absolute, '@f' added
  * carry(v, nv)  what an adoption writes (nv, the new attempt's value): the old value's
  *           lock-delay, deadline and counter kept (a hold keeps what its grant had:
  *           its lock-delay, its bound and its token)
@@ -110,58 +112,66 @@
     "  local t = redis.call('TIME')\n"                                                \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"            \
     "end\n"                                                                           \
-    "local function split(v)\n"                                                       \
-    "  local nl = string.find(v, '\\n', 1, true)\n"                                    \
-    "  if nl then return string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"           \
-    "  return v, ''\n"                                                                \
-    "end\n"                                                                           \
-    "local function delay(v)\n"                                                       \
-    "  if not string.find(v, '~', 1, true) then return 0 end\n"                       \
-    "  return tonumber(string.match(split(v), '~(%d+)')) or 0\n"                      \
-    "end\n"                                                                           \
-    "local function rests(key, v)\n"                                                  \
-    "  if v == '" SCRIPTS_HOLDER_RESTING "' then return true end\n"                   \
-    "  local d = delay(v)\n"                                                          \
-    "  return d > 0 and redis.call('PTTL', key) <= d\n"                               \
-    "end\n"                                                                           \
-    "local function holder(key, v)\n"                                                 \
-    "  if rests(key, v) then return '" SCRIPTS_HOLDER_RESTING "' end\n"               \
-    "  return untag(v)\n"                                                             \
-    "end\n"                                                                           \
-    "local function deadlines(h)\n"                                                   \
-    "  if not string.find(h, '^', 1, true) then return h end\n"                       \
-    "  return (string.gsub(h, '%^(%d+)', function(m) return '^' .. (now_ms() + tonumber(m)) end))\n" \
-    "end\n"                                                                           \
-    "local function stamp(value, f)\n"                                                \
-    "  local h, o = split(value)\n"                                                   \
-    "  return deadlines(h) .. '@' .. f .. o\n"                                        \
-    "end\n"                                                                           \
-    "local function carry(v, nv)\n"                                                   \
-    "  local ho = split(v)\n"                                                         \
-    "  local h, o = split(nv)\n"                                                      \
-    "  h = string.gsub(h, '[~^]%d+', '')\n"                                           \
-    "  for _, m in ipairs({'~%d+', '%^%d+', '@%d+'}) do\n"                            \
-    "    local x = string.match(ho, m)\n"                                             \
-    "    if x then h = h .. x end\n"                                                  \
-    "  end\n"                                                                         \
-    "  return h .. o, tonumber(string.match(ho, '@(%d+)'))\n"                         \
-    "end\n"                                                                           \
-    "local function cap(v, p)\n"                                                      \
-    "  local h = split(v)\n"                                                          \
-    "  local t = tonumber(string.match(h, '%^(%d+)'))\n"                              \
-    "  if not t then return p end\n"                                                  \
-    "  local left = math.max(t - now_ms(), 1) + (tonumber(string.match(h, '~(%d+)')) or 0)\n" \
-    "  return math.min(p, left)\n"                                                    \
-    "end\n"                                                                           \
-    "local function bare(v)\n"                                                        \
-    "  local h, o = split(v)\n"                                                       \
-    "  h = string.gsub(string.gsub(h, '@%d+', ''), '%^%d+', '^')\n"                   \
-    "  return h .. o\n"                                                               \
-    "end\n"                                                                           \
-    "local function same(v, who)\n"                                                   \
-    "  if v == who then return true end\n"                                            \
-    "  return v and mine(v, untag(who)) and bare(v) == bare(who)\n"                   \
-    "end\n"                                                                           \
+    "local XL\n"                                                                      \
+    "local function ext()\n"                                                         \
+    "  if XL then return XL end\n"                                                   \
+    "  local x = {}\n"                                                               \
+    "  function x.split(v)\n"                                                        \
+    "    local nl = string.find(v, '\\n', 1, true)\n"                                 \
+    "    if nl then return string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"        \
+    "    return v, ''\n"                                                             \
+    "  end\n"                                                                        \
+    "  function x.delay(v)\n"                                                        \
+    "    if not string.find(v, '~', 1, true) then return 0 end\n"                    \
+    "    return tonumber(string.match(x.split(v), '~(%d+)')) or 0\n"                 \
+    "  end\n"                                                                        \
+    "  function x.rests(key, v)\n"                                                   \
+    "    if v == '" SCRIPTS_HOLDER_RESTING "' then return true end\n"                \
+    "    local d = x.delay(v)\n"                                                     \
+    "    return d > 0 and redis.call('PTTL', key) <= d\n"                            \
+    "  end\n"                                                                        \
+    "  function x.holder(key, v)\n"                                                  \
+    "    if x.rests(key, v) then return '" SCRIPTS_HOLDER_RESTING "' end\n"          \
+    "    return untag(v)\n"                                                          \
+    "  end\n"                                                                        \
+    "  function x.deadlines(h)\n"                                                    \
+    "    if not string.find(h, '^', 1, true) then return h end\n"                    \
+    "    return (string.gsub(h, '%^(%d+)', function(m) return '^' .. (now_ms() + tonumber(m)) end))\n" \
+    "  end\n"                                                                        \
+    "  function x.carry(v, nv)\n"                                                    \
+    "    local ho = x.split(v)\n"                                                    \
+    "    local h, o = x.split(nv)\n"                                                 \
+    "    h = string.gsub(h, '[~^]%d+', '')\n"                                        \
+    "    for _, m in ipairs({'~%d+', '%^%d+', '@%d+'}) do\n"                         \
+    "      local y = string.match(ho, m)\n"                                          \
+    "      if y then h = h .. y end\n"                                               \
+    "    end\n"                                                                      \
+    "    return h .. o, tonumber(string.match(ho, '@(%d+)'))\n"                      \
+    "  end\n"                                                                        \
+    "  function x.cap(v, p)\n"                                                       \
+    "    local h = x.split(v)\n"                                                     \
+    "    local t = tonumber(string.match(h, '%^(%d+)'))\n"                           \
+    "    if not t then return p end\n"                                               \
+    "    local left = math.max(t - now_ms(), 1) + (tonumber(string.match(h, '~(%d+)')) or 0)\n" \
+    "    return math.min(p, left)\n"                                                 \
+    "  end\n"                                                                        \
+    "  function x.bare(v)\n"                                                         \
+    "    local h, o = x.split(v)\n"                                                  \
+    "    h = string.gsub(string.gsub(h, '@%d+', ''), '%^%d+', '^')\n"                \
+    "    return h .. o\n"                                                            \
+    "  end\n"                                                                        \
+    "  function x.same(v, who)\n"                                                    \
+    "    if v == who then return true end\n"                                         \
+    "    return v and mine(v, untag(who)) and x.bare(v) == x.bare(who)\n"            \
+    "  end\n"                                                                        \
+    "  XL = x\n"                                                                     \
+    "  return x\n"                                                                   \
+    "end\n"                                                                          \
+    "local function stamp(value, f)\n"                                               \
+    "  if not string.find(value, '[\\n^]') then return value .. '@' .. f end\n"      \
+    "  local h, o = ext().split(value)\n"                                            \
+    "  return ext().deadlines(h) .. '@' .. f .. o\n"                                 \
+    "end\n"                                                                          \
     "local function live(z)\n"                                                        \
     "  if not z or redis.call('EXISTS', z) == 0 then return 0, 0, nil end\n"          \
     "  local now = now_ms()\n"                                                        \
@@ -234,13 +244,13 @@
     "function(K, b, value, ttl, chan, origin, intent, reentrant)\n"                 \
     "  local key, lease = K[1], untag(value)\n"                                      \
     "  local v = redis.call('GET', key)\n"                                            \
-    "  if mine(v, lease) and not rests(key, v) then\n"                                \
-    "    local d = delay(v)\n"                                                        \
+    "  if mine(v, lease) and not ext().rests(key, v) then\n"                                \
+    "    local d = ext().delay(v)\n"                                                        \
     "    local c = holds(v)\n"                                                        \
-    "    local p = math.max(redis.call('PTTL', key), tonumber(ttl) - delay(value) + d)\n" \
+    "    local p = math.max(redis.call('PTTL', key), tonumber(ttl) - ext().delay(value) + d)\n" \
     "    if reentrant == '1' then c = c + 1 end\n"                                    \
-    "    local nv, f = carry(v, counted(adopted(value), c))\n"                         \
-    "    p = cap(nv, p)\n"                                                            \
+    "    local nv, f = ext().carry(v, counted(adopted(value), c))\n"                         \
+    "    p = ext().cap(nv, p)\n"                                                            \
     "    redis.call('SET', key, nv, 'PX', p)\n"                                       \
     "    outlive(p)\n"                                                                \
     "    return {2, f or cur(b), c, p - d}\n"                                         \
@@ -248,7 +258,7 @@
     "  local n, longest, now = live(K[2])\n"                                          \
     "  if v or n > 0 then\n"                                                          \
     "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
-    "    if v then return {0, redis.call('PTTL', key), cur(b), holder(key, v)} end\n" \
+    "    if v then return {0, redis.call('PTTL', key), cur(b), ext().holder(key, v)} end\n" \
     "    return {0, longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
     "  local f = bump(b)\n"                                                           \
@@ -297,9 +307,9 @@
     "      return {10 + c, redis.call('PTTL', key)}\n"                             \
     "    end\n"                                                                    \
     "  end\n"                                                                      \
-    "  if client or same(v, who) then\n"                                           \
+    "  if client or ext().same(v, who) then\n"                                           \
     "    local p = redis.call('PTTL', key)\n"                                      \
-    "    local d = rest and delay(v) or 0\n"                                       \
+    "    local d = rest and ext().delay(v) or 0\n"                                       \
     "    if d > 0 then\n"                                                          \
     "      redis.call('SET', key, '" SCRIPTS_HOLDER_RESTING "', 'PX', math.min(p, d))\n" \
     "    else\n"                                                                   \
@@ -329,7 +339,7 @@
     "  local px, capped, left = math.abs(ttl), ttl < 0, nil\n"                        \
     "  if mine(v, lease) then\n"                                                      \
     "    if string.find(v, '[~^]') then\n"                                            \
-    "      local h = split(v)\n"                                                      \
+    "      local h = ext().split(v)\n"                                                      \
     "      local d = tonumber(string.match(h, '~(%d+)')) or 0\n"                      \
     "      if d > 0 and redis.call('PTTL', key) <= d then return {0, cur(b)} end\n"   \
     "      local t = tonumber(string.match(h, '%^(%d+)'))\n"                          \
@@ -374,10 +384,10 @@
     "  local p, h, f, rest = redis.call('PTTL', key), 0, 0, 0\n"                      \
     "  if v then\n"                                                                   \
     "    local hd\n"                                                                  \
-    "    hd, o = split(v)\n"                                                          \
+    "    hd, o = ext().split(v)\n"                                                          \
     "    o = string.sub(o, 2)\n"                                                      \
     "    f = tonumber(string.match(hd, '@(%d+)')) or 0\n"                             \
-    "    local d = delay(v)\n"                                                        \
+    "    local d = ext().delay(v)\n"                                                        \
     "    if d > 0 or v == '" SCRIPTS_HOLDER_RESTING "' then rest = p end\n"           \
     "    if v == '" SCRIPTS_HOLDER_RESTING "' or (d > 0 and p <= d) then\n"           \
     "      v, o, p, f = false, '', -2, 0\n"                                           \
@@ -413,7 +423,7 @@
     "    return {2, cur(b), 1, s - now}\n"                                            \
     "  end\n"                                                                         \
     "  local v = redis.call('GET', K[1])\n"                                           \
-    "  if v then return {0, redis.call('PTTL', K[1]), cur(b), holder(K[1], v)} end\n" \
+    "  if v then return {0, redis.call('PTTL', K[1]), cur(b), ext().holder(K[1], v)} end\n" \
     "  local w, longest = live(K[4])\n"                                               \
     "  if w > 0 then return {0, longest, cur(b), '" SCRIPTS_HOLDER_WRITER "'} end\n" \
     "  now = now or now_ms()\n"                                                       \
@@ -571,7 +581,7 @@
 #define FN_FORCE                                                                     \
     "function(K, chan, origin)\n"                                                    \
     "  local v = redis.call('GET', K[1])\n"                                          \
-    "  local d = v and delay(v) or 0\n"                                              \
+    "  local d = v and ext().delay(v) or 0\n"                                              \
     "  if d > 0 and redis.call('PTTL', K[1]) > d then\n"                             \
     "    redis.call('DEL', unpack(K, 2))\n"                                          \
     "    redis.call('SET', K[1], '" SCRIPTS_HOLDER_RESTING "', 'PX', d)\n"           \
@@ -841,7 +851,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "    else\n"
         "      local p = math.max(redis.call('PTTL', KEYS[1 + i]), tonumber(ARGV[2]))\n"
         "      if p > px then px = p end\n"
-        "      local nv, f = carry(v, adopted(value))\n"
+        "      local nv, f = ext().carry(v, adopted(value))\n"
         "      redis.call('SET', KEYS[1 + i], nv, 'PX', p)\n"
         "      adopt = '!'\n"
         "      r[#r + 1] = f or cur(ARGV[4 + i])\n"
@@ -894,7 +904,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "      redis.call('PUBLISH', prefix .. '" KEYS_RELEASED "' .. name, ARGV[3])\n"
         "      n = n + 1\n"
         "    end\n"
-        "  elseif (exact and same(v, who)) or (not exact and mine(v, lease)) then\n"
+        "  elseif (exact and ext().same(v, who)) or (not exact and mine(v, lease)) then\n"
         "    redis.call('DEL', k)\n"
         "    redis.call('PUBLISH', prefix .. '" KEYS_RELEASED "' .. name, ARGV[3])\n"
         "    n = n + 1\n"
