@@ -86,7 +86,8 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
     size_t answered = has_op && r->op.answered != SIZE_MAX ? r->op.answered
                       : has_op ? r->op.nodes_ok : r->list ? r->list->nodes_ok : 0;
     body_err be = {e, r->msg, has_op ? r->op.retry_after_ms : 0, answered, r->srv->env.quorum,
-                   has_op ? r->op.permits_seen : 0, 0, -1};
+                   has_op ? r->op.permits_seen : 0, 0, -1, has_op && r->op.resting,
+                   has_op ? r->op.bound_ms : -1};
     size_t trusted = 0;
     if (e == RL_E_QUORUM_UNAVAILABLE &&
         (be.quarantined = quarantined_masters(&r->srv->env, &be.rejoin_ms, &trusted))) {
@@ -122,7 +123,7 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
 
 void answer_raw(http_req *r, rl_err e)
 {
-    body_err be = {e, r->msg, 0, 0, r->srv->env.quorum, 0, 0, -1};
+    body_err be = {e, r->msg, 0, 0, r->srv->env.quorum, 0, 0, -1, 0, -1};
     char body[BODY_MAX_LOCK], out[BODY_MAX_LOCK + 512];
     jw j;
     jw_init(&j, body, sizeof body);
@@ -161,7 +162,12 @@ body_lock answer_lock_of(const lockop *op)
                        op->validity_ms, op->ttl_ms, op->held, op->holder, op->holder_len,
                        op->kind == LOCKOP_FORCE, op->mode, op->readers,
                        op->kind == LOCKOP_ACQUIRE ? op->permits : op->permits_seen, op->slot,
-                       op->kind != LOCKOP_ACQUIRE || op->reentrant ? op->holds : 0};
+                       op->kind != LOCKOP_ACQUIRE || op->reentrant ? op->holds : 0,
+                       op->kind == LOCKOP_ACQUIRE ? op->delay_ms : 0,
+                       op->kind == LOCKOP_ACQUIRE ? op->max_hold_ms : 0,
+                       op->kind == LOCKOP_EXTEND ? op->bound_ms : -1,
+                       op->kind == LOCKOP_INSPECT ? op->rest_ms : 0,
+                       op->kind == LOCKOP_FORCE && op->resting};
 }
 
 /* The answer of an op that succeeded. */
@@ -198,7 +204,10 @@ void answer_done(http_req *r, const lockop *op)
         break;
     default: /* op->validity_ms is the raw expiry left (watches time it): answer a validity */
         l.validity_ms = l.held ? redlock_inspect_validity_ms(l.validity_ms, r->srv->env.app->cfg.drift_factor) : 0;
-        body_inspected(&j, &l);
+        if (op->check_token)
+            body_checked(&j, &l, op->check_token, op->current);
+        else
+            body_inspected(&j, &l);
         break;
     }
     answer_json(r, op->kind == LOCKOP_ACQUIRE ? 201 : 200, buf, jw_len(&j), NULL, NULL);

@@ -63,7 +63,8 @@ static rl_err start_here(http_req *r)
 static rl_err query_params(http_req *r)
 {
     static const char *const keys[] = {"ttl_ms", "wait_ms", "lease", "owner", "hold",
-                                       "mode", "permits", "reentrant"};
+                                       "mode", "permits", "reentrant", "lock_delay_ms",
+                                       "max_hold_ms"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, keys[i]);
         if (v) {
@@ -144,6 +145,15 @@ static rl_err check_kind(http_req *r, int kind)
                            "reentrant is for exclusive locks (POST /locks/{name})");
     if (p->shared && p->has_owner)
         return answer_fail(r, RL_E_INVALID_OWNER, "an owner is kept for exclusive locks only");
+    /* A lock-delay and a bound are an exclusive holder's (docs/DESIGN.md section 14):
+     * a reader writes nothing that could be in flight, and a permit's slot is not
+     * what its holders contend for. */
+    if (p->has_lock_delay && (sem || !post || p->shared))
+        return answer_fail(r, RL_E_INVALID_LOCK_DELAY,
+                           "lock_delay_ms is for exclusive locks (POST /locks/{name})");
+    if (p->has_max_hold && (sem || !post || p->shared))
+        return answer_fail(r, RL_E_INVALID_MAX_HOLD,
+                           "max_hold_ms is for exclusive locks (POST /locks/{name})");
     return RL_OK;
 }
 
@@ -195,6 +205,16 @@ static rl_err h_acquire(http_req *r)
     if (r->params.has_wait && r->params.wait_ms > 0)
         op->wait_deadline_us = r->start_us + (int64_t)r->params.wait_ms * 1000;
     op->reentrant = r->params.reentrant;
+    if (op->mode == LOCKOP_EXCLUSIVE) {
+        /* the lock-delay (the service's default when none is given) and the bound */
+        op->delay_ms = r->params.has_lock_delay ? r->params.lock_delay_ms : env->app->cfg.lock_delay_ms;
+        op->max_hold_ms = r->params.max_hold_ms;
+        if (op->max_hold_ms > 0 && op->max_hold_ms < op->ttl_ms) {
+            snprintf(r->msg, sizeof r->msg, "max_hold_ms %ld is below the ttl %ld: 0 (no bound) or at least the ttl",
+                     op->max_hold_ms, op->ttl_ms);
+            return RL_E_INVALID_MAX_HOLD;
+        }
+    }
     int duplex = stream_duplex_asked(r); /* Upgrade: redlock-hold (stream.h) */
     if (duplex < 0)
         return RL_E_INVALID_HOLD;
@@ -291,9 +311,18 @@ static rl_err h_inspect(http_req *r)
     const char *lease = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "lease");
     if (lease && !validate_lease(lease, strlen(lease)))
         return RL_E_INVALID_LEASE;
+    /* ?token=T: the token check (docs/DESIGN.md section 14), one inspection round */
+    const char *tok = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "token");
+    lock_params tp;
+    memset(&tp, 0, sizeof tp);
+    if (tok && params_from_query(&tp, "token", tok) != RL_OK)
+        return RL_E_INVALID_TOKEN;
+    if (tok && (r->params.has_index || r->params.has_wait))
+        return answer_fail(r, RL_E_INVALID_QUERY, "a token check (?token=) answers at once: no index or wait_ms");
     lockop_init(&r->op, r->srv->env.ops, LOCKOP_INSPECT, r->name, r->name_len, op_done, r);
     if (lease)
         set_lease(&r->op, lease);
+    r->op.check_token = tok ? tp.token : 0;
     return start_here(r);
 }
 
@@ -314,6 +343,12 @@ static rl_err multi_params_of(http_req *r, multi_params *mp)
         e = answer_fail(r, RL_E_INVALID_MODE,
                         "a multi-name lock takes modes per name (\"modes\": {\"<name>\": \"shared\"}), "
                         "no mode, permits or reentrant");
+    if (e == RL_OK && mp->p.has_lock_delay)
+        e = answer_fail(r, RL_E_INVALID_LOCK_DELAY,
+                        "lock_delay_ms is for single-name exclusive locks (POST /locks/{name})");
+    if (e == RL_OK && mp->p.has_max_hold)
+        e = answer_fail(r, RL_E_INVALID_MAX_HOLD,
+                        "max_hold_ms is for single-name exclusive locks (POST /locks/{name})");
     if (e == RL_OK && a->auth.n) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         for (size_t j = 0; e == RL_OK && j < mp->n; j++)
@@ -360,6 +395,10 @@ static rl_err h_mrelease(http_req *r)
         return e;
     if (r->params.has_owner)
         return answer_fail(r, RL_E_INVALID_OWNER, "an owner is given only with POST /locks/{name}");
+    if (r->params.has_lock_delay)
+        return answer_fail(r, RL_E_INVALID_LOCK_DELAY, "lock_delay_ms is for POST /locks/{name}");
+    if (r->params.has_max_hold)
+        return answer_fail(r, RL_E_INVALID_MAX_HOLD, "max_hold_ms is for POST /locks/{name}");
     const app *a = r->srv->env.app;
     lockop_init(&r->op, r->srv->env.ops, LOCKOP_MRELEASE, "", 0, op_done, r);
     if (a->auth.n) /* every name of the set must be in the token's scope */
@@ -497,6 +536,10 @@ static void op_done(lockop *op)
         stream_free(r); /* not granted: no stream */
         if (op->mode == LOCKOP_SEMAPHORE && op->err == RL_E_LOCK_HELD)
             snprintf(r->msg, sizeof r->msg, "every permit of this semaphore is taken");
+        if (op->resting && op->err == RL_E_LOCK_HELD)
+            snprintf(r->msg, sizeof r->msg,
+                     "the lock rests: its last holder ended without a release, and its lock-delay "
+                     "keeps it from others until retry_after_ms");
         answer_error(r, op->err);
     }
     r->srv->mhd_ready = 1;

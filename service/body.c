@@ -40,6 +40,10 @@ void body_granted(jw *j, const body_lock *l)
     }
     if (l->holds > 0)
         jw_key_int(j, "holds", l->holds);
+    if (l->lock_delay_ms > 0)
+        jw_key_int(j, "lock_delay_ms", l->lock_delay_ms);
+    if (l->max_hold_ms > 0)
+        jw_key_int(j, "max_hold_ms", l->max_hold_ms);
     jw_obj_close(j);
 }
 
@@ -51,6 +55,8 @@ void body_released(jw *j, const body_lock *l)
         jw_key_int(j, "holds", l->holds);
     if (l->forced)
         jw_key_bool(j, "forced", 1);
+    if (l->resting)
+        jw_key_bool(j, "resting", 1);
     jw_obj_close(j);
 }
 
@@ -58,6 +64,17 @@ void body_extended(jw *j, const body_lock *l)
 {
     open_name(j, l);
     term(j, l);
+    if (l->max_hold_left_ms >= 0)
+        jw_key_int(j, "max_hold_left_ms", l->max_hold_left_ms);
+    jw_obj_close(j);
+}
+
+void body_checked(jw *j, const body_lock *l, uint64_t token, int current)
+{
+    open_name(j, l);
+    jw_key_uint(j, "token", token);
+    jw_key_bool(j, "current", current);
+    jw_key_bool(j, "held", l->held);
     jw_obj_close(j);
 }
 
@@ -91,6 +108,8 @@ void body_inspected(jw *j, const body_lock *l)
     }
     if (l->holds > 0)
         jw_key_int(j, "holds", l->holds);
+    if (!l->held && l->resting_ms > 0)
+        jw_key_int(j, "resting_ms", l->resting_ms);
     jw_obj_close(j);
 }
 
@@ -167,6 +186,11 @@ void body_error(jw *j, const body_err *e)
     case RL_E_LOCK_HELD:
     case RL_E_LOCK_CONTENDED:
         jw_key_int(j, "retry_after_ms", e->retry_after_ms < 0 ? 0 : e->retry_after_ms);
+        if (e->resting)
+            jw_key_bool(j, "resting", 1);
+        break;
+    case RL_E_MAX_HOLD_EXCEEDED:
+        jw_key_int(j, "max_hold_left_ms", e->max_hold_left_ms < 0 ? 0 : e->max_hold_left_ms);
         break;
     case RL_E_PERMITS_MISMATCH:
         if (e->permits > 0)

@@ -39,9 +39,16 @@ typedef struct body_lock {
     long permits;               /* semaphores: the number of permits (0: unknown) */
     int slot;                   /* semaphore grants: the permit's slot */
     long holds;                 /* reentrant holds: the count (0: not shown) */
+    long lock_delay_ms;         /* grants: the lock-delay (0: not shown) */
+    long max_hold_ms;           /* grants: the hold's bound (0: not shown) */
+    int64_t max_hold_left_ms;   /* extensions: what is left of the bound (-1: not shown) */
+    int64_t resting_ms;         /* inspections of a lock nobody holds: how long it still
+                                 * rests (0: not shown) */
+    int resting;                /* forced releases: the lock rests for its lock-delay */
 } body_lock;
 
-/* 201 of POST /locks/{name}: {"name","lease","fencing_token","validity_ms","ttl_ms"} */
+/* 201 of POST /locks/{name}: {"name","lease","fencing_token","validity_ms","ttl_ms"},
+ * and "lock_delay_ms", "max_hold_ms" when the lock has them */
 void body_granted(jw *j, const body_lock *l);
 
 /* A line of a streamed hold after its grant: {"event": event, "validity_ms" (when
@@ -49,11 +56,15 @@ void body_granted(jw *j, const body_lock *l);
 void body_hold_event(jw *j, const char *event, int64_t validity_ms, const char *reason);
 /* 200 of DELETE /locks/{name}: {"name","released":true[,"forced":true]} */
 void body_released(jw *j, const body_lock *l);
-/* 200 of PATCH /locks/{name}: {"name","fencing_token","validity_ms","ttl_ms"} */
+/* 200 of PATCH /locks/{name}: {"name","fencing_token","validity_ms","ttl_ms"}, and
+ * "max_hold_left_ms" for a hold with a bound */
 void body_extended(jw *j, const body_lock *l);
 /* 200 of GET /locks/{name}: {"name","held","owner","validity_ms","fencing_token","index"};
- * owner is null when the lock is free or was granted without one.  Never the lease. */
+ * owner is null when the lock is free or was granted without one.  Never the lease.
+ * "resting_ms" while a lock nobody holds rests (a lock-delay). */
 void body_inspected(jw *j, const body_lock *l);
+/* 200 of GET /locks/{name}?token=T, the token check: {"name","token","current","held"} */
+void body_checked(jw *j, const body_lock *l, uint64_t token, int current);
 
 /* The index of a lock's state as GET shows it: 2 x its counter, + 1 while held.  A
  * grant moves the counter, a release or an expiry the held bit; an extension by the
@@ -107,12 +118,15 @@ typedef struct body_err {
     size_t quarantined;         /* masters_quarantined: how many are out */
     int64_t rejoin_ms;          /* masters_quarantined: when the first is due back (-1: not
                                  * known: it waits for its peers) */
+    int resting;                /* lock_held: the lock rests (a lock-delay) */
+    int64_t max_hold_left_ms;   /* max_hold_exceeded: what is left of the bound */
 } body_err;
 
 /* {"error","message"}, plus "retry_after_ms" for RL_E_LOCK_HELD and
  * RL_E_LOCK_CONTENDED, "nodes_ok","quorum" for RL_E_QUORUM_UNAVAILABLE,
  * RL_E_VALIDITY_EXHAUSTED and RL_E_RELEASE_UNCONFIRMED, and with them "quarantined",
- * "rejoin_ms" for RL_E_MASTERS_QUARANTINED. */
+ * "rejoin_ms" for RL_E_MASTERS_QUARANTINED; "resting": true for a lock_held of a lock
+ * that rests; "max_hold_left_ms" for RL_E_MAX_HOLD_EXCEEDED. */
 void body_error(jw *j, const body_err *e);
 
 /* The Retry-After header that goes with a 409's retry_after_ms: whole seconds,

@@ -301,6 +301,8 @@ static const struct opt opts[] = {
      "largest ttl a request may ask for"},
     {"max-wait-ms", "REDLOCK_MAX_WAIT_MS", OPT_LONG, OFF(max_wait_ms), 0, 86400000L,
      "largest wait_ms a request may ask for"},
+    {"lock-delay-ms", "REDLOCK_LOCK_DELAY_MS", OPT_LONG, OFF(lock_delay_ms), 0, 86400000L * 30,
+     "lock_delay_ms of an exclusive lock whose acquire gives none (at most the max ttl)"},
     {"key-prefix", "REDLOCK_KEY_PREFIX", OPT_PREFIX, 0, 0, 0, "prefix of lock keys on the masters"},
     {"threads", "REDLOCK_THREADS", OPT_INT, OFF(threads), 1, 64, "worker threads"},
     {"max-connections", "REDLOCK_MAX_CONNECTIONS", OPT_LONG, OFF(max_connections), 1, 1000000,
@@ -594,6 +596,11 @@ int config_load(config *cfg, int argc, char **argv, char *err, size_t errlen)
     }
     if (cfg->default_ttl_ms > cfg->max_ttl_ms) {
         snprintf(err, errlen, "invalid default ttl %ld: above the max ttl %ld", cfg->default_ttl_ms,
+                 cfg->max_ttl_ms);
+        return CONFIG_ERROR;
+    }
+    if (cfg->lock_delay_ms > cfg->max_ttl_ms) {
+        snprintf(err, errlen, "invalid lock delay %ld: above the max ttl %ld", cfg->lock_delay_ms,
                  cfg->max_ttl_ms);
         return CONFIG_ERROR;
     }

@@ -34,6 +34,8 @@ typedef struct config {
     long default_ttl_ms;
     long max_ttl_ms;
     long max_wait_ms;
+    long lock_delay_ms;    /* the lock-delay of an exclusive lock whose acquire gives none
+                            * (docs/DESIGN.md section 14); at most max_ttl_ms */
     char key_prefix[128];
     int threads;
     long max_connections;  /* whole process */

@@ -30,6 +30,12 @@
       "reentrant must be true or false (exclusive locks only)")                      \
     X(RL_E_INVALID_QUERY, 400, "invalid_query",                                      \
       "the query string has an unknown or repeated parameter")                       \
+    X(RL_E_INVALID_LOCK_DELAY, 400, "invalid_lock_delay",                            \
+      "lock_delay_ms must be an integer 0..the max ttl (exclusive locks only)")      \
+    X(RL_E_INVALID_MAX_HOLD, 400, "invalid_max_hold",                                \
+      "max_hold_ms must be 0 or an integer at least the ttl (exclusive locks only)") \
+    X(RL_E_INVALID_TOKEN, 400, "invalid_token",                                      \
+      "token must be a fencing token: a positive integer")                           \
     X(RL_E_UNAUTHORIZED, 401, "unauthorized", "a valid bearer token is required")    \
     X(RL_E_FORBIDDEN, 403, "forbidden", "this token may not use this lock name")     \
     X(RL_E_NOT_FOUND, 404, "not_found", "no such route")                             \
@@ -42,6 +48,9 @@
       "no lease holds the lock, but concurrent attempts kept splitting the votes")    \
     X(RL_E_PERMITS_MISMATCH, 409, "permits_mismatch",                                \
       "the semaphore is in use with another number of permits")                     \
+    X(RL_E_MAX_HOLD_EXCEEDED, 409, "max_hold_exceeded",                              \
+      "the extension would carry the hold past its max_hold_ms: extend by at most "   \
+      "max_hold_left_ms, or let go")                                                 \
     X(RL_E_BODY_TOO_LARGE, 413, "body_too_large", "request bodies are limited to 64 KiB") \
     X(RL_E_CLIENT_CLOSED, 499, "client_closed", "the client closed the connection")  \
     X(RL_E_INTERNAL, 500, "internal", "internal error")                              \

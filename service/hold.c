@@ -32,6 +32,12 @@ struct hold {
     loop_timer letgo;           /* ending: the release at told_until (told mode;
                                  * immediate mode after "lost") */
     long ttl_ms;
+    long max_hold_ms;           /* the grant's bound (0: none): extensions go up to it */
+    int final;                  /* the masters capped the last extension at the bound: no
+                                 * other can add to it; the hold ends with it */
+    int clean;                  /* its client asked to let go: the release frees the lock
+                                 * at once; any other end lets a lock with a lock-delay
+                                 * rest (docs/DESIGN.md section 14) */
     int lock_mode;              /* the grant's (enum lockop_mode): its extensions and
                                  * release go the same way */
     size_t name_len, lease_len;
@@ -119,6 +125,8 @@ static void run(hold *h, int kind)
     h->op.lease_len = h->lease_len;
     h->op.ttl_ms = h->ttl_ms;
     h->op.mode = h->lock_mode; /* a permit's extension and release go by its semaphore */
+    h->op.capped = kind == LOCKOP_EXTEND && h->max_hold_ms > 0;
+    h->op.rest = kind == LOCKOP_RELEASE && !h->clean && h->lock_mode == LOCKOP_EXCLUSIVE;
     h->busy = 1;
     h->sent_us = clock_now_us();
     h->env->start_op(h->env->owner, &h->op);
@@ -172,33 +180,42 @@ static void arm_lost(hold *h)
     loop_timer_start(loop_of(h), &h->lost, at > now ? at : now);
 }
 
-/* No extension came through in time: say so before the validity ends, and let go
- * only once the validity told has run out, in both modes: the line is said a margin
- * early so that the client stops in time, and a one-way client reads it when it reads
- * it (docs/DESIGN.md section 10). */
+/* No extension came through in time, or the hold reached its bound: say so before
+ * the validity ends, and let go only once the validity told has run out, in both
+ * modes: the line is said a margin early so that the client stops in time, and a
+ * one-way client reads it when it reads it (docs/DESIGN.md section 10). */
 static void on_lost(loop_timer *t)
 {
     hold *h = container_of(t, hold, lost);
-    tell(h, HOLD_LOST, 0, "no_quorum");
+    tell(h, HOLD_LOST, 0, h->final ? "max_hold" : "no_quorum");
     end_at(h, h->told_until_us);
 }
 
 /* An extension sent at sent_us succeeded: the keys it renewed outlive
- * sent + ttl - drift allowance (section 1), which is all the hold ever counts on.
- * Timers first, then the owner (who may end it). */
-static void extended(hold *h)
+ * sent + ttl - drift allowance (section 1), which is all the hold ever counts on --
+ * or sent + what was left of the hold's bound, where the masters capped it there
+ * (held_ms below the ttl): then no extension can add to it, and the hold ends with it
+ * (on_lost says "max_hold").  Timers first, then the owner (who may end it). */
+static void extended(hold *h, int64_t held_ms)
 {
-    int64_t until = h->sent_us + redlock_validity_ms(h->ttl_ms, 0, h->env->ops->conf->drift_factor) * 1000;
+    if (held_ms <= 0 || held_ms > h->ttl_ms)
+        held_ms = h->ttl_ms;
+    if (held_ms < h->ttl_ms)
+        h->final = 1;
+    int64_t v = redlock_validity_ms(held_ms, 0, h->env->ops->conf->drift_factor);
+    int64_t until = h->sent_us + (v > 0 ? v : 0) * 1000;
     int64_t now = clock_now_us();
     if (until <= now) { /* the round took the whole validity: as good as a failure */
-        arm_tick(h, retry_ms(h->ttl_ms));
+        if (!h->final)
+            arm_tick(h, retry_ms(h->ttl_ms));
         return;
     }
     if (until > h->valid_until_us || !h->exact)
         h->valid_until_us = until;
     h->exact = 1;
     arm_lost(h);
-    arm_tick(h, hold_period_ms(h->ttl_ms));
+    if (!h->final)
+        arm_tick(h, hold_period_ms(h->ttl_ms));
     if (h->mode == HOLD_IMMEDIATE && h->cb && h->valid_until_us > h->told_until_us)
         h->told_until_us = h->valid_until_us; /* the extended line says it */
     tell(h, HOLD_EXTENDED, (h->valid_until_us - now) / 1000, NULL);
@@ -227,6 +244,7 @@ static void op_done(lockop *op)
     hold *h = op->owner;
     int kind = op->kind;
     rl_err err = op->err;
+    int64_t held_ms = op->hold_ms;
     h->busy = 0;
     lockop_fini(op);
     if (kind == LOCKOP_RELEASE) {
@@ -239,7 +257,7 @@ static void op_done(lockop *op)
         return;
     }
     if (err == RL_OK) {
-        extended(h);
+        extended(h, held_ms);
         if (h->ending)
             return; /* its owner ended it meanwhile */
         if (h->recheck) { /* a release came while it was in flight: ask again */
@@ -255,6 +273,12 @@ static void op_done(lockop *op)
         /* Gone from a quorum: released with its lease, or lost.  The extension let go
          * of what was left of it already. */
         finish(h, h->release_seen ? HOLD_RELEASED : HOLD_LOST, h->release_seen ? NULL : "lease_lost");
+        return;
+    }
+    if (err == RL_E_MAX_HOLD_EXCEEDED) {
+        /* At the bound: nothing more to extend.  The lost timer, armed at the last
+         * validity, says "max_hold". */
+        h->final = 1;
         return;
     }
     /* No quorum this time: again soon, until the lost timer says it is too late. */
@@ -291,6 +315,7 @@ void hold_start(hold *h, const lockop *g, int mode, hold_cb cb, void *owner)
     h->owner = owner;
     h->mode = mode;
     h->ttl_ms = g->ttl_ms;
+    h->max_hold_ms = g->max_hold_ms;
     h->lock_mode = g->mode;
     h->name_len = g->name_len;
     memcpy(h->name, g->name, g->name_len + 1);
@@ -359,9 +384,11 @@ void hold_release(hold *h, const char *reason)
         h->tell_released = h->cb != NULL;
         h->end_reason = reason;
     }
-    /* The client's own request lets go at once; its silence only once what it was
-     * told has run out (it has by the time the owner notices: silence lasts a ttl). */
+    /* The client's own request lets go at once (and frees a lock with a lock-delay at
+     * once); its silence only once what it was told has run out (it has by the time
+     * the owner notices: silence lasts a ttl), and lets it rest. */
     int asked = reason && strcmp(reason, "requested") == 0;
+    h->clean = asked;
     end_at(h, asked ? 0 : letgo_at(h));
 }
 

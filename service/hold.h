@@ -30,7 +30,9 @@ typedef struct hold hold;
 
 enum hold_event {
     HOLD_EXTENDED,   /* extended: valid for validity_ms from now */
-    HOLD_LOST,       /* cannot be counted on any more (reason).  Immediate mode: the
+    HOLD_LOST,       /* cannot be counted on any more (reason: "no_quorum",
+                      * "lease_lost", "shutting_down", "bad_message", or "max_hold": the
+                      * hold reached its bound, docs/DESIGN.md section 14).  Immediate mode: the
                       * hold is over.  Told mode: HOLD_OVER follows once the lock is let
                       * go */
     HOLD_RELEASED,   /* released (reason: NULL by a DELETE with its lease, "requested",
@@ -81,7 +83,9 @@ void hold_told_grant(hold *h);
 int64_t hold_answer(hold *h);
 
 /* The client asks to let the lock go (reason: "requested", or "client_silent" when it
- * has been silent: then not before the validity told has run out).  Ends with
+ * has been silent: then not before the validity told has run out).  Only "requested"
+ * frees a lock with a lock-delay at once: every other end of a hold lets it rest
+ * (docs/DESIGN.md section 14).  Ends with
  * HOLD_RELEASED (reason) if the release reached a quorum, else HOLD_LOST
  * ("no_quorum") and HOLD_OVER; after HOLD_LOST, with HOLD_OVER. */
 void hold_release(hold *h, const char *reason);

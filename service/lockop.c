@@ -142,6 +142,7 @@ void lockop_init(lockop *op, lockop_env *env, int kind, const char *name, size_t
     op->start_us = clock_now_us();
     op->release_mask = ~(uint64_t)0;
     op->answered = SIZE_MAX;
+    op->bound_ms = -1;
 }
 
 int lockop_set_multi(lockop *op, const char *const *names, const size_t *lens, size_t n)
@@ -219,17 +220,27 @@ static void attempt_begin(lockop *op, round *rd)
     static const char hex[] = "0123456789abcdef";
     memcpy(op->value, op->lease, op->lease_len);
     op->value_len = op->lease_len;
-    if (!op->lease_fresh || op->attempts || op->holder_len) {
-        /* A lease the client chose (or a second attempt, or an owner to keep): another
-         * attempt may carry it too, so this one writes its own tag.  A lease made for
-         * this request and tried once without an owner is its own tag, and the masters
-         * compare it whole (cheaper). */
+    if (!op->lease_fresh || op->attempts || op->holder_len || op->delay_ms || op->max_hold_ms) {
+        /* A lease the client chose (or a second attempt, or an owner, a lock-delay or a
+         * bound to keep): another attempt may carry it too, so this one writes its own
+         * tag.  A lease made for this request and tried once without any of those is
+         * its own tag, and the masters compare it whole (cheaper). */
         uint64_t tag = ((uint64_t)rnd(op->env) << 32) | rnd(op->env);
         op->value[op->lease_len] = '.';
         for (int i = 0; i < 16; i++)
             op->value[op->lease_len + 1 + i] = hex[(tag >> (60 - 4 * i)) & 15];
         op->value_len = op->lease_len + 17;
     }
+    /* "~<delay>" and "^<bound>" after the tag (docs/DESIGN.md section 14): the masters
+     * keep the name this long past a hold that ends without a release, and refuse to
+     * extend it past the bound, which the grant's script makes a deadline of its own
+     * clock.  The tag is there whenever they are. */
+    if (op->delay_ms > 0)
+        op->value_len += (size_t)snprintf(op->value + op->value_len, sizeof op->value - op->value_len,
+                                          "~%ld", op->delay_ms);
+    if (op->max_hold_ms > 0)
+        op->value_len += (size_t)snprintf(op->value + op->value_len, sizeof op->value - op->value_len,
+                                          "^%ld", op->max_hold_ms);
     if (op->holder_len) {
         /* "<lease>.<tag>\n<owner>": the owner never goes without a tag (untag() and
          * mine() read the lease before the '.'; adopted() marks before the '\n') */
@@ -406,13 +417,17 @@ static void acquire_refused(lockop *op, round *rd)
         op->retry_after_ms = redlock_retry_after_ms(rd->replies, re->n, re->quorum,
                                                     op->env->conf->default_ttl_ms);
         err = op->shape->refused(op, rd);
-        if (err == RL_E_LOCK_HELD && op->mode == LOCKOP_EXCLUSIVE) {
+        if (err == RL_E_LOCK_HELD && op->mode != LOCKOP_SEMAPHORE) {
             const redlock_reply *holder = NULL;
             for (size_t i = 0; i < re->n && !holder; i++)
                 if (rd->replies[i].state == RL_SLOT_REFUSED && rd->replies[i].has_value)
                     holder = &rd->replies[i];
-            waitq_held(&op->env->wq, &op->w, holder ? holder->value : NULL,
-                       holder ? holder->value_len : 0, op->retry_after_ms);
+            op->resting = holder && holder->value_len == sizeof SCRIPTS_HOLDER_RESTING - 1 &&
+                          memcmp(holder->value, SCRIPTS_HOLDER_RESTING, holder->value_len) == 0;
+            /* a lock that rests is not known as held here: each 409 says it rests */
+            if (!op->resting && op->mode == LOCKOP_EXCLUSIVE)
+                waitq_held(&op->env->wq, &op->w, holder ? holder->value : NULL,
+                           holder ? holder->value_len : 0, op->retry_after_ms);
         }
     }
     drop_round(op);
@@ -533,6 +548,8 @@ static void acquire_done(round *rd)
     }
     /* The lock's own expiry, as a quorum of granting masters holds it: the ttl for a
      * fresh grant; more for a re-entry, which never shortens a hold (DESIGN.md §12). */
+    /* (A lock-delay is kept on top of the ttl; an adopted key answers the holder's part,
+     * without it: §14.) */
     op->hold_ms = redlock_granted_ms(rd->replies, re->n, re->quorum, op->ttl_ms);
     if (redlock_validity_ms(op->hold_ms, clock_now_us() - rd->start_us, op->env->conf->drift_factor) <= 0) {
         drop_round(op);
@@ -793,8 +810,8 @@ static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t
     if (op->scope)
         snprintf(f->scope, sizeof f->scope, "%s", op->scope);
     if (op->kind == LOCKOP_RELEASE && op->mode != LOCKOP_SEMAPHORE)
-        f->who_len = (size_t)snprintf(f->who, sizeof f->who, "%s*%lld", op->lease,
-                                      (long long)target);
+        f->who_len = (size_t)snprintf(f->who, sizeof f->who, "%s*%lld%s", op->lease,
+                                      (long long)target, op->rest ? "~" : "");
     else
         f->who_len = (size_t)snprintf(f->who, sizeof f->who, "%s", op->lease);
     f->mask |= mask;
@@ -818,8 +835,8 @@ static void purge_stale(lockop *op, const int64_t *left, size_t n)
     round *rd = mask ? round_new(op->env->rounds, NULL, NULL) : NULL;
     if (!rd)
         return;
-    char who[LEASE_MAX_LEN + 3];
-    int wl = snprintf(who, sizeof who, "%s*0", op->lease);
+    char who[LEASE_MAX_LEN + 4];
+    int wl = snprintf(who, sizeof who, "%s*0%s", op->lease, op->rest ? "~" : "");
     shape_send_release(op, rd, who, (size_t)wl, mask);
     round_unref(rd);
 }
@@ -891,7 +908,7 @@ static int try_handoff(lockop *r)
     shape_keys kb;
     shape_keys_of(h, &kb);
     char ttl[24];
-    int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms);
+    int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms + h->delay_ms);
     const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, r->lease,
                           h->value, ttl, kb.chan, env->origin};
     size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
@@ -922,7 +939,9 @@ static void release_done(round *rd);
 static int release_start(lockop *op)
 {
     lockop_env *env = op->env;
-    if (!op->multi && op->mode != LOCKOP_SEMAPHORE && try_handoff(op))
+    /* A hold that ended without its holder's word (op->rest) hands nothing over: a lock
+     * with a lock-delay rests first (docs/DESIGN.md section 14). */
+    if (!op->multi && op->mode != LOCKOP_SEMAPHORE && !op->rest && try_handoff(op))
         return 0;
     round *rd = round_new(env->rounds, release_done, op);
     if (!rd)
@@ -934,7 +953,9 @@ static int release_start(lockop *op)
     }
     rd->wait_all = 1; /* until release_decode() knows the outcome */
     rd->decode = release_decode;
-    shape_send_release(op, rd, op->lease, op->lease_len, round_all(env->rounds));
+    char who[LEASE_MAX_LEN + 2];
+    size_t wl = (size_t)snprintf(who, sizeof who, "%s%s", op->lease, op->rest ? "~" : "");
+    shape_send_release(op, rd, who, wl, round_all(env->rounds));
     return 0;
 }
 
@@ -960,13 +981,19 @@ static void extend_done(round *rd)
 {
     redlock_tally t;
     lockop *op = heard(rd, &t);
+    int64_t elapsed_ms = (clock_now_us() - rd->start_us + 999) / 1000;
     /* Lost only when at least N - Q + 1 masters said the lease is not there: then at
      * most Q - 1 can hold it.  Fewer than Q that hold it, with others silent, is no
      * quorum this time: the silent ones may hold it too, and the holder's validity
      * still runs (docs/DESIGN.md section 1, "When an extension finds the lease lost"). */
     int lost = t.refused >= rd->env->n - rd->env->quorum + 1;
     if (rd->decision == RL_DECIDE_QUORUM) {
-        op->validity_ms = redlock_validity_ms(op->ttl_ms, clock_now_us() - rd->start_us,
+        /* the ttl, or less where the masters capped it at the hold's bound (§14) */
+        op->hold_ms = redlock_extended_ms(rd->replies, rd->env->n, rd->env->quorum, op->ttl_ms);
+        op->bound_ms = redlock_bound_left_ms(rd->replies, rd->env->n, rd->env->quorum, 1);
+        if (op->bound_ms >= 0)
+            op->bound_ms = op->bound_ms > elapsed_ms ? op->bound_ms - elapsed_ms : 0;
+        op->validity_ms = redlock_validity_ms(op->hold_ms, clock_now_us() - rd->start_us,
                                               op->env->conf->drift_factor);
         op->token = redlock_token(rd->replies, rd->env->n);
         if (op->mode == LOCKOP_SEMAPHORE) {
@@ -985,13 +1012,22 @@ static void extend_done(round *rd)
             op->err = RL_E_VALIDITY_EXHAUSTED;
             count(op->env, CNT_EXT_UNAVAILABLE);
         }
+    } else if (rd->decision == RL_DECIDE_NO_QUORUM &&
+               (op->bound_ms = redlock_bound_left_ms(rd->replies, rd->env->n, rd->env->quorum, 0)) >= 0) {
+        /* The extension would carry the hold past its bound (§14): refused, and the
+         * lock left as it is (it ends at the bound, or before). */
+        op->err = RL_E_MAX_HOLD_EXCEEDED;
+        op->bound_ms = op->bound_ms > elapsed_ms ? op->bound_ms - elapsed_ms : 0;
+        count(op->env, CNT_EXT_NOT_FOUND);
     } else if (rd->decision == RL_DECIDE_NO_QUORUM && lost) {
         /* The lock is lost: free what is left of it (any attempt's value under the
-         * lease, as a release by the lease would) so others need not wait. */
+         * lease, as a release by the lease would) so others need not wait -- a lock
+         * with a lock-delay that rests keeps resting ('~': its holder did not say it
+         * was done). */
         op->err = RL_E_LEASE_NOT_FOUND;
         count(op->env, CNT_EXT_NOT_FOUND);
-        memcpy(op->value, op->lease, op->lease_len + 1);
-        op->value_len = op->lease_len;
+        op->value_len = (size_t)snprintf(op->value, sizeof op->value, "%s%s", op->lease,
+                                         op->mode == LOCKOP_EXCLUSIVE ? "~" : "");
         release_everywhere(op);
     } else {
         op->err = RL_E_QUORUM_UNAVAILABLE;
@@ -1019,6 +1055,13 @@ static void inspect_done(round *rd)
         if (op->held && op->validity_ms < 0 && valid != INT64_MAX)
             op->validity_ms = 0;
         op->token = redlock_max_fence(rd->replies, re->n);
+        /* a lock nobody holds may still rest (a lock-delay, §14): until when */
+        op->rest_ms = 0;
+        if (!op->held && op->mode != LOCKOP_SEMAPHORE) {
+            int64_t rest = redlock_resting_ms(rd->replies, re->n, re->quorum);
+            op->rest_ms = rest > elapsed_ms ? rest - elapsed_ms : 0;
+        }
+        op->current = op->check_token && redlock_token_current(rd->replies, re->n, h, op->check_token);
         op->readers = (long)redlock_quorum_count(rd->replies, re->n, re->quorum);
         op->holds = 0;
         if (h >= 0 && op->lease_len && rd->replies[h].value_len == op->lease_len &&
@@ -1041,9 +1084,11 @@ static void inspect_done(round *rd)
 static void force_done(round *rd)
 {
     lockop *op = heard(rd, NULL);
-    op->held = 0;
-    for (size_t i = 0; i < rd->env->n; i++)
+    op->held = op->resting = 0;
+    for (size_t i = 0; i < rd->env->n; i++) {
         op->held |= rd->replies[i].state == RL_SLOT_OK && rd->replies[i].released;
+        op->resting |= rd->replies[i].state == RL_SLOT_OK && rd->replies[i].rested;
+    }
     if (op->nodes_ok >= rd->env->quorum) {
         op->err = RL_OK;
         count(op->env, CNT_REL_OK);
@@ -1124,7 +1169,8 @@ void lockop_start(lockop *op)
             break;
         shape_keys_of(op, &kb);
         char setk[KEYS_MAX], ttl[24];
-        int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+        /* negative: up to the hold's bound rather than refused past it (scripts.c) */
+        int tl = snprintf(ttl, sizeof ttl, "%s%ld", op->capped ? "-" : "", op->ttl_ms);
         if (op->mode == LOCKOP_SEMAPHORE) {
             const char *argv[] = {kb.key, kb.bucket, op->lease, ttl, kb.slots};
             size_t lens[] = {kb.key_len, kb.bucket_len, op->lease_len, (size_t)tl, kb.slots_len};

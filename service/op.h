@@ -98,6 +98,18 @@ struct lockop {
     int mode;                   /* enum lockop_mode */
     int permits;                /* LOCKOP_SEMAPHORE, ACQUIRE: how many (1..SEM_MAX_PERMITS) */
     int reentrant;              /* ACQUIRE: a repeated lease counts one more hold */
+    long delay_ms;              /* ACQUIRE (exclusive): the lock-delay: a hold that ends
+                                 * without a release keeps others out this long more
+                                 * (docs/DESIGN.md section 14); 0: none */
+    long max_hold_ms;           /* ACQUIRE (exclusive): the hold's bound, counted from
+                                 * the grant on each master; 0: none */
+    int rest;                   /* RELEASE (exclusive): the hold ended without its
+                                 * holder's word: a lock with a lock-delay rests instead
+                                 * of going */
+    int capped;                 /* EXTEND: up to the hold's bound, rather than refused
+                                 * past it (a streamed hold's) */
+    uint64_t check_token;       /* INSPECT: the token check asks about this token (0: not
+                                 * a check) */
     const char *scope;          /* MRELEASE: a name prefix every name must have (NULL: any) */
     int64_t start_us;
     int64_t wait_deadline_us;   /* 0: no waiting */
@@ -125,6 +137,11 @@ struct lockop {
                                  * RELEASE, what is left (0: released); INSPECT, the
                                  * holder's if op->lease is the holder's */
     int64_t retry_after_ms;
+    int resting;                /* ACQUIRE refused: the lock rests (a lock-delay) */
+    int64_t rest_ms;            /* INSPECT: how long a lock nobody holds still rests (0:
+                                 * it does not) */
+    int64_t bound_ms;           /* EXTEND: what is left of the hold's bound (-1: none) */
+    int current;                /* INSPECT with check_token: the token is the holder's */
     size_t nodes_ok;
     size_t answered;             /* masters that answered the op's last round (an error
                                   * too), as its 503 says; SIZE_MAX: not known */
@@ -137,7 +154,8 @@ struct lockop {
     loop_timer done_timer;      /* done() runs from the loop, never inside a call */
     int attempts;
     uint64_t release_mask;      /* after a failed acquire: masters that may hold the key */
-    char value[LEASE_MAX_LEN + 18 + 1 + OWNER_MAX_LEN]; /* "<lease>.<tag>[\n<owner>]":
+    char value[LEASE_MAX_LEN + 18 + 48 + 1 + OWNER_MAX_LEN]; /* "<lease>.<tag>[~<delay>]
+                                 * [^<bound>][\n<owner>]":
                                  * what this attempt writes; its clean-up deletes only keys
                                  * holding exactly this (the '!' of an adopted key is
                                  * added on the master, never here) */
@@ -147,7 +165,9 @@ struct lockop {
     lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
     int waiting;                /* counted in env->waiting */
     int64_t hold_ms;            /* a grant: how long a quorum of its masters holds the key
-                                 * (the ttl, or more for a re-entry: never shortened) */
+                                 * (the ttl, or more for a re-entry: never shortened), its
+                                 * lock-delay aside; an extension: how long it holds it now
+                                 * (the ttl, or less at the hold's bound) */
     uint64_t intent_mask;       /* masters an attempt of this waiting writer sent its mark
                                  * to (P#w:): taken back from them when it is answered */
 };

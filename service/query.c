@@ -10,13 +10,16 @@
 /* owner and hold where the operation refuses them: api.c answers them with their own
  * error (invalid_owner, invalid_hold: "only with POST /locks/{name}"). */
 static const char *const p_acquire[] = {"ttl_ms", "wait_ms", "lease", "owner", "hold", "mode",
-                                        "reentrant", "permits", NULL};
+                                        "reentrant", "permits", "lock_delay_ms", "max_hold_ms",
+                                        NULL};
 static const char *const p_release[] = {"lease", "force", "owner", "hold", NULL};
 static const char *const p_extend[] = {"lease", "ttl_ms", "owner", "hold", NULL};
-static const char *const p_inspect[] = {"index", "wait_ms", "hold", "lease", NULL};
-/* A semaphore's: mode and reentrant, index and force answer their own errors there. */
+static const char *const p_inspect[] = {"index", "wait_ms", "hold", "lease", "token", NULL};
+/* A semaphore's: mode, reentrant, lock_delay_ms and max_hold_ms, index and force answer
+ * their own errors there. */
 static const char *const p_sem_acquire[] = {"permits", "ttl_ms", "wait_ms", "lease", "owner",
-                                            "hold", "mode", "reentrant", NULL};
+                                            "hold", "mode", "reentrant", "lock_delay_ms",
+                                            "max_hold_ms", NULL};
 static const char *const p_sem_inspect[] = {"index", "hold", NULL};
 static const char *const p_list[] = {"prefix", "limit", NULL};
 static const char *const p_mrelease[] = {"lease", "owner", NULL};

@@ -300,6 +300,58 @@ int64_t redlock_granted_ms(const redlock_reply *r, size_t n, size_t quorum, int6
     return k >= quorum && quorum ? redlock_quorum_at_least(v, k, quorum) : ttl_ms;
 }
 
+int64_t redlock_extended_ms(const redlock_reply *r, size_t n, size_t quorum, int64_t ttl_ms)
+{
+    int64_t v[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 64; i++)
+        if (r[i].state == RL_SLOT_OK)
+            v[k++] = r[i].bound_ms >= 0 && r[i].bound_ms < ttl_ms ? r[i].bound_ms : ttl_ms;
+    return k >= quorum && quorum ? redlock_quorum_at_least(v, k, quorum) : ttl_ms;
+}
+
+int64_t redlock_bound_left_ms(const redlock_reply *r, size_t n, size_t quorum, int ok)
+{
+    int64_t v[64], least = -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 64; i++) {
+        if (r[i].bound_ms < 0 || r[i].state != (ok ? RL_SLOT_OK : RL_SLOT_REFUSED))
+            continue;
+        v[k++] = r[i].bound_ms;
+        if (least < 0 || r[i].bound_ms < least)
+            least = r[i].bound_ms;
+    }
+    if (!ok || !k)
+        return least;
+    /* masters that extended without a bound (none, in practice) do not lower it */
+    return redlock_quorum_at_least(v, k, quorum < k ? quorum : k);
+}
+
+int64_t redlock_resting_ms(const redlock_reply *r, size_t n, size_t quorum)
+{
+    int64_t v[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 64; i++)
+        v[k++] = r[i].state != RL_SLOT_OK ? INT64_MAX : r[i].rest_ms > 0 ? r[i].rest_ms : 0;
+    if (!quorum || k < quorum)
+        return 0;
+    qsort(v, k, sizeof v[0], cmp_i64);
+    return v[quorum - 1] == INT64_MAX ? 0 : v[quorum - 1];
+}
+
+int redlock_token_current(const redlock_reply *r, size_t n, int holder, uint64_t token)
+{
+    if (holder < 0 || (size_t)holder >= n)
+        return 0;
+    const redlock_reply *h = &r[holder];
+    uint64_t top = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].state == RL_SLOT_OK && r[i].has_value && r[i].value_len == h->value_len &&
+            memcmp(r[i].value, h->value, h->value_len) == 0 && r[i].stored > top)
+            top = r[i].stored;
+    return top != 0 && top == token;
+}
+
 int redlock_release_known(const int64_t *left, size_t n, size_t quorum, int64_t *holds)
 {
     /* The holds a quorum may count lie between two bounds: the masters yet to answer

@@ -40,6 +40,14 @@ typedef struct redlock_reply {
                           * inspect: the holder's */
     int64_t left;        /* release, handoff: holds the lease still counts (0: released) */
     int answered;        /* the master answered anything in time (an error too) */
+    int64_t bound_ms;    /* extend: what is left of the hold's max_hold_ms on this master
+                          * (-1: the lock has none); refused with it: the extension would
+                          * pass it */
+    uint64_t stored;     /* inspect: the token the holder's key was granted with (0: not
+                          * known) */
+    int64_t rest_ms;     /* inspect: how long a key with a lock-delay, or resting, still
+                          * keeps the name from others (0: none of those) */
+    int rested;          /* force: the lock was left resting (its lock-delay) */
 } redlock_reply;
 
 /* Counts over a round's replies. */
@@ -131,6 +139,29 @@ int64_t redlock_quorum_at_least(int64_t *v, size_t k, size_t quorum);
  * that a re-entry's answer is the lock's own and a fresh grant's is its ttl.  ttl_ms
  * when fewer than quorum granted.  The validity is then redlock_validity_ms() of it. */
 int64_t redlock_granted_ms(const redlock_reply *r, size_t n, size_t quorum, int64_t ttl_ms);
+
+/* An extension granted by a quorum: how long its key lives, as a quorum of the
+ * masters that extended it holds it: the quorum-th largest of ttl_ms, or what is left
+ * of the hold's bound where a master capped it there (bound_ms).  ttl_ms when fewer
+ * than quorum extended. */
+int64_t redlock_extended_ms(const redlock_reply *r, size_t n, size_t quorum, int64_t ttl_ms);
+
+/* What is left of a hold's bound (max_hold_ms), as the masters that answered with one
+ * say: the quorum-th largest among the masters that extended (ok), or the smallest
+ * among those that refused for it (!ok).  -1 when none said. */
+int64_t redlock_bound_left_ms(const redlock_reply *r, size_t n, size_t quorum, int ok);
+
+/* An inspection of a lock nobody holds: how long until a quorum of masters is free of
+ * it -- the quorum-th smallest of what each master's key with a lock-delay (or left
+ * resting) still has (0 where there is none; a master that did not answer counts as
+ * never).  0: free now (or nothing rests). */
+int64_t redlock_resting_ms(const redlock_reply *r, size_t n, size_t quorum);
+
+/* The token check (docs/DESIGN.md section 14): whether token is the current holder's.
+ * holder is the index redlock_inspect_holder() returned (-1: nobody holds the name on
+ * a quorum: no).  Yes when the largest token stored with the holder's keys, over the
+ * masters that answered holding them, is token. */
+int redlock_token_current(const redlock_reply *r, size_t n, int holder, uint64_t token);
 
 /* A release, from what each master says the lease keeps there after it: left[i] the
  * holds master i still counts (0: it deleted the key, or never had it), negative when

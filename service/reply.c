@@ -26,6 +26,10 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     out->has_value = 0;
     out->released = 0;
     out->count = out->count_pttl = out->holds = out->left = 0;
+    out->bound_ms = -1;
+    out->stored = 0;
+    out->rest_ms = 0;
+    out->rested = 0;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         fail(out);
         return;
@@ -103,20 +107,22 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     case SCRIPT_EXTEND:
     case SCRIPT_SEM_EXTEND:
         if (r->type == REDIS_REPLY_ARRAY &&
-            (r->elements == 2 ||
-             (script == SCRIPT_SEM_EXTEND && r->elements == 3 && int_at(r, 2, &c) && c >= 0)) &&
+            (r->elements == 2 || (r->elements == 3 && int_at(r, 2, &c) && c >= 0)) &&
             int_at(r, 0, &a) && int_at(r, 1, &b) && b >= 0) {
             out->state = a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
             out->fence = (uint64_t)b;
-            out->count = r->elements == 3 ? c : 0; /* a permit's slot */
+            if (script == SCRIPT_SEM_EXTEND)
+                out->count = r->elements == 3 ? c : 0; /* a permit's slot */
+            else if (r->elements == 3 && (a == 1 || a == 3))
+                out->bound_ms = c; /* {1|3, F, what is left of the hold's bound} */
             return;
         }
         break;
     case SCRIPT_INSPECT:
     case SCRIPT_SEM_INSPECT:
-        if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 7 ||
-            r->elements == 5 || !int_at(r, 1, &b) || !int_at(r, 2, &c) || c < 0 ||
-            !r->element[0])
+        if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 9 ||
+            r->elements == 5 || r->elements == 8 || !int_at(r, 1, &b) || !int_at(r, 2, &c) ||
+            c < 0 || !r->element[0])
             break;
         out->owner_len = 0;
         if (r->elements >= 6) {
@@ -128,11 +134,20 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
             out->count = n;
             out->count_pttl = l;
         }
-        if (r->elements == 7) {
+        if (r->elements >= 7) {
             long long h = 0;
             if (!int_at(r, 6, &h) || h < 0)
                 break;
             out->holds = h;
+        }
+        if (r->elements == 9) {
+            /* the token the holder's key was granted with, and how long a key with a
+             * lock-delay (or resting) keeps the name from others */
+            long long t = 0, rest = 0;
+            if (!int_at(r, 7, &t) || t < 0 || !int_at(r, 8, &rest) || rest < 0)
+                break;
+            out->stored = (uint64_t)t;
+            out->rest_ms = rest;
         }
         if (r->elements >= 4) {
             /* the owner the grant was made with ("": none) */
@@ -160,7 +175,8 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     case SCRIPT_FORCE:
         if (r->type == REDIS_REPLY_INTEGER) {
             out->state = RL_SLOT_OK; /* the key is gone there, whoever held it */
-            out->released = r->integer == 1;
+            out->released = r->integer == 1 || r->integer == 2;
+            out->rested = r->integer == 2; /* ... and rests there for its lock-delay */
             return;
         }
         break;

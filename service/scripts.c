@@ -34,7 +34,25 @@
  * adopted(v)  the value an attempt writes where it finds its lease already (another
  *           attempt's key, adopted): marked '!' (before the owner, if any), so that no
  *           attempt's clean-up, which deletes only its exact value, ever takes a key
- *           that another attempt may have counted on (docs/DESIGN.md, section 5) */
+ *           that another attempt may have counted on (docs/DESIGN.md, section 5)
+ *
+ * and, for what a lock value carries besides (docs/DESIGN.md section 14): in its header
+ * (before the owner) '~<ms>' its lock-delay, '^<ms>' its bound (max_hold_ms as sent;
+ * the deadline in this master's clock once written), '@<F>' the master's counter after
+ * the bump of the grant that wrote it (the token check reads it):
+ * stamp(value, f)  what a fresh grant writes: its deadline made absolute, '@f' added
+ * and, made once per call and only where needed (ext(): a lock's hot path pays for none
+ * of these closures):
+ * split(v)  the header and the rest ('' or "\n<owner>")
+ * delay(v)  the lock-delay the value carries (0: none)
+ * rests(key, v)  the lock rests: a resting key (SCRIPTS_HOLDER_RESTING, left by a force
+ *           or a failed hold), or its holder's part (PTTL - delay) is over
+ * holder(key, v)  what a refusal names: the lease, or SCRIPTS_HOLDER_RESTING
+ * carry(v, nv)  what an adoption writes (nv, the new attempt's value): the old value's
+ *           lock-delay, deadline and counter kept (a hold keeps what its grant had:
+ *           its lock-delay, its bound and its token)
+ * cap(v, p) p, never past the value's deadline (plus its delay)
+ * same(v, who)  v is exactly what the attempt `who` wrote (its stamps aside) */
 #define PRELUDE                                                                      \
     "local W = table.remove(ARGV, 1) or ''\n"                                         \
     "local M = redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')\n"                    \
@@ -79,10 +97,13 @@
     "  return f\n"                                                                     \
     "end\n"                                                                            \
     "local function mine(v, l)\n"                                                      \
-    "  return v and (v == l or (string.byte(v, #l + 1) == 46 and string.find(v, l, 1, true) == 1))\n" \
+    "  if not v then return false end\n"                                               \
+    "  if v == l then return true end\n"                                               \
+    "  local c = string.byte(v, #l + 1)\n"                                             \
+    "  return (c == 46 or c == 64) and string.find(v, l, 1, true) == 1\n"              \
     "end\n"                                                                            \
     "local function untag(v)\n"                                                        \
-    "  local d = string.find(v, '.', 1, true)\n"                                       \
+    "  local d = string.find(v, '[.@]')\n"                                             \
     "  if d then return string.sub(v, 1, d - 1) end\n"                                 \
     "  return v\n"                                                                     \
     "end\n"                                                                            \
@@ -91,6 +112,66 @@
     "  local t = redis.call('TIME')\n"                                                \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"            \
     "end\n"                                                                           \
+    "local XL\n"                                                                      \
+    "local function ext()\n"                                                         \
+    "  if XL then return XL end\n"                                                   \
+    "  local x = {}\n"                                                               \
+    "  function x.split(v)\n"                                                        \
+    "    local nl = string.find(v, '\\n', 1, true)\n"                                 \
+    "    if nl then return string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"        \
+    "    return v, ''\n"                                                             \
+    "  end\n"                                                                        \
+    "  function x.delay(v)\n"                                                        \
+    "    if not string.find(v, '~', 1, true) then return 0 end\n"                    \
+    "    return tonumber(string.match(x.split(v), '~(%d+)')) or 0\n"                 \
+    "  end\n"                                                                        \
+    "  function x.rests(key, v)\n"                                                   \
+    "    if v == '" SCRIPTS_HOLDER_RESTING "' then return true end\n"                \
+    "    local d = x.delay(v)\n"                                                     \
+    "    return d > 0 and redis.call('PTTL', key) <= d\n"                            \
+    "  end\n"                                                                        \
+    "  function x.holder(key, v)\n"                                                  \
+    "    if x.rests(key, v) then return '" SCRIPTS_HOLDER_RESTING "' end\n"          \
+    "    return untag(v)\n"                                                          \
+    "  end\n"                                                                        \
+    "  function x.deadlines(h)\n"                                                    \
+    "    if not string.find(h, '^', 1, true) then return h end\n"                    \
+    "    return (string.gsub(h, '%^(%d+)', function(m) return '^' .. (now_ms() + tonumber(m)) end))\n" \
+    "  end\n"                                                                        \
+    "  function x.carry(v, nv)\n"                                                    \
+    "    local ho = x.split(v)\n"                                                    \
+    "    local h, o = x.split(nv)\n"                                                 \
+    "    h = string.gsub(h, '[~^]%d+', '')\n"                                        \
+    "    for _, m in ipairs({'~%d+', '%^%d+', '@%d+'}) do\n"                         \
+    "      local y = string.match(ho, m)\n"                                          \
+    "      if y then h = h .. y end\n"                                               \
+    "    end\n"                                                                      \
+    "    return h .. o, tonumber(string.match(ho, '@(%d+)'))\n"                      \
+    "  end\n"                                                                        \
+    "  function x.cap(v, p)\n"                                                       \
+    "    local h = x.split(v)\n"                                                     \
+    "    local t = tonumber(string.match(h, '%^(%d+)'))\n"                           \
+    "    if not t then return p end\n"                                               \
+    "    local left = math.max(t - now_ms(), 1) + (tonumber(string.match(h, '~(%d+)')) or 0)\n" \
+    "    return math.min(p, left)\n"                                                 \
+    "  end\n"                                                                        \
+    "  function x.bare(v)\n"                                                         \
+    "    local h, o = x.split(v)\n"                                                  \
+    "    h = string.gsub(string.gsub(h, '@%d+', ''), '%^%d+', '^')\n"                \
+    "    return h .. o\n"                                                            \
+    "  end\n"                                                                        \
+    "  function x.same(v, who)\n"                                                    \
+    "    if v == who then return true end\n"                                         \
+    "    return v and mine(v, untag(who)) and x.bare(v) == x.bare(who)\n"            \
+    "  end\n"                                                                        \
+    "  XL = x\n"                                                                     \
+    "  return x\n"                                                                   \
+    "end\n"                                                                          \
+    "local function stamp(value, f)\n"                                               \
+    "  if not string.find(value, '[\\n^]') then return value .. '@' .. f end\n"      \
+    "  local h, o = ext().split(value)\n"                                            \
+    "  return ext().deadlines(h) .. '@' .. f .. o\n"                                 \
+    "end\n"                                                                          \
     "local function live(z)\n"                                                        \
     "  if not z or redis.call('EXISTS', z) == 0 then return 0, 0, nil end\n"          \
     "  local now = now_ms()\n"                                                        \
@@ -152,31 +233,40 @@
  * key held by the same lease (an idempotent retry, or a reentrant one counting a hold
  * more) is adopted: marked so that no attempt's clean-up deletes it, neither the one
  * that set it nor this one, and it keeps the later of its expiry and ttl (a re-entry
- * never shortens a hold), which it answers.  A refusal
- * names the holding lease, so that a round can tell "held" from votes split between
- * attempts. */
+ * never shortens a hold, nor passes its bound), which it answers (the holder's part:
+ * its lock-delay aside), with the token the key was granted with (its '@F'; the
+ * counter as it stands for a value without one).
+ * A fresh grant stamps the value (stamp()).  A refusal names the holding lease, or
+ * SCRIPTS_HOLDER_RESTING for a lock that rests (its own lease included), so that a
+ * round can tell "held" from votes split between attempts.  ttl: what the key lives,
+ * the lock-delay included (the service adds it). */
 #define FN_ACQUIRE                                                                   \
     "function(K, b, value, ttl, chan, origin, intent, reentrant)\n"                 \
     "  local key, lease = K[1], untag(value)\n"                                      \
     "  local v = redis.call('GET', key)\n"                                            \
-    "  if mine(v, lease) then\n"                                                      \
-    "    local c, p = holds(v), math.max(redis.call('PTTL', key), tonumber(ttl))\n"   \
+    "  if mine(v, lease) and not ext().rests(key, v) then\n"                                \
+    "    local d = ext().delay(v)\n"                                                        \
+    "    local c = holds(v)\n"                                                        \
+    "    local p = math.max(redis.call('PTTL', key), tonumber(ttl) - ext().delay(value) + d)\n" \
     "    if reentrant == '1' then c = c + 1 end\n"                                    \
-    "    redis.call('SET', key, counted(adopted(value), c), 'PX', p)\n"               \
+    "    local nv, f = ext().carry(v, counted(adopted(value), c))\n"                         \
+    "    p = ext().cap(nv, p)\n"                                                            \
+    "    redis.call('SET', key, nv, 'PX', p)\n"                                       \
     "    outlive(p)\n"                                                                \
-    "    return {2, cur(b), c, p}\n"                                                  \
+    "    return {2, f or cur(b), c, p - d}\n"                                         \
     "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
     "  if v or n > 0 then\n"                                                          \
     "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
-    "    if v then return {0, redis.call('PTTL', key), cur(b), untag(v)} end\n"       \
+    "    if v then return {0, redis.call('PTTL', key), cur(b), ext().holder(key, v)} end\n" \
     "    return {0, longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
-    "  redis.call('SET', key, value, 'PX', ttl)\n"                                    \
+    "  local f = bump(b)\n"                                                           \
+    "  redis.call('SET', key, stamp(value, f), 'PX', ttl)\n"                          \
     "  outlive(ttl)\n"                                                                \
     "  if K[3] then redis.call('ZREM', K[3], lease) end\n"                            \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
-    "  return {1, bump(b)}\n"                                                         \
+    "  return {1, f}\n"                                                               \
     "end"
 
 #define FN_RAISE                                                                     \
@@ -197,10 +287,13 @@
  * may still hold it (docs/DESIGN.md, section 1).  chan: the channel waiters on other
  * instances follow (see notify.h); publishing to a channel nobody follows costs next
  * to nothing.  origin: the releasing instance, which woke its own waiters already and
- * ignores its own message. */
+ * ignores its own message.  A who ending in '~' is a hold that ended without its
+ * holder's word (docs/DESIGN.md section 14): a lock with a lock-delay is not deleted
+ * but left resting (SCRIPTS_HOLDER_RESTING) for the delay, or what is left of it. */
 #define FN_RELEASE                                                                   \
     "function(K, who, chan, origin)\n"                                               \
-    "  local key, to = K[1], nil\n"                                                \
+    "  local key, to, rest = K[1], nil, false\n"                                   \
+    "  if string.byte(who, -1) == 126 then rest, who = true, string.sub(who, 1, -2) end\n" \
     "  local star = string.find(who, '*', 1, true)\n"                              \
     "  if star then to, who = tonumber(string.sub(who, star + 1)), string.sub(who, 1, star - 1) end\n" \
     "  local v = redis.call('GET', key)\n"                                         \
@@ -214,9 +307,14 @@
     "      return {10 + c, redis.call('PTTL', key)}\n"                             \
     "    end\n"                                                                    \
     "  end\n"                                                                      \
-    "  if v == who or client then\n"                                               \
+    "  if client or ext().same(v, who) then\n"                                           \
     "    local p = redis.call('PTTL', key)\n"                                      \
-    "    redis.call('DEL', key)\n"                                                 \
+    "    local d = rest and ext().delay(v) or 0\n"                                       \
+    "    if d > 0 then\n"                                                          \
+    "      redis.call('SET', key, '" SCRIPTS_HOLDER_RESTING "', 'PX', math.min(p, d))\n" \
+    "    else\n"                                                                   \
+    "      redis.call('DEL', key)\n"                                               \
+    "    end\n"                                                                    \
     "    redis.call('PUBLISH', chan, origin)\n"                                    \
     "    return {1, p}\n"                                                          \
     "  end\n"                                                                      \
@@ -228,23 +326,45 @@
     "end"
 
 /* set: "<prefix>#set:<lease>": a name of a multi-name set keeps the set alive as long
- * as the name, so that the set's release still finds it. */
+ * as the name, so that the set's release still finds it.  A lock with a lock-delay
+ * keeps it on top of the ttl, and is not the lease's any more once it rests; one with
+ * a bound (docs/DESIGN.md section 14) is refused an extension past it ({3, F, what is
+ * left}), or, asked with a negative ttl (a streamed hold's), extended up to it; its
+ * answer says what is left of the bound ({1, F, left}). */
 #define FN_EXTEND                                                                    \
     "function(K, b, lease, ttl)\n"                                                   \
     "  local key, set = K[1], K[2]\n"                                                 \
-    "  if mine(redis.call('GET', key), lease) then\n"                                 \
-    "    redis.call('PEXPIRE', key, ttl)\n"                                           \
-    "    outlive(ttl)\n"                                                              \
+    "  local v = redis.call('GET', key)\n"                                            \
+    "  ttl = tonumber(ttl)\n"                                                         \
+    "  local px, capped, left = math.abs(ttl), ttl < 0, nil\n"                        \
+    "  if mine(v, lease) then\n"                                                      \
+    "    if string.find(v, '[~^]') then\n"                                            \
+    "      local h = ext().split(v)\n"                                                      \
+    "      local d = tonumber(string.match(h, '~(%d+)')) or 0\n"                      \
+    "      if d > 0 and redis.call('PTTL', key) <= d then return {0, cur(b)} end\n"   \
+    "      local t = tonumber(string.match(h, '%^(%d+)'))\n"                          \
+    "      if t then\n"                                                               \
+    "        left = t - now_ms()\n"                                                   \
+    "        if left < px and (not capped or left < 1) then\n"                        \
+    "          return {3, cur(b), math.max(left, 0)}\n"                               \
+    "        end\n"                                                                   \
+    "        px = math.min(px, left)\n"                                               \
+    "      end\n"                                                                     \
+    "      px = px + d\n"                                                             \
+    "    end\n"                                                                       \
+    "    redis.call('PEXPIRE', key, px)\n"                                            \
+    "    outlive(px)\n"                                                               \
     "    local p = redis.call('PTTL', set)\n"                                         \
-    "    if p > 0 and p < tonumber(ttl) then redis.call('PEXPIRE', set, ttl) end\n"   \
+    "    if p > 0 and p < px then redis.call('PEXPIRE', set, px) end\n"               \
+    "    if left then return {1, cur(b), left} end\n"                                 \
     "    return {1, cur(b)}\n"                                                        \
     "  end\n"                                                                         \
     "  if K[3] then\n"                                                                \
     "    local _, _, now = live(K[3])\n"                                              \
     "    if now and redis.call('ZSCORE', K[3], lease) then\n"                         \
-    "      redis.call('ZADD', K[3], now + tonumber(ttl), lease)\n"                     \
-    "      keep(K[3], K[4], ttl)\n"                                                   \
-    "      outlive(ttl)\n"                                                            \
+    "      redis.call('ZADD', K[3], now + px, lease)\n"                                \
+    "      keep(K[3], K[4], px)\n"                                                    \
+    "      outlive(px)\n"                                                             \
     "      return {1, cur(b)}\n"                                                      \
     "    end\n"                                                                       \
     "  end\n"                                                                         \
@@ -252,19 +372,33 @@
     "end"
 
 /* The lease part of the value (never its tag); the name's counter as it stands; the
- * owner the grant was made with ("" if none). */
+ * owner the grant was made with ("" if none); readers; holds; the token the key was
+ * granted with (its '@F', 0 if none); for a lock with a lock-delay, or resting, how
+ * long the key still keeps the name from others (0 for any other).  A lock with a
+ * lock-delay answers its holder's part of the pttl (what is left beyond the delay);
+ * one that rests answers no holder. */
 #define FN_INSPECT                                                                   \
     "function(K, b)\n"                                                               \
     "  local key = K[1]\n"                                                            \
     "  local v, o = redis.call('GET', key), ''\n"                                     \
-    "  local h = v and holds(v) or 0\n"                                               \
+    "  local p, h, f, rest = redis.call('PTTL', key), 0, 0, 0\n"                      \
     "  if v then\n"                                                                   \
-    "    local nl = string.find(v, '\\n', 1, true)\n"                                \
-    "    if nl then o = string.sub(v, nl + 1) end\n"                                  \
-    "    v = untag(v)\n"                                                              \
+    "    local hd\n"                                                                  \
+    "    hd, o = ext().split(v)\n"                                                          \
+    "    o = string.sub(o, 2)\n"                                                      \
+    "    f = tonumber(string.match(hd, '@(%d+)')) or 0\n"                             \
+    "    local d = ext().delay(v)\n"                                                        \
+    "    if d > 0 or v == '" SCRIPTS_HOLDER_RESTING "' then rest = p end\n"           \
+    "    if v == '" SCRIPTS_HOLDER_RESTING "' or (d > 0 and p <= d) then\n"           \
+    "      v, o, p, f = false, '', -2, 0\n"                                           \
+    "    else\n"                                                                      \
+    "      h = holds(v)\n"                                                            \
+    "      p = p - d\n"                                                               \
+    "      v = untag(v)\n"                                                            \
+    "    end\n"                                                                       \
     "  end\n"                                                                         \
     "  local n, longest = live(K[2])\n"                                               \
-    "  return {v, redis.call('PTTL', key), cur(b), o, n, longest, h}\n"               \
+    "  return {v, p, cur(b), o, n, longest, h, f, rest}\n"                            \
     "end"
 
 /* A shared grant.  K: lock, readers (a sorted set: lease -> expiry, in the master's
@@ -289,7 +423,7 @@
     "    return {2, cur(b), 1, s - now}\n"                                            \
     "  end\n"                                                                         \
     "  local v = redis.call('GET', K[1])\n"                                           \
-    "  if v then return {0, redis.call('PTTL', K[1]), cur(b), untag(v)} end\n"        \
+    "  if v then return {0, redis.call('PTTL', K[1]), cur(b), ext().holder(K[1], v)} end\n" \
     "  local w, longest = live(K[4])\n"                                               \
     "  if w > 0 then return {0, longest, cur(b), '" SCRIPTS_HOLDER_WRITER "'} end\n" \
     "  now = now or now_ms()\n"                                                       \
@@ -424,11 +558,12 @@
     "    return {20 + c, redis.call('PTTL', key), cur(b), old}\n"                     \
     "  end\n"                                                                         \
     "  if mine(v, old) then\n"                                   \
-    "    redis.call('SET', key, value, 'PX', ttl)\n"                                  \
+    "    local f = bump(b)\n"                                                         \
+    "    redis.call('SET', key, stamp(value, f), 'PX', ttl)\n"                        \
     "    outlive(ttl)\n"                                                              \
     "    if K[4] then redis.call('ZREM', K[4], untag(value)) end\n"                                 \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
-    "    return {3, bump(b)}\n"                                                       \
+    "    return {3, f}\n"                                                             \
     "  end\n"                                                                         \
     "  local acquire = " FN_ACQUIRE "\n"                                              \
     "  local gone = unshare(K[2], K[3], old)\n"                                       \
@@ -440,9 +575,20 @@
 
 /* A release whatever the lease (DELETE ?force=true, for an admin token): the holder
  * is broken, and the fencing token is what protects the resource from it
- * (docs/DESIGN.md, section 5a).  Announced like any release, so waiters wake. */
+ * (docs/DESIGN.md, section 5a).  Announced like any release, so waiters wake.  A lock
+ * with a lock-delay whose holder's part is not over is left resting for the delay
+ * (2); one that rests already is freed (1): a second force ends the rest. */
 #define FN_FORCE                                                                     \
     "function(K, chan, origin)\n"                                                    \
+    "  local v = redis.call('GET', K[1])\n"                                          \
+    "  local d = v and ext().delay(v) or 0\n"                                              \
+    "  if d > 0 and redis.call('PTTL', K[1]) > d then\n"                             \
+    "    redis.call('DEL', unpack(K, 2))\n"                                          \
+    "    redis.call('SET', K[1], '" SCRIPTS_HOLDER_RESTING "', 'PX', d)\n"           \
+    "    outlive(d)\n"                                                               \
+    "    redis.call('PUBLISH', chan, origin)\n"                                      \
+    "    return 2\n"                                                                 \
+    "  end\n"                                                                        \
     "  if redis.call('DEL', unpack(K)) > 0 then\n"                                                   \
     "    redis.call('PUBLISH', chan, origin)\n"                                       \
     "    return 1\n"                                                                  \
@@ -693,17 +839,23 @@ static const char *const sources[SCRIPT__COUNT] = {
         "    if ARGV[5 + n] then\n"
         "      redis.call('PUBLISH', ARGV[5 + n] .. '" KEYS_RELEASED "' .. names[i], '+' .. ARGV[6 + n])\n"
         "    end\n"
-        "  elseif redis.call('SET', KEYS[1 + i], value, 'NX', 'PX', ARGV[2]) then\n"
-        "    r[#r + 1] = bump(ARGV[4 + i])\n"
-        "    if ARGV[5 + n] then\n"
-        "      redis.call('PUBLISH', ARGV[5 + n] .. '" KEYS_RELEASED "' .. names[i], '+' .. ARGV[6 + n])\n"
-        "    end\n"
         "  else\n"
-        "    local p = math.max(redis.call('PTTL', KEYS[1 + i]), tonumber(ARGV[2]))\n"
-        "    if p > px then px = p end\n"
-        "    redis.call('SET', KEYS[1 + i], adopted(value), 'PX', p)\n"
-        "    adopt = '!'\n"
-        "    r[#r + 1] = cur(ARGV[4 + i])\n"
+        "    local v = redis.call('GET', KEYS[1 + i])\n"
+        "    if not v then\n"
+        "      local f = bump(ARGV[4 + i])\n"
+        "      redis.call('SET', KEYS[1 + i], stamp(value, f), 'PX', ARGV[2])\n"
+        "      r[#r + 1] = f\n"
+        "      if ARGV[5 + n] then\n"
+        "        redis.call('PUBLISH', ARGV[5 + n] .. '" KEYS_RELEASED "' .. names[i], '+' .. ARGV[6 + n])\n"
+        "      end\n"
+        "    else\n"
+        "      local p = math.max(redis.call('PTTL', KEYS[1 + i]), tonumber(ARGV[2]))\n"
+        "      if p > px then px = p end\n"
+        "      local nv, f = ext().carry(v, adopted(value))\n"
+        "      redis.call('SET', KEYS[1 + i], nv, 'PX', p)\n"
+        "      adopt = '!'\n"
+        "      r[#r + 1] = f or cur(ARGV[4 + i])\n"
+        "    end\n"
         "  end\n"
         "end\n"
         "redis.call('SET', KEYS[n + 2], string.sub(value, #lease + 2) .. adopt .. '\\n' .. ARGV[4], 'PX', px)\n"
@@ -752,7 +904,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "      redis.call('PUBLISH', prefix .. '" KEYS_RELEASED "' .. name, ARGV[3])\n"
         "      n = n + 1\n"
         "    end\n"
-        "  elseif (exact and v == who) or (not exact and mine(v, lease)) then\n"
+        "  elseif (exact and ext().same(v, who)) or (not exact and mine(v, lease)) then\n"
         "    redis.call('DEL', k)\n"
         "    redis.call('PUBLISH', prefix .. '" KEYS_RELEASED "' .. name, ARGV[3])\n"
         "    n = n + 1\n"

@@ -75,6 +75,10 @@ enum script_id {
 #define SCRIPTS_HOLDER_PERMITS "#permits:" /* then the semaphore's number of permits */
 #define SCRIPTS_HOLDER_MINE "#mine:"     /* then the slot the lease holds already */
 #define SCRIPTS_HOLDER_FREE "#free:"     /* then free slots, space-separated */
+/* A lock that rests after its holder ended without a release (a lock-delay,
+ * docs/DESIGN.md section 14): named by refusals, and the value of a key left resting
+ * by a force or a failed hold. */
+#define SCRIPTS_HOLDER_RESTING "#resting"
 
 #define SCRIPT_ERR_UNMARKED "REDLOCKD_UNMARKED"
 #define SCRIPT_ERR_QUARANTINED "REDLOCKD_QUARANTINED"

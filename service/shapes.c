@@ -45,7 +45,8 @@ static void one_send_acquire(lockop *op, round *rd)
     shape_keys_of(op, &kb);
     char ttl[24], intent[24];
     long ims = intent_ms(op);
-    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms);
+    /* the key lives the ttl and the lock-delay after it (docs/DESIGN.md section 14) */
+    int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms + op->delay_ms);
     int il = snprintf(intent, sizeof intent, "%ld", ims);
     if (ims > 0) /* a refusing master marks it: taken back when op is answered */
         op->intent_mask |= round_all(op->env->rounds);

@@ -135,6 +135,13 @@ static void stream_write(http_req *r, const char *line, size_t n)
     stream_wake(r);
 }
 
+/* The last line of a hold that cannot be counted on any more: "expired" at its bound
+ * (max_hold_ms, docs/DESIGN.md section 14), else "lost". */
+static const char *lost_event(const char *reason)
+{
+    return reason && strcmp(reason, "max_hold") == 0 ? "expired" : "lost";
+}
+
 static void on_hold_event(void *owner, int event, int64_t validity_ms, const char *reason)
 {
     http_req *r = owner;
@@ -143,7 +150,7 @@ static void on_hold_event(void *owner, int event, int64_t validity_ms, const cha
     jw_init(&j, buf, sizeof buf);
     if (event == HOLD_OVER)
         return; /* immediate mode: never */
-    body_hold_event(&j, event == HOLD_EXTENDED ? "extended" : event == HOLD_LOST ? "lost" : "released",
+    body_hold_event(&j, event == HOLD_EXTENDED ? "extended" : event == HOLD_LOST ? lost_event(reason) : "released",
                     event == HOLD_EXTENDED ? validity_ms : -1, reason);
     if (event != HOLD_EXTENDED)
         r->stream->h = NULL; /* the hold's last word: it lets go of the lock itself */
@@ -492,7 +499,7 @@ static void on_duplex_event(void *owner, int event, int64_t validity_ms, const c
             char buf[128];
             jw j;
             jw_init(&j, buf, sizeof buf);
-            body_hold_event(&j, "lost", -1, reason);
+            body_hold_event(&j, lost_event(reason), -1, reason);
             dx_write(st, buf, jw_len(&j), 0);
         }
         if (st->phase < DX_ENDING)

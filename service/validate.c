@@ -94,6 +94,24 @@ rl_err params_from_query(lock_params *p, const char *key, const char *value)
         if (strcmp(value, "stream") != 0)
             return RL_E_INVALID_HOLD;
         p->hold_stream = 1;
+    } else if (strcmp(key, "lock_delay_ms") == 0) {
+        if (validate_uint(value, HUGE_MS, &v) != 0)
+            return RL_E_INVALID_LOCK_DELAY;
+        p->lock_delay_ms = v;
+        p->has_lock_delay = 1;
+    } else if (strcmp(key, "max_hold_ms") == 0) {
+        if (validate_uint(value, HUGE_MS, &v) != 0)
+            return RL_E_INVALID_MAX_HOLD;
+        p->max_hold_ms = v;
+        p->has_max_hold = 1;
+    } else if (strcmp(key, "token") == 0) {
+        char *end;
+        errno = 0;
+        unsigned long long t = strtoull(value, &end, 10);
+        if (!*value || *end || errno || value[0] < '0' || value[0] > '9' || t == 0)
+            return RL_E_INVALID_TOKEN;
+        p->token = t;
+        p->has_token = 1;
     } else if (strcmp(key, "index") == 0) {
         char *end;
         errno = 0;
@@ -206,8 +224,12 @@ rl_err params_from_body(lock_params *p, const char *body, size_t len, char *msg,
                 p->reentrant = json_is_true(v);
                 p->has_reentrant = 1;
             }
+        } else if (strcmp(key, "lock_delay_ms") == 0) {
+            rc = json_ms(v, &p->lock_delay_ms, &p->has_lock_delay, RL_E_INVALID_LOCK_DELAY);
+        } else if (strcmp(key, "max_hold_ms") == 0) {
+            rc = json_ms(v, &p->max_hold_ms, &p->has_max_hold, RL_E_INVALID_MAX_HOLD);
         } else {
-            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease, owner, hold, mode, permits, reentrant%s)", key,
+            snprintf(msg, msglen, "unknown member '%.64s' (expected ttl_ms, wait_ms, lease, owner, hold, mode, permits, reentrant, lock_delay_ms, max_hold_ms%s)", key,
                      strcmp(key, "names") == 0 ? "; names goes to POST /locks" : "");
             rc = RL_E_INVALID_JSON;
         }
@@ -320,6 +342,10 @@ rl_err params_check(const lock_params *p, long max_ttl_ms, long max_wait_ms, dou
     if (p->has_wait && (p->wait_ms < 0 || p->wait_ms > max_wait_ms)) {
         snprintf(msg, msglen, "wait_ms must be an integer 0..%ld", max_wait_ms);
         return RL_E_INVALID_WAIT;
+    }
+    if (p->has_lock_delay && (p->lock_delay_ms < 0 || p->lock_delay_ms > max_ttl_ms)) {
+        snprintf(msg, msglen, "lock_delay_ms must be an integer 0..%ld (the max ttl)", max_ttl_ms);
+        return RL_E_INVALID_LOCK_DELAY;
     }
     return RL_OK;
 }

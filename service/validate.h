@@ -41,12 +41,20 @@ typedef struct lock_params {
     int has_reentrant;
     int has_index;       /* GET ?index=I: answer when the lock's index is no longer I */
     unsigned long long index;
+    long lock_delay_ms;  /* "lock_delay_ms": a hold that ends without a release keeps the
+                          * name from others this long more (docs/DESIGN.md section 14) */
+    int has_lock_delay;
+    long max_hold_ms;    /* "max_hold_ms": the hold is not extended past this, counted from
+                          * its grant (0: no bound) */
+    int has_max_hold;
+    unsigned long long token; /* GET ?token=T: is T the current holder's fencing token */
+    int has_token;
     char lease[LEASE_MAX_LEN + 1];
     char owner[OWNER_MAX_LEN + 1];
 } lock_params;
 
 /* Apply a query-string value ("ttl_ms", "wait_ms", "lease", "owner", "hold", "index",
- * "mode", "permits", "reentrant");
+ * "mode", "permits", "reentrant", "lock_delay_ms", "max_hold_ms", "token");
  * unknown keys are ignored.
  * Returns RL_OK or the error for that value. */
 rl_err params_from_query(lock_params *p, const char *key, const char *value);
@@ -74,7 +82,9 @@ rl_err multi_params_from_body(multi_params *mp, const char *body, size_t len, ch
                               size_t msglen);
 
 /* Check ranges against the configured limits (ttl 1..max_ttl and above the drift
- * allowance, wait 0..max_wait).  Returns RL_OK or the error with a message. */
+ * allowance, wait 0..max_wait, lock_delay_ms 0..max_ttl).  Returns RL_OK or the error
+ * with a message.  (max_hold_ms against the ttl is the caller's: it knows the
+ * default ttl.) */
 rl_err params_check(const lock_params *p, long max_ttl_ms, long max_wait_ms, double drift_factor,
                     char *msg, size_t msglen);
 

@@ -37,6 +37,9 @@ const (
 	ErrInvalidPermits    ErrorCode = "invalid_permits"
 	ErrInvalidReentrant  ErrorCode = "invalid_reentrant"
 	ErrInvalidQuery      ErrorCode = "invalid_query"
+	ErrInvalidLockDelay  ErrorCode = "invalid_lock_delay"
+	ErrInvalidMaxHold    ErrorCode = "invalid_max_hold"
+	ErrInvalidToken      ErrorCode = "invalid_token"
 	ErrUnauthorized      ErrorCode = "unauthorized"
 	ErrForbidden         ErrorCode = "forbidden"
 	ErrNotFound          ErrorCode = "not_found"
@@ -44,7 +47,8 @@ const (
 	ErrMethodNotAllowed  ErrorCode = "method_not_allowed"
 	ErrLockHeld          ErrorCode = "lock_held"
 	ErrLockContended     ErrorCode = "lock_contended"
-	ErrPermitsMismatch   ErrorCode = "permits_mismatch" // another number of permits in use: Error.Permits
+	ErrPermitsMismatch   ErrorCode = "permits_mismatch"  // another number of permits in use: Error.Permits
+	ErrMaxHoldExceeded   ErrorCode = "max_hold_exceeded" // an extension past the hold's max_hold_ms
 	ErrBodyTooLarge      ErrorCode = "body_too_large"
 	ErrClientClosed      ErrorCode = "client_closed"
 	ErrInternal          ErrorCode = "internal"
@@ -67,8 +71,10 @@ func Codes() []ErrorCode {
 		ErrInvalidJSON, ErrInvalidName, ErrInvalidTTL, ErrInvalidWait, ErrInvalidLease,
 		ErrInvalidHold, ErrInvalidIndex, ErrInvalidOwner, ErrInvalidLimit, ErrInvalidForce,
 		ErrInvalidMode, ErrInvalidPermits, ErrInvalidReentrant, ErrInvalidQuery,
+		ErrInvalidLockDelay, ErrInvalidMaxHold, ErrInvalidToken,
 		ErrUnauthorized, ErrForbidden, ErrNotFound, ErrLeaseNotFound, ErrMethodNotAllowed,
-		ErrLockHeld, ErrLockContended, ErrPermitsMismatch, ErrBodyTooLarge, ErrClientClosed,
+		ErrLockHeld, ErrLockContended, ErrPermitsMismatch, ErrMaxHoldExceeded, ErrBodyTooLarge,
+		ErrClientClosed,
 		ErrInternal,
 		ErrQuorumUnavailable, ErrMastersQuarantined, ErrValidityExhausted, ErrTooManyWaiters, ErrTooManyStreams,
 		ErrShuttingDown, ErrReleaseUnconfirmed,

@@ -12,8 +12,9 @@
 
 static const char usage_text[] =
     "usage: redlock run NAME [--shared] [--ttl MS] [--wait MS] [--grace MS]\n"
-    "                        -- CMD [ARGS...]\n"
-    "       redlock elect NAME [--owner ID] [--ttl MS] [--grace MS] -- CMD [ARGS...]\n"
+    "                        [--max-hold MS] -- CMD [ARGS...]\n"
+    "       redlock elect NAME [--owner ID] [--ttl MS] [--grace MS] [--max-hold MS]\n"
+    "                          -- CMD [ARGS...]\n"
     "       redlock acquire NAME [--shared | --reentrant] [--ttl MS] [--wait MS]\n"
     "                            [--lease L] [--quiet]\n"
     "       redlock release NAME --lease L [--quiet]\n"
@@ -90,6 +91,9 @@ static const char usage_text[] =
     "                  it and do not need it)\n"
     "  --grace MS      run, elect: SIGTERM -> SIGKILL grace after the lock is lost\n"
     "                  (default 5000)\n"
+    "  --max-hold MS   run, elect: hold the lock at most MS in all (at least the ttl):\n"
+    "                  the service extends it no further, and CMD is stopped as when the\n"
+    "                  lock is lost (exit 75) once the last validity has run out\n"
     "  -q, --quiet     do not print the JSON (elect: the line saying it leads)\n"
     "  -h, --help      this text;  -V, --version  the version\n"
     "\n"
@@ -160,14 +164,14 @@ static cli_cmd command_of(const char *s)
 /* The options that take a value. */
 enum {
     OPT_URL, OPT_TOKEN, OPT_TTL, OPT_WAIT, OPT_LEASE, OPT_GRACE, OPT_OWNER, OPT_PERMITS,
-    OPT_CACERT, OPT_CONFLICT, OPT__COUNT
+    OPT_CACERT, OPT_CONFLICT, OPT_MAX_HOLD, OPT__COUNT
 };
 
 static const char *const value_opts[OPT__COUNT] = {
     [OPT_URL] = "url",     [OPT_TOKEN] = "token", [OPT_TTL] = "ttl",
     [OPT_WAIT] = "wait",   [OPT_LEASE] = "lease", [OPT_GRACE] = "grace",
     [OPT_OWNER] = "owner", [OPT_PERMITS] = "permits", [OPT_CACERT] = "cacert",
-    [OPT_CONFLICT] = "conflict-exit-code",
+    [OPT_CONFLICT] = "conflict-exit-code", [OPT_MAX_HOLD] = "max-hold",
 };
 
 /* A count of milliseconds for --NAME in [min, max], or -1 with a message that says
@@ -229,6 +233,9 @@ static int set_value_opt(cli_opts *o, int opt, const char *val, char *err, size_
     case OPT_GRACE:
         return parse_ms_opt("grace", val, 0, CLI_GRACE_MAX, " (24 h)", &o->grace_ms, err,
                             errlen);
+    case OPT_MAX_HOLD:
+        return parse_ms_opt("max-hold", val, 1, CLI_MAX_HOLD_MAX, " (366 days)", &o->max_hold_ms,
+                            err, errlen);
     case OPT_CACERT:
         if (val[0] == '\0') {
             snprintf(err, errlen, "--cacert must not be empty");
@@ -442,6 +449,16 @@ int cli_opts_parse(cli_opts *o, int argc, char **argv, char *err, size_t errlen)
     if (o->conflict_exit != CLI_EXIT_TEMPFAIL && o->cmd != CLI_CMD_ACQUIRE &&
         o->cmd != CLI_CMD_RUN) {
         snprintf(err, errlen, "--conflict-exit-code is for acquire and run");
+        return -1;
+    }
+    if (o->max_hold_ms > 0 && (o->sem || o->shared ||
+                               (o->cmd != CLI_CMD_RUN && o->cmd != CLI_CMD_ELECT))) {
+        snprintf(err, errlen, "--max-hold is for run and elect (of an exclusive lock)");
+        return -1;
+    }
+    if (o->max_hold_ms > 0 && o->ttl_ms > 0 && o->max_hold_ms < o->ttl_ms) {
+        snprintf(err, errlen, "--max-hold %ld is below --ttl %ld: a hold lasts at least its ttl",
+                 o->max_hold_ms, o->ttl_ms);
         return -1;
     }
     if (o->cmd == CLI_CMD_ELECT && (o->wait_ms >= 0 || o->lease != NULL ||

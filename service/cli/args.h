@@ -19,6 +19,8 @@
  * 60000) are usually smaller; it answers 400 naming them. */
 #define CLI_TTL_MAX (30L * 24L * 3600L * 1000L)
 #define CLI_WAIT_MAX (24L * 3600L * 1000L)
+/* The largest --max-hold: the largest max_hold_ms a redlockd accepts (366 days). */
+#define CLI_MAX_HOLD_MAX (366L * 24L * 3600L * 1000L)
 
 /* Exit codes shared by every command (sysexits.h names where one exists). */
 enum {
@@ -62,6 +64,9 @@ typedef struct cli_opts {
     long ttl_ms;            /* -1: let the server choose */
     long wait_ms;           /* -1: not given (the server's default, 0) */
     long grace_ms;          /* run, elect: SIGTERM -> SIGKILL grace */
+    long max_hold_ms;       /* run, elect: --max-hold: "max_hold_ms" of the grant (the
+                             * service extends the lock no further: CMD is stopped
+                             * then); 0 when not given */
     int quiet;              /* do not print the JSON on stdout */
     int conflict_exit;      /* acquire, run: exit code when the lock is held by someone else
                              * (HTTP 409), like flock's -E; default CLI_EXIT_TEMPFAIL */

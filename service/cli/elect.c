@@ -107,7 +107,9 @@ static int campaign_post(elect_ctx *c)
     json_t *body = cli_ops_acquire_body(c->o->ttl_ms, c->wait_ms, NULL, c->o->owner);
     char err[512];
 
-    if (body == NULL || json_object_set_new(body, "hold", json_string("stream")) != 0) {
+    if (body == NULL || json_object_set_new(body, "hold", json_string("stream")) != 0 ||
+        (c->o->max_hold_ms > 0 &&
+         json_object_set_new(body, "max_hold_ms", json_integer(c->o->max_hold_ms)) != 0)) {
         json_decref(body);
         fprintf(stderr, "redlock: out of memory\n");
         return -1;
@@ -318,6 +320,9 @@ static int take_lines(elect_ctx *c)
         if (event != NULL && strcmp(event, "lost") == 0) {
             snprintf(why, sizeof(why), "the service could not keep it (lost: %s)",
                      reason != NULL ? reason : "no reason given");
+        } else if (event != NULL && strcmp(event, "expired") == 0) {
+            snprintf(why, sizeof(why), "it reached its --max-hold of %ld ms (expired: %s)",
+                     c->o->max_hold_ms, reason != NULL ? reason : "no reason given");
         } else if (event != NULL && strcmp(event, "released") == 0) {
             snprintf(why, sizeof(why), "the service released it (%s)",
                      reason == NULL ? "a DELETE with its lease"
@@ -355,6 +360,7 @@ static int take_extension(elect_ctx *c)
         break;
     case CLI_KEEP_NONE:
     case CLI_KEEP_RETRY:
+    case CLI_KEEP_BOUND: /* the validity it has stands; no more extensions */
         break;
     }
     return -1;
@@ -370,8 +376,9 @@ static int step(elect_ctx *c)
     /* The deadline first: an answer that comes after it revives nothing (the guard
      * stops the command at the same deadline). */
     if (c->phase == LEADING && !c->lost && cli_sched_expired(&c->keep.sched, cli_now_ms()))
-        lose(c, c->duplex ? "its validity ran out with no answer to its ping"
-                          : "its validity ran out with no successful extension");
+        lose(c, c->keep.bounded ? "it reached its --max-hold (the service extends it no further)"
+                : c->duplex     ? "its validity ran out with no answer to its ping"
+                                : "its validity ran out with no successful extension");
     if (c->stream != NULL && (rc = take_lines(c)) >= 0)
         return rc;
     if (c->phase != CAMPAIGN && !c->duplex && !c->lost && (rc = take_extension(c)) >= 0)

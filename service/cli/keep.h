@@ -18,6 +18,9 @@ typedef enum {
     CLI_KEEP_OK,     /* one succeeded: k->sched.deadline moved, counted from its send */
     CLI_KEEP_GONE,   /* 404 lease_not_found: the service no longer holds the lease */
     CLI_KEEP_RETRY,  /* it failed otherwise (503, no answer in time...): retried soon */
+    CLI_KEEP_BOUND,  /* 409 max_hold_exceeded and nothing left to ask for: the hold is at
+                      * its bound (--max-hold); no more extensions, k->bounded is set and
+                      * the lock ends with the validity it has */
 } cli_keep_outcome;
 
 typedef struct cli_keep {
@@ -30,6 +33,9 @@ typedef struct cli_keep {
     int64_t ext_sent;       /* when it was sent: the anchor of its validity */
     int64_t ext_until;      /* it, and the retries after it, end by then */
     int failing;            /* extensions have failed since the last success */
+    long final_ttl;         /* the service refused to extend past the hold's bound: the last
+                             * extension asks for what is left of it (0: not yet) */
+    int bounded;            /* the hold is at its bound: nothing more to extend */
 } cli_keep;
 
 /* Set k up (no request yet). */

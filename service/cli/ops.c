@@ -38,7 +38,9 @@ json_t *cli_ops_grant_body(const cli_opts *o)
     if ((o->shared && json_object_set_new(body, "mode", json_string("shared")) != 0) ||
         (o->reentrant && json_object_set_new(body, "reentrant", json_true()) != 0) ||
         (o->sem && o->permits > 0 &&
-         json_object_set_new(body, "permits", json_integer(o->permits)) != 0)) {
+         json_object_set_new(body, "permits", json_integer(o->permits)) != 0) ||
+        (o->max_hold_ms > 0 &&
+         json_object_set_new(body, "max_hold_ms", json_integer(o->max_hold_ms)) != 0)) {
         json_decref(body);
         return NULL;
     }

@@ -223,6 +223,7 @@ static int confirm_grant(run_ctx *c)
             return CLI_EXIT_TEMPFAIL;
         case CLI_KEEP_NONE:
         case CLI_KEEP_RETRY:
+        case CLI_KEEP_BOUND:
             break;
         }
         while (ready && (sig = cli_proc_next_signal(&c->proc, &si)) > 0) {
@@ -233,6 +234,13 @@ static int confirm_grant(run_ctx *c)
             return 128 + sig;
         }
     }
+}
+
+/* Why the lock is over when its validity ran out. */
+static const char *expired_why(const run_ctx *c)
+{
+    return c->keep.bounded ? "it reached its --max-hold (the service extends it no further)"
+                           : "its validity ran out with no successful extension";
 }
 
 /* Supervise the command until it has exited.  Returns 0, or -1 on a loop error (the
@@ -250,7 +258,7 @@ static int supervise(run_ctx *c)
         int ready = 0;
 
         if (!c->lost && cli_sched_expired(&c->keep.sched, now))
-            lose(c, "its validity ran out with no successful extension");
+            lose(c, expired_why(c));
         if (!c->lost)
             cli_keep_tick(&c->keep, now, c->keep.sched.deadline);
         sleep_ms = cli_proc_tick(&c->proc, now, LOOP_CAP_MS);
@@ -262,7 +270,7 @@ static int supervise(run_ctx *c)
             return -1;
         }
         if (!c->lost && cli_sched_expired(&c->keep.sched, cli_now_ms()))
-            lose(c, "its validity ran out with no successful extension");
+            lose(c, expired_why(c));
         if (!c->lost) {
             switch (cli_keep_take(&c->keep)) {
             case CLI_KEEP_OK:
@@ -275,6 +283,7 @@ static int supervise(run_ctx *c)
                 break;
             case CLI_KEEP_NONE:
             case CLI_KEEP_RETRY:
+            case CLI_KEEP_BOUND: /* the validity it has stands; no more extensions */
                 break;
             }
         }

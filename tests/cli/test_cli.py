@@ -755,6 +755,41 @@ def sigterm_and_sigint_are_forwarded_and_the_lock_released(env):
         check(st["held"] is False, "lock still held after %s %s: %r" % (cmd, sig.name, st))
 
 
+@test
+def max_hold_ends_run_and_elect_at_the_bound(env):
+    """run --max-hold and elect --max-hold: the service extends the lock no further than
+    the bound (docs/DESIGN.md section 14), and CMD is stopped as for a lost lock -- never
+    after the bound, counted from the acquire's send -- and the lock is free after."""
+    if env.args.stub:
+        raise Skip("the stub has no max_hold")
+    for cmd in ("run", "elect"):
+        name = env.name("maxhold-" + cmd)
+        marks = env.path("marks")
+        sent = time.time()
+        r = env.cli(cmd, name, "--ttl", "900", "--max-hold", "2500", "--grace", "3000", "--",
+                    "sh", "-c", holder(marks, on_term="echo TERM $(date +%s.%N) >> {m}; exit 0"),
+                    timeout=30)
+        check(r.returncode == TEMPFAIL, "%s: exit %d, stderr %r" % (cmd, r.returncode, r.stderr))
+        check("--max-hold" in r.stderr, "%s says why: %r" % (cmd, r.stderr))
+        words = marks_of(marks)
+        check(["started"] in words, "%s: CMD did not start: %r" % (cmd, words))
+        term = [float(w[1]) for w in words if w[0] == "TERM"]
+        check(term, "%s: CMD did not get SIGTERM: %r" % (cmd, words))
+        sys.stderr.write("  %s --ttl 900 --max-hold 2500: CMD stopped %.0f ms after the send\n"
+                         % (cmd, (term[0] - sent) * 1000))
+        check(term[0] <= sent + 2.5 + 0.05, "%s: CMD ran past the bound: %.3f s" % (cmd, term[0] - sent))
+        check(term[0] >= sent + 2.5 - 0.9 - 0.3, "%s: CMD stopped a ttl before the bound: %.3f s"
+              % (cmd, term[0] - sent))
+        check(env.held(name) is False, "%s: still held after it ended" % cmd)
+    name = env.name("maxhold-usage")
+    for args in (("run", name, "--ttl", "3000", "--max-hold", "1000", "--", "true"),
+                 ("acquire", name, "--max-hold", "5000"),
+                 ("sem", "run", name, "--permits", "2", "--max-hold", "5000", "--", "true"),
+                 ("run", name, "--max-hold", "0", "--", "true")):
+        r = env.cli(*args)
+        check(r.returncode == 2 and "--max-hold" in r.stderr, "%r: %r" % (args, r))
+
+
 # ---- redlock elect ---------------------------------------------------------------------
 
 def marks_of(path):

@@ -717,3 +717,39 @@ Test(ops, timeout_covers_the_wait)
     cr_assert_gt(cli_ops_timeout(-1), 0);
     cr_assert_eq(cli_ops_timeout(60000) - cli_ops_timeout(0), 60000);
 }
+
+Test(args, max_hold_goes_with_run_and_elect_and_into_the_grant)
+{
+    cli_opts o;
+    char err[256];
+    const char *run[] = {"redlock", "run", "jobs", "--ttl", "900", "--max-hold", "2500", "--", "x", NULL};
+    const char *elect[] = {"redlock", "elect", "jobs", "--max-hold=60000", "--", "x", NULL};
+
+    cr_assert_eq(parse(&o, NULL, run, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.max_hold_ms, 2500);
+    json_t *b = cli_ops_grant_body(&o);
+    cr_assert_not_null(b);
+    cr_assert_eq(json_integer_value(json_object_get(b, "max_hold_ms")), 2500, "the grant asks for it");
+    json_decref(b);
+    cr_assert_eq(parse(&o, NULL, elect, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(o.max_hold_ms, 60000);
+    const char *plain[] = {"redlock", "run", "jobs", "--", "x", NULL};
+    cr_assert_eq(parse(&o, NULL, plain, err, sizeof(err)), 0, "%s", err);
+    b = cli_ops_grant_body(&o);
+    cr_assert_null(json_object_get(b, "max_hold_ms"), "not asked for without --max-hold");
+    json_decref(b);
+
+    static const char *const bad[][10] = {
+        {"redlock", "acquire", "jobs", "--max-hold", "5000", NULL},
+        {"redlock", "run", "jobs", "--shared", "--max-hold", "5000", "--", "x", NULL},
+        {"redlock", "sem", "run", "jobs", "--permits", "2", "--max-hold", "5000", "--", NULL},
+        {"redlock", "run", "jobs", "--ttl", "3000", "--max-hold", "2999", "--", "x", NULL},
+        {"redlock", "run", "jobs", "--max-hold", "0", "--", "x", NULL},
+        {"redlock", "run", "jobs", "--max-hold", "soon", "--", "x", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        cr_assert_eq(parse(&o, NULL, (const char **)bad[i], err, sizeof(err)), -1, "case %zu", i);
+        cr_assert(strstr(err, "--max-hold") != NULL, "case %zu: %s", i, err);
+    }
+}

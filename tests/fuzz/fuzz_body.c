@@ -105,6 +105,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if ((p.shared && !p.has_mode) || (p.reentrant && !p.has_reentrant))
             abort();
+        if ((p.has_lock_delay && (p.lock_delay_ms < 0 || p.lock_delay_ms > HUGE_MS)) ||
+            (p.has_max_hold && (p.max_hold_ms < 0 || p.max_hold_ms > HUGE_MS)))
+            abort();
         if (size == 0 && (p.has_ttl || p.has_wait || p.has_lease || p.has_owner || p.has_mode ||
                           p.has_permits || p.has_reentrant))
             abort();
@@ -122,6 +125,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc2 == RL_OK) {
             if (p.has_ttl && (p.ttl_ms < 1 || p.ttl_ms > max_ttl ||
                               p.ttl_ms <= redlock_drift_ms(p.ttl_ms, drift)))
+                abort();
+            if (p.has_lock_delay && p.lock_delay_ms > max_ttl)
                 abort();
             if (p.has_wait && (p.wait_ms < 0 || p.wait_ms > max_wait))
                 abort();

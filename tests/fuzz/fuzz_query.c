@@ -3,8 +3,8 @@
  * in validate.h.
  *
  * Input: byte 0 selects the key (ttl_ms, wait_ms, lease, or the bytes up to '=': owner,
- * hold, index, mode, permits and reentrant have references too, any other key must be
- * ignored),
+ * hold, index, mode, permits, reentrant, lock_delay_ms, max_hold_ms and token have
+ * references too, any other key must be ignored),
  * the rest is the value as the HTTP layer hands it over (a C string, so it stops at
  * the first NUL).  The whole input is also given to validate_name and validate_lease
  * as raw bytes, and to validate_uint with a maximum picked from byte 0.
@@ -179,10 +179,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_REENTRANT) ||
             p.has_reentrant != ok || p.reentrant != (ok && value[0] == 't'))
             abort();
+    } else if (strcmp(key, "lock_delay_ms") == 0 || strcmp(key, "max_hold_ms") == 0) {
+        int delay = key[0] == 'l';
+        int ok = ref_uint(value, HUGE_MS, &want) == 0;
+        rl_err bad = delay ? RL_E_INVALID_LOCK_DELAY : RL_E_INVALID_MAX_HOLD;
+        int has = delay ? p.has_lock_delay : p.has_max_hold;
+        long got = delay ? p.lock_delay_ms : p.max_hold_ms;
+        if (ok != (rc == RL_OK) || (!ok && rc != bad) || has != ok || (ok && got != want))
+            abort();
+    } else if (strcmp(key, "token") == 0) {
+        /* reference: decimal digits whose value fits 64 bits, not 0 */
+        size_t n = strlen(value);
+        int ok = n >= 1;
+        unsigned long long v = 0;
+        for (size_t i = 0; ok && i < n; i++) {
+            unsigned d = (unsigned)(value[i] - '0');
+            ok = value[i] >= '0' && value[i] <= '9' && v <= (~0ull - d) / 10;
+            v = v * 10 + d;
+        }
+        ok = ok && v > 0;
+        if (ok != (rc == RL_OK) || (!ok && rc != RL_E_INVALID_TOKEN) || p.has_token != ok ||
+            (ok && p.token != v))
+            abort();
     } else {
         /* unknown keys are ignored */
         if (rc != RL_OK || p.has_ttl || p.has_wait || p.has_lease || p.has_owner ||
-            p.hold_stream || p.has_index || p.has_mode || p.has_permits || p.has_reentrant)
+            p.hold_stream || p.has_index || p.has_mode || p.has_permits || p.has_reentrant ||
+            p.has_lock_delay || p.has_max_hold || p.has_token)
             abort();
     }
 

@@ -5,9 +5,11 @@
  *   acquire  {1,F} | {2,F} granted, {0,pttl,F[,holder]} taken (F >= 0)
  *   raise    F >= 0
  *   release  1 deleted, any other integer: not ours
- *   extend   {1,F} ours, {a,F} otherwise                 (F >= 0)
- *   inspect  {value|nil, pttl, F[, owner]}               (F >= 0, owner a string)
- *   force    any integer: 1 deleted, else nothing there (both OK)
+ *   extend   {1,F} ours, {a,F} otherwise                 (F >= 0), each with what is left
+ *            of a bound as a third element (>= 0)
+ *   inspect  {value|nil, pttl, F[, owner[, count, count_pttl[, holds[, stored, rest]]]]}
+ *            (F >= 0, owner a string)
+ *   force    any integer: 1 deleted, 2 deleted and resting, else nothing there (all OK)
  *   ping     a status reply
  * Anything else, an error reply or NULL, is RL_SLOT_FAILED.
  *
@@ -98,8 +100,7 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
         return a == 0 ? RL_SLOT_REFUSED : a == 1 || a > 10 ? RL_SLOT_OK : RL_SLOT_FAILED;
     case SCRIPT_EXTEND:
     case SCRIPT_SEM_EXTEND:
-        if (arr && (r->elements == 2 || (script == SCRIPT_SEM_EXTEND && r->elements == 3 &&
-                                         is_int(r, 2, &c) && c >= 0)) &&
+        if (arr && (r->elements == 2 || (r->elements == 3 && is_int(r, 2, &c) && c >= 0)) &&
             is_int(r, 0, &a) && is_int(r, 1, &b) && b >= 0) {
             *fence = (uint64_t)b;
             return a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
@@ -111,9 +112,12 @@ static int expect(int script, const redisReply *r, uint64_t *fence, int64_t *ptt
         if (arr && r->elements >= 6 &&
             (!is_int(r, 4, &a) || a < 0 || !is_int(r, 5, &b)))
             return RL_SLOT_FAILED;
-        if (arr && r->elements == 7 && (!is_int(r, 6, &a) || a < 0))
+        if (arr && r->elements >= 7 && (!is_int(r, 6, &a) || a < 0))
             return RL_SLOT_FAILED;
-        if (arr && (r->elements == 3 || (r->elements >= 4 && r->elements != 5 && r->elements <= 7 &&
+        if (arr && r->elements == 9 && (!is_int(r, 7, &a) || a < 0 || !is_int(r, 8, &b) || b < 0))
+            return RL_SLOT_FAILED;
+        if (arr && (r->elements == 3 || (r->elements >= 4 && r->elements != 5 && r->elements != 8 &&
+                                         r->elements <= 9 &&
                                          r->element[3] && r->element[3]->type == REDIS_REPLY_STRING)) &&
             r->element[0] &&
             (r->element[0]->type == REDIS_REPLY_STRING || r->element[0]->type == REDIS_REPLY_NIL) &&
@@ -161,7 +165,8 @@ static void check(int script, const redisReply *r)
     int want_released = (script == SCRIPT_HANDOFF && want != RL_SLOT_FAILED && is_int(r, 0, &code) &&
                          (code == 3 || (code >= 10 && code <= 12) || code >= 21) &&
                          (want == RL_SLOT_OK || code != 3)) ||
-                        (script == SCRIPT_FORCE && want == RL_SLOT_OK && r->integer == 1);
+                        (script == SCRIPT_FORCE && want == RL_SLOT_OK &&
+                         (r->integer == 1 || r->integer == 2));
     if (out.released != want_released)
         abort();
     /* The value: an inspection's, or the holder a refusal names ({0,pttl,F,holder}). */

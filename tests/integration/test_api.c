@@ -177,12 +177,17 @@ struct interop {
 };
 
 /* A lease the service made for the request is stored as it is; one the client chose
- * as "<lease>.<tag>", the tag naming the attempt (docs/DESIGN.md). */
+ * as "<lease>.<tag>", the tag naming the attempt (docs/DESIGN.md); either followed by
+ * "@<F>", the counter of the grant that wrote it (section 14). */
 static int holds_lease(const char *val, const char *lease)
 {
     size_t n = strlen(lease);
-    return strcmp(val, lease) == 0 ||
-           (strncmp(val, lease, n) == 0 && val[n] == '.' && strlen(val + n + 1) == 16);
+    if (strncmp(val, lease, n) != 0)
+        return 0;
+    const char *rest = val + n;
+    if (rest[0] == '.' && strspn(rest + 1, "0123456789abcdef") == 16)
+        rest += 17;
+    return rest[0] == '@' && rest[1] && strspn(rest + 1, "0123456789") == strlen(rest + 1);
 }
 
 /* Every master holds the lease -- or, if a worker did not use a master yet (one still

@@ -54,7 +54,7 @@ static long long num(json_t *o, const char *k)
 }
 
 static const body_lock lock = {"jobs/nightly", 12, "leaseAAAAAAAAAAAAAAAA", 21, 42, 9897, 10000, 1,
-                               NULL, 0, 0, 0, 0, 0, 0, 0};
+                               NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0};
 
 /* The body fn writes for l: exactly want, and an object of n members once parsed. */
 static json_t *lock_body(void (*fn)(jw *, const body_lock *), const body_lock *l, const char *want,
@@ -162,7 +162,7 @@ Test(body, the_largest_single_name_bodies_fit_their_writer)
     static char owner[OWNER_MAX_LEN + 1];
     memset(owner, '"', OWNER_MAX_LEN);
     body_lock l = {name, NAME_MAX_LEN, lease, LEASE_MAX_LEN, INT64_MAX, INT64_MIN, -2147483647L, 1,
-                   owner, OWNER_MAX_LEN, 1, 0, 0, 0, 0, 0};
+                   owner, OWNER_MAX_LEN, 1, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0};
     void (*const bodies[])(jw *, const body_lock *) = {body_granted, body_released, body_extended,
                                                        body_inspected};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
@@ -236,7 +236,7 @@ Test(body, the_largest_multi_grant_fits_body_max_multi)
 
 Test(body, an_error_is_its_code_and_its_own_message_unless_another_is_given)
 {
-    body_err e = {RL_E_INVALID_NAME, NULL, 0, 0, 0, 0, 0, -1};
+    body_err e = {RL_E_INVALID_NAME, NULL, 0, 0, 0, 0, 0, -1, 0, 0};
     jw *j = writer(BODY_MAX_LOCK);
     body_error(j, &e);
     cr_assert_str_eq(buf, "{\"error\":\"invalid_name\",\"message\":\"a lock name is 1..255 bytes of "
@@ -259,7 +259,7 @@ Test(body, an_error_is_its_code_and_its_own_message_unless_another_is_given)
 /* The error body of e, parsed: it must have n members. */
 static json_t *error_body(rl_err err, int64_t retry_after_ms, size_t nodes_ok, size_t quorum, size_t n)
 {
-    body_err e = {err, NULL, retry_after_ms, nodes_ok, quorum, 0, 0, -1};
+    body_err e = {err, NULL, retry_after_ms, nodes_ok, quorum, 0, 0, -1, 0, 0};
     jw *j = writer(BODY_MAX_LOCK);
     body_error(j, &e);
     return parsed(j, n);
@@ -300,7 +300,7 @@ Test(body, a_round_that_fell_short_says_how_many_masters_answered_of_how_many_ne
  * answered". */
 Test(body, masters_quarantined_says_how_many_and_when_the_first_is_back)
 {
-    body_err e = {RL_E_MASTERS_QUARANTINED, NULL, 0, 5, 3, 0, 3, 1200};
+    body_err e = {RL_E_MASTERS_QUARANTINED, NULL, 0, 5, 3, 0, 3, 1200, 0, 0};
     jw j;
     jw_init(&j, buf, sizeof buf);
     body_error(&j, &e);
@@ -320,14 +320,14 @@ Test(body, other_errors_carry_no_extras_and_every_one_fits_its_writer)
     memset(msg, '\x01', sizeof msg - 1); /* escaped to six bytes each: the worst case */
     msg[sizeof msg - 1] = '\0';
     for (int c = 0; c < RL_ERR__COUNT; c++) {
-        int extras = c == RL_E_LOCK_HELD || c == RL_E_LOCK_CONTENDED ? 1
+        int extras = c == RL_E_LOCK_HELD || c == RL_E_LOCK_CONTENDED || c == RL_E_MAX_HOLD_EXCEEDED ? 1
                    : c == RL_E_QUORUM_UNAVAILABLE || c == RL_E_VALIDITY_EXHAUSTED ||
                          c == RL_E_RELEASE_UNCONFIRMED ? 2
                    : c == RL_E_MASTERS_QUARANTINED ? 4 : 0;
         json_t *o = error_body((rl_err)c, 5, 1, 2, 2 + (size_t)extras);
         cr_assert_str_eq(str(o, "error"), rl_err_code((rl_err)c));
         json_decref(o);
-        body_err e = {(rl_err)c, msg, 5, 1, 2, 0, 0, -1};
+        body_err e = {(rl_err)c, msg, 5, 1, 2, 0, 0, -1, 1, 7};
         jw big;
         static char bigbuf[4 * BODY_MAX_LOCK];
         jw_init(&big, bigbuf, sizeof bigbuf);
@@ -440,7 +440,8 @@ Test(body, shared_semaphore_and_reentrant_members)
 {
     char out[1024];
     jw j;
-    body_lock l = {"s", 1, "leaseAAAAAAAAAAAAAAAA", 21, 4, 900, 1000, 0, NULL, 0, 0, 1, 0, 0, 0, 0};
+    body_lock l = {"s", 1, "leaseAAAAAAAAAAAAAAAA", 21, 4, 900, 1000, 0, NULL, 0, 0, 1, 0, 0, 0, 0,
+                   0, 0, -1, 0, 0};
     jw_init(&j, out, sizeof out);
     body_granted(&j, &l);
     cr_assert_str_eq(out, "{\"name\":\"s\",\"lease\":\"leaseAAAAAAAAAAAAAAAA\",\"fencing_token\":4,"
@@ -467,7 +468,7 @@ Test(body, shared_semaphore_and_reentrant_members)
     jw_init(&j, out, sizeof out);
     body_inspected(&j, &l);
     cr_assert(strstr(out, "\"mode\":\"shared\",\"readers\":2,\"holds\":2}"), "%s", out);
-    body_err e = {RL_E_PERMITS_MISMATCH, NULL, 0, 0, 0, 5, 0, -1};
+    body_err e = {RL_E_PERMITS_MISMATCH, NULL, 0, 0, 0, 5, 0, -1, 0, 0};
     jw_init(&j, out, sizeof out);
     body_error(&j, &e);
     cr_assert(strstr(out, "\"permits\":5}"), "%s", out);

@@ -54,6 +54,10 @@ ParameterizedTestParameters(errors, status_and_code_per_error)
         {RL_E_INVALID_REENTRANT, 400, "invalid_reentrant"},
         {RL_E_PERMITS_MISMATCH, 409, "permits_mismatch"},
         {RL_E_RELEASE_UNCONFIRMED, 503, "release_unconfirmed"},
+        {RL_E_INVALID_LOCK_DELAY, 400, "invalid_lock_delay"},
+        {RL_E_INVALID_MAX_HOLD, 400, "invalid_max_hold"},
+        {RL_E_INVALID_TOKEN, 400, "invalid_token"},
+        {RL_E_MAX_HOLD_EXCEEDED, 409, "max_hold_exceeded"},
     };
     return cr_make_param_array(struct err_case, cases, sizeof cases / sizeof cases[0]);
 }
@@ -70,7 +74,7 @@ ParameterizedTest(struct err_case *c, errors, status_and_code_per_error)
 Test(errors, the_table_above_covers_every_code)
 {
     /* If a code is added, the table test above must learn its status. */
-    cr_assert_eq(RL_ERR__COUNT, 33);
+    cr_assert_eq(RL_ERR__COUNT, 37);
 }
 
 Test(errors, codes_are_distinct_snake_case)

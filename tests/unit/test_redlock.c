@@ -959,3 +959,80 @@ Test(redlock, an_unconfirmed_release_lowers_the_silent_masters_to_what_was_left)
     int64_t none[5] = {-1, -1, -1, -1, -1};
     cr_assert_eq(redlock_release_target(none, 0, 5), -1);
 }
+
+/* ---- lock-delay, bounded holds, the token check (docs/DESIGN.md section 14) ---- */
+
+static redlock_reply bounded(int state, int64_t left)
+{
+    redlock_reply r = state == RL_SLOT_OK ? ok_f(3) : refused(0, 3);
+    r.bound_ms = left;
+    return r;
+}
+
+Test(redlock, an_extension_lives_its_ttl_or_what_a_quorum_has_left_of_the_bound)
+{
+    redlock_reply r[5] = {bounded(RL_SLOT_OK, -1), bounded(RL_SLOT_OK, -1), bounded(RL_SLOT_OK, -1),
+                          failed_f(0), failed_f(0)};
+    cr_assert_eq(redlock_extended_ms(r, 5, 3, 1000), 1000, "no bound: the ttl");
+    cr_assert_eq(redlock_bound_left_ms(r, 5, 3, 1), -1);
+    r[0] = bounded(RL_SLOT_OK, 400);
+    r[1] = bounded(RL_SLOT_OK, 420);
+    r[2] = bounded(RL_SLOT_OK, 5000);
+    cr_assert_eq(redlock_extended_ms(r, 5, 3, 1000), 400, "capped: the quorum-th largest");
+    cr_assert_eq(redlock_bound_left_ms(r, 5, 3, 1), 400);
+    r[3] = bounded(RL_SLOT_OK, 430);
+    cr_assert_eq(redlock_extended_ms(r, 5, 3, 1000), 420, "four extended: the third largest");
+    r[0] = bounded(RL_SLOT_REFUSED, 20);
+    r[1] = bounded(RL_SLOT_REFUSED, 15);
+    r[3] = refused(0, 3);
+    r[3].bound_ms = -1;
+    cr_assert_eq(redlock_bound_left_ms(r, 5, 3, 0), 15, "refused for the bound: the least said");
+    r[0] = refused(0, 3);
+    r[0].bound_ms = -1;
+    r[1] = r[0];
+    cr_assert_eq(redlock_bound_left_ms(r, 5, 3, 0), -1, "refused for another reason: none");
+}
+
+static redlock_reply rests(int64_t ms)
+{
+    redlock_reply r = empty_key();
+    r.rest_ms = ms;
+    return r;
+}
+
+Test(redlock, a_resting_lock_frees_when_a_quorum_is_free)
+{
+    redlock_reply r[5] = {rests(0), rests(0), rests(0), rests(0), rests(0)};
+    cr_assert_eq(redlock_resting_ms(r, 5, 3), 0, "nothing rests");
+    r[0] = rests(900);
+    r[1] = rests(1000);
+    cr_assert_eq(redlock_resting_ms(r, 5, 3), 0, "three masters free: free now");
+    r[2] = rests(1100);
+    cr_assert_eq(redlock_resting_ms(r, 5, 3), 900, "free once the first of three lets go");
+    r[3] = failed_f(0);
+    r[4] = failed_f(0);
+    cr_assert_eq(redlock_resting_ms(r, 5, 3), 1100, "a master that did not answer counts as never");
+    r[2] = failed_f(0);
+    cr_assert_eq(redlock_resting_ms(r, 5, 3), 0, "fewer than a quorum answered: not said");
+}
+
+static redlock_reply stored(const char *lease, uint64_t token)
+{
+    redlock_reply r = holder(lease, 1000);
+    r.stored = token;
+    return r;
+}
+
+Test(redlock, the_token_check_wants_the_largest_token_stored_with_the_holders_keys)
+{
+    redlock_reply r[5] = {stored("L", 7), stored("L", 7), stored("L", 5), stored("M", 9), empty_key()};
+    int64_t valid;
+    int h = redlock_inspect_holder(r, 5, 3, &valid);
+    cr_assert_geq(h, 0);
+    cr_assert(redlock_token_current(r, 5, h, 7), "the grant's token: its largest stored");
+    cr_assert_not(redlock_token_current(r, 5, h, 5), "a laggard's own counter is not the token");
+    cr_assert_not(redlock_token_current(r, 5, h, 9), "another lease's");
+    cr_assert_not(redlock_token_current(r, 5, -1, 7), "nobody holds a quorum");
+    r[0].stored = r[1].stored = r[2].stored = 0;
+    cr_assert_not(redlock_token_current(r, 5, h, 0), "no token stored: never current");
+}

@@ -127,7 +127,10 @@ ParameterizedTestParameters(reply, script_reply_table)
         RF(SCRIPT_EXTEND, "*2\r\n:1\r\n:4\r\n", OK, 4),
         RF(SCRIPT_EXTEND, "*2\r\n:0\r\n:4\r\n", NO, 4),
         R(SCRIPT_EXTEND, "*2\r\n:1\r\n:-4\r\n", FAIL),
-        R(SCRIPT_EXTEND, "*3\r\n:1\r\n:4\r\n:4\r\n", FAIL),
+        RF(SCRIPT_EXTEND, "*3\r\n:1\r\n:4\r\n:4\r\n", OK, 4),   /* with what is left of its bound */
+        RF(SCRIPT_EXTEND, "*3\r\n:3\r\n:4\r\n:0\r\n", NO, 4),   /* refused at its bound */
+        R(SCRIPT_EXTEND, "*3\r\n:1\r\n:4\r\n:-4\r\n", FAIL),
+        R(SCRIPT_EXTEND, "*3\r\n:1\r\n:4\r\n$1\r\n4\r\n", FAIL),
         R(SCRIPT_EXTEND, "*1\r\n:1\r\n", FAIL),
         R(SCRIPT_EXTEND, "*2\r\n$1\r\n1\r\n:4\r\n", FAIL),
         R(SCRIPT_EXTEND, "*2\r\n:1\r\n$-1\r\n", FAIL),
@@ -257,6 +260,52 @@ Test(reply, force_is_ok_whether_it_deleted_or_found_nothing)
     cr_assert_eq(out.released, 0);
     out = decode(SCRIPT_FORCE, "$1\r\n1\r\n", 7);
     cr_assert_eq(out.state, RL_SLOT_FAILED);
+}
+
+Test(reply, force_says_where_it_left_the_lock_resting)
+{
+    redlock_reply out = decode(SCRIPT_FORCE, ":2\r\n", sizeof ":2\r\n" - 1);
+    cr_assert_eq(out.state, RL_SLOT_OK);
+    cr_assert_eq(out.released, 1, "broken: the holder's lease is gone there");
+    cr_assert_eq(out.rested, 1, "and the name rests for its lock-delay");
+    out = decode(SCRIPT_FORCE, ":1\r\n", sizeof ":1\r\n" - 1);
+    cr_assert_eq(out.rested, 0);
+}
+
+Test(reply, extend_carries_what_is_left_of_the_bound)
+{
+    redlock_reply out = decode(SCRIPT_EXTEND, "*2\r\n:1\r\n:4\r\n", sizeof "*2\r\n:1\r\n:4\r\n" - 1);
+    cr_assert_eq(out.bound_ms, -1, "no bound: none said");
+    out = decode(SCRIPT_EXTEND, "*3\r\n:1\r\n:4\r\n:1500\r\n", sizeof "*3\r\n:1\r\n:4\r\n:1500\r\n" - 1);
+    cr_assert_eq(out.state, RL_SLOT_OK);
+    cr_assert_eq(out.bound_ms, 1500);
+    out = decode(SCRIPT_EXTEND, "*3\r\n:3\r\n:4\r\n:700\r\n", sizeof "*3\r\n:3\r\n:4\r\n:700\r\n" - 1);
+    cr_assert_eq(out.state, RL_SLOT_REFUSED, "past its bound: refused");
+    cr_assert_eq(out.bound_ms, 700);
+    out = decode(SCRIPT_EXTEND, "*3\r\n:0\r\n:4\r\n:700\r\n", sizeof "*3\r\n:0\r\n:4\r\n:700\r\n" - 1);
+    cr_assert_eq(out.state, RL_SLOT_REFUSED);
+    cr_assert_eq(out.bound_ms, -1, "not the lease's: no bound to say");
+    out = decode(SCRIPT_SEM_EXTEND, "*3\r\n:1\r\n:4\r\n:7\r\n", sizeof "*3\r\n:1\r\n:4\r\n:7\r\n" - 1);
+    cr_assert_eq(out.count, 7, "a permit's third element is its slot");
+    cr_assert_eq(out.bound_ms, -1);
+}
+
+Test(reply, inspect_carries_the_stored_token_and_the_rest)
+{
+    static const char r[] = "*9\r\n$16\r\nleaseAAAAAAAAAAA\r\n:900\r\n:12\r\n$0\r\n\r\n:0\r\n:0\r\n:1\r\n"
+                            ":11\r\n:2900\r\n";
+    redlock_reply out = decode(SCRIPT_INSPECT, r, sizeof r - 1);
+    cr_assert_eq(out.state, RL_SLOT_OK);
+    cr_assert_eq(out.fence, 12, "the bucket's counter");
+    cr_assert_eq(out.stored, 11, "the token the key was granted with");
+    cr_assert_eq(out.rest_ms, 2900);
+    cr_assert_eq(out.pttl, 900, "the holder's part");
+    static const char neg[] = "*9\r\n$-1\r\n:-2\r\n:12\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-1\r\n";
+    out = decode(SCRIPT_INSPECT, neg, sizeof neg - 1);
+    cr_assert_eq(out.state, RL_SLOT_FAILED, "a negative rest");
+    static const char eight[] = "*8\r\n$-1\r\n:-2\r\n:12\r\n$0\r\n\r\n:0\r\n:0\r\n:0\r\n:0\r\n";
+    out = decode(SCRIPT_INSPECT, eight, sizeof eight - 1);
+    cr_assert_eq(out.state, RL_SLOT_FAILED, "eight elements is no shape of ours");
 }
 
 Test(reply, inspect_nil_value_means_free)

@@ -93,12 +93,13 @@ Test(scripts, every_lock_script_checks_the_masters_record_first)
 
 Test(scripts, an_owner_never_moves_the_adoption_mark_or_the_lease)
 {
-    /* adopted() puts '!' before the '\n' of an owner, untag() stops at the first '.',
+    /* adopted() puts '!' before the '\n' of an owner, untag() stops at the first '.' (or
+     * the '@' of a bare lease's stamp),
      * and the inspect reply carries the owner as its 4th element (tests/integration's
      * scripts_live runs them). */
     const char *s = script_source(SCRIPT_BATCH);
     cr_assert_not_null(strstr(s, "return h .. '!' .. o"));
-    cr_assert_not_null(strstr(s, "return {v, redis.call('PTTL', key), cur(b), o, n, longest, h}"));
+    cr_assert_not_null(strstr(s, "return {v, p, cur(b), o, n, longest, h, f, rest}"));
     cr_assert_eq(script_batch_code(SCRIPT_INSPECT, 2, 1), 'i', "inspect keeps its batch shape");
     cr_assert_eq(script_batch_code(SCRIPT_FORCE, 4, 2), 0, "force goes alone");
     cr_assert_eq(script_batch_code(SCRIPT_SCAN, 0, 4), 0, "scan goes alone");

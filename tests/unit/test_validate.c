@@ -859,3 +859,46 @@ Test(validate, mode_permits_and_reentrant_from_the_query_and_the_body)
                      "%s", bad[i].body);
     }
 }
+
+Test(validate, lock_delay_max_hold_and_token_from_the_query_and_the_body)
+{
+    lock_params p;
+    memset(&p, 0, sizeof p);
+    cr_assert_eq(params_from_query(&p, "lock_delay_ms", "0"), RL_OK);
+    cr_assert(p.has_lock_delay && p.lock_delay_ms == 0);
+    cr_assert_eq(params_from_query(&p, "lock_delay_ms", "2500"), RL_OK);
+    cr_assert_eq(p.lock_delay_ms, 2500);
+    cr_assert_eq(params_from_query(&p, "lock_delay_ms", "-1"), RL_E_INVALID_LOCK_DELAY);
+    cr_assert_eq(params_from_query(&p, "lock_delay_ms", "1e3"), RL_E_INVALID_LOCK_DELAY);
+    cr_assert_eq(params_from_query(&p, "max_hold_ms", "60000"), RL_OK);
+    cr_assert(p.has_max_hold && p.max_hold_ms == 60000);
+    cr_assert_eq(params_from_query(&p, "max_hold_ms", ""), RL_E_INVALID_MAX_HOLD);
+    cr_assert_eq(params_from_query(&p, "token", "18446744073709551615"), RL_OK);
+    cr_assert(p.has_token && p.token == 18446744073709551615ull);
+    cr_assert_eq(params_from_query(&p, "token", "18446744073709551616"), RL_E_INVALID_TOKEN);
+    cr_assert_eq(params_from_query(&p, "token", "0"), RL_E_INVALID_TOKEN, "no token is 0");
+    cr_assert_eq(params_from_query(&p, "token", "+5"), RL_E_INVALID_TOKEN);
+    char msg[256];
+    memset(&p, 0, sizeof p);
+    const char *b = "{\"lock_delay_ms\":1000,\"max_hold_ms\":90000}";
+    cr_assert_eq(params_from_body(&p, b, strlen(b), msg, sizeof msg), RL_OK, "%s", msg);
+    cr_assert(p.lock_delay_ms == 1000 && p.max_hold_ms == 90000);
+    /* the lock-delay is at most the max ttl */
+    cr_assert_eq(params_check(&p, 1000, 60000, 0.01, msg, sizeof msg), RL_OK, "%s", msg);
+    p.lock_delay_ms = 1001;
+    cr_assert_eq(params_check(&p, 1000, 60000, 0.01, msg, sizeof msg), RL_E_INVALID_LOCK_DELAY);
+    cr_assert(strstr(msg, "1000"), "names the limit: %s", msg);
+    static const struct {
+        const char *body;
+        rl_err e;
+    } bad[] = {
+        {"{\"lock_delay_ms\":-1}", RL_E_INVALID_LOCK_DELAY}, {"{\"lock_delay_ms\":\"5\"}", RL_E_INVALID_LOCK_DELAY},
+        {"{\"lock_delay_ms\":1.5}", RL_E_INVALID_LOCK_DELAY}, {"{\"max_hold_ms\":null}", RL_E_INVALID_MAX_HOLD},
+        {"{\"max_hold_ms\":true}", RL_E_INVALID_MAX_HOLD},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&p, 0, sizeof p);
+        cr_assert_eq(params_from_body(&p, bad[i].body, strlen(bad[i].body), msg, sizeof msg), bad[i].e,
+                     "%s", bad[i].body);
+    }
+}

@@ -183,6 +183,9 @@ ERRORS: Dict[str, type] = {
     "invalid_permits": InvalidRequest,
     "invalid_reentrant": InvalidRequest,
     "invalid_query": InvalidRequest,
+    "invalid_lock_delay": InvalidRequest,
+    "invalid_max_hold": InvalidRequest,
+    "invalid_token": InvalidRequest,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "not_found": ProtocolError,
@@ -191,6 +194,7 @@ ERRORS: Dict[str, type] = {
     "lock_held": LockHeld,
     "lock_contended": LockContended,
     "permits_mismatch": PermitsMismatch,
+    "max_hold_exceeded": LeaseLost,   # the hold is at its max_hold_ms: it cannot be kept
     "body_too_large": ProtocolError,
     "client_closed": ProtocolError,
     "internal": ProtocolError,
