@@ -72,7 +72,7 @@ static void count(lockop_env *env, int c)
 
 /* ---- completion ---- */
 
-/* op no longer counts in its worker's env->waiting (see worker_start_op). */
+/* op no longer counts in its worker's env->waiting (see on_start_op in worker.c). */
 static void stop_waiting(lockop *op)
 {
     if (op->waiting) {

@@ -370,8 +370,6 @@ static void on_granted(lockop_env *env, const char *name, size_t len)
     }
 }
 
-static void granted_here(worker *w, const char *name, size_t len);
-
 static void on_announced(void *owner, const char *name, size_t len, int granted)
 {
     if (granted)
@@ -471,7 +469,6 @@ static void on_start_op(void *owner, lockop *op)
     lockop_start(op);
 }
 
-/* Whether every worker has a quorum of trusted masters: a request may land on any. */
 /* http_env.masters_starting: the first connections are still being made (within the
  * first seconds after the start), and fewer than a quorum of masters are ready. */
 static int on_masters_starting(void *owner)
@@ -497,6 +494,8 @@ static int on_master_ok(void *owner, size_t m)
     return 1;
 }
 
+/* http_env.all_ready: whether every worker has a quorum of trusted masters (a request
+ * may land on any). */
 static int on_all_ready(void *owner)
 {
     const worker *w = owner;

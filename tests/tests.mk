@@ -41,7 +41,7 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/lsan.supp):print_suppression
 export REDLOCK_TEST_GRACEFUL := 1
 endif
 
-.PHONY: deps test test-unit test-integration test-integration-external check
+.PHONY: deps test test-unit test-integration test-integration-external
 deps:
 	$(Q)sh tests/install-deps.sh
 
