@@ -703,7 +703,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     w->ops.origin = a->origin;
     w->ops.origin_len = strlen(a->origin);
     w->ops.granted = on_granted;
-    w->watches.ops = &w->ops;
+    watch_env_init(&w->watches, &w->ops);
     w->holds = (hold_env){.ops = &w->ops, .owner = w, .start_op = on_start_op,
                           .max_holds = a->cfg.max_streams, .holds_total = &a->holds_total};
     w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w);
