@@ -22,6 +22,7 @@
 #include "notify.h"
 #include "resync.h"
 #include "round.h"
+#include "trust.h"
 #include "waitq.h"
 
 #define TICK_MS 20
@@ -74,85 +75,11 @@ typedef struct master_downlog {
     lograte rate;
 } master_downlog;
 
-/* The verdict on a master found without its record (docs/DESIGN.md, "Master trust").
- * It may join without quarantine only if no master carries a record (a new cluster:
- * nothing can have been granted): every other master answered a check sent after this
- * one was found bare, and every one is bare too.  Any record elsewhere means it lost
- * its data: quarantine.  Until every master has answered, it stays out (a new cluster
- * needs all of its masters up once).  The first worker alone judges, so that the
- * workers of one instance never race each other into quarantining a new cluster's
- * masters; the others ask again until the verdict is on the master. */
+/* The verdict on the masters found without their record (trust.h).  The first worker
+ * alone judges; the others ask again until the verdict is on the master. */
 static void judge_unmarked(worker *w)
 {
-    size_t n = w->rounds.n;
-    int64_t now = clock_now_us();
-    if (w->id != 0) {
-        for (size_t i = 0; i < n; i++) {
-            master_conn *m = &w->masters[i];
-            if (m->state == MASTER_UNMARKED && now - m->check_sent_us > 20 * 1000)
-                master_recheck(m);
-        }
-        return;
-    }
-    /* A new cluster: every master bare, in answers to checks sent after the last of
-     * them was found bare.  Then all of them are marked in one pass, before any of them
-     * can answer "marked" to a verdict on another. */
-    int64_t last_bare = 0;
-    int all_bare = 1;
-    for (size_t i = 0; i < n; i++) {
-        master_conn *m = &w->masters[i];
-        if (m->state != MASTER_UNMARKED)
-            all_bare = 0;
-        else if (m->unmarked_at_us > last_bare)
-            last_bare = m->unmarked_at_us;
-    }
-    if (all_bare) {
-        int fresh = 1;
-        for (size_t i = 0; i < n; i++) {
-            master_conn *m = &w->masters[i];
-            if (m->check_inflight || m->seen_state != 0 || m->check_sent_us < last_bare ||
-                m->check_recv_us < m->check_sent_us) {
-                fresh = 0;
-                master_recheck(m);
-            }
-        }
-        if (fresh)
-            for (size_t i = 0; i < n; i++)
-                master_resolve_marker(&w->masters[i], 0, w->app->origin);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        master_conn *m = &w->masters[i];
-        if (m->state != MASTER_UNMARKED || m->check_inflight)
-            continue;
-        redlock_peer_view views[CONFIG_MAX_MASTERS];
-        size_t k = 0;
-        for (size_t j = 0; j < n; j++) {
-            master_conn *p = &w->masters[j];
-            if (j == i)
-                continue;
-            views[k].state = p->state >= MASTER_UNMARKED ? p->seen_state : -1;
-            views[k].fresh = p->check_sent_us >= m->unmarked_at_us &&
-                             p->check_recv_us >= p->check_sent_us && !p->check_inflight;
-            if (!views[k].fresh)
-                master_recheck(p); /* no-op while one is in flight or it is down */
-            k++;
-        }
-        /* With some master not bare, MARK cannot come out (that needs all of them bare,
-         * handled above): a record anywhere means this one lost its data. */
-        if (redlock_judge_unmarked(views, k) == RL_VERDICT_QUARANTINE) {
-            master_resolve_marker(m, 1, w->app->origin);
-        } else if (now - m->waiting_logged_us > 10 * 1000 * 1000 && now - m->unmarked_at_us > 1000 * 1000) {
-            m->waiting_logged_us = now;
-            char fields[512];
-            jw j;
-            jw_init(&j, fields, sizeof fields);
-            jw_key_str(&j, "master", m->cfg->address);
-            jw_key_str(&j, "reason", "no record, and not every master has answered: a new "
-                                     "cluster needs all of its masters up once");
-            log_event(&w->log, LOG_LEVEL_WARN, "master unjudged", fields);
-        }
-    }
+    trust_judge_unmarked(w->masters, w->rounds.n, w->id == 0, w->app->origin, &w->log);
 }
 
 static void on_master_state(master_conn *m, int old_state, const char *why)
@@ -213,14 +140,13 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
         judge_unmarked(w);
 }
 
+/* master_hooks.checked: a check of m's record was answered; an unmarked master's
+ * verdict may be due (its peers' answers come without a state change). */
 static void on_checked(master_conn *m)
 {
     worker *w = m->owner;
-    for (size_t i = 0; i < w->rounds.n; i++)
-        if (w->masters[i].state == MASTER_UNMARKED) {
-            judge_unmarked(w);
-            return;
-        }
+    if (trust_any_unmarked(w->masters, w->rounds.n))
+        judge_unmarked(w);
 }
 
 static resync *resync_of(worker *w, master_conn *m)
