@@ -6,9 +6,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "hold.h"
 #include "http.h"
@@ -19,6 +16,7 @@
 #include "log.h"
 #include "lograte.h"
 #include "loop.h"
+#include "mailbox.h"
 #include "notify.h"
 #include "resync.h"
 #include "round.h"
@@ -26,7 +24,6 @@
 #include "waitq.h"
 
 #define TICK_MS 20
-#define WORKER_MAILBOX 256
 
 struct worker {
     /* read-only after worker_new(); read by other threads */
@@ -57,15 +54,7 @@ struct worker {
     lease_rng rng;
     int64_t next_trim_us;       /* when to hand freed memory back to the system */
     size_t foreign_ops;         /* ops running here for other workers' requests */
-    /* the mailbox: other threads post under mb_lock, this one drains on its eventfd */
-    int evfd;
-    loop_io ev_io;
-    pthread_mutex_t mb_lock;
-    size_t mb_len;
-    int mb_overflow;            /* lost wake-ups: wake every queue */
-    char mb_names[WORKER_MAILBOX][256];
-    lockop *mb_start, *mb_start_tail; /* waiting acquires to run here for other workers */
-    lockop *mb_done, *mb_done_tail;   /* this worker's requests that another one ran */
+    mailbox mb;                 /* how the other threads reach this one (mailbox.h) */
 };
 
 /* ---- master hooks ---- */
@@ -197,36 +186,8 @@ static worker *keeper_of(const app *a, const char *name, size_t len)
     return a->workers[keys_name_hash(name, len) % a->nworkers];
 }
 
-/* Mailbox names: a release to wake waiters for, or (MB_GONE first) a name whose
- * waiters may include one whose client left. */
-#define MB_GONE '\001'
-#define MB_GRANTED '\002' /* a grant: only watchers care */
-
-static void post_name(worker *w, char kind, const char *name, size_t len)
-{
-    pthread_mutex_lock(&w->mb_lock);
-    if (w->mb_len < WORKER_MAILBOX && len + 1 < sizeof w->mb_names[0]) {
-        char *p = w->mb_names[w->mb_len];
-        if (kind)
-            *p++ = kind;
-        memcpy(p, name, len);
-        p[len] = '\0';
-        w->mb_len++;
-    } else {
-        w->mb_overflow = 1;
-    }
-    pthread_mutex_unlock(&w->mb_lock);
-    uint64_t one = 1;
-    if (write(w->evfd, &one, sizeof one) < 0 && errno != EAGAIN)
-        w->mb_overflow = 1; /* cannot happen with an eventfd; the poll retries anyway */
-}
-
-/* Post a wake-up for name to w (any thread). */
-static void post_wake(worker *w, const char *name, size_t len)
-{
-    post_name(w, 0, name, len);
-}
-
+/* lockop_env.released: a release of name went through this worker; the others that
+ * care hear of it through their mailboxes. */
 static void on_released(lockop_env *env, const char *name, size_t len)
 {
     worker *w = env->owner;
@@ -243,7 +204,7 @@ static void on_released(lockop_env *env, const char *name, size_t len)
         if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) ||
                        __atomic_load_n(&o->holds.n, __ATOMIC_RELAXED) ||
                        __atomic_load_n(&o->watches.n, __ATOMIC_RELAXED) || (o == keeper && hot)))
-            post_wake(o, name, len);
+            mailbox_post_name(&o->mb, MAILBOX_RELEASED, name, len);
     }
 }
 
@@ -292,7 +253,7 @@ static void on_granted(lockop_env *env, const char *name, size_t len)
         if (o == w)
             granted_here(w, name, len);
         else
-            post_name(o, MB_GRANTED, name, len);
+            mailbox_post_name(&o->mb, MAILBOX_GRANTED, name, len);
     }
 }
 
@@ -317,27 +278,12 @@ static void on_op_gone(void *owner, lockop *op)
     }
     /* It runs on the worker that keeps its name: that worker looks through its queues
      * (never at op itself, which may be on its way back already). */
-    post_name(keeper_of(w->app, op->name, op->name_len), MB_GONE, op->name, op->name_len);
+    mailbox_post_name(&keeper_of(w->app, op->name, op->name_len)->mb, MAILBOX_GONE, op->name,
+                      op->name_len);
 }
 
-/* Append op to a mailbox list and poke the worker. */
-static void post_op(worker *to, lockop **head, lockop **tail, lockop *op)
-{
-    op->mb_next = NULL;
-    pthread_mutex_lock(&to->mb_lock);
-    if (*tail)
-        (*tail)->mb_next = op;
-    else
-        *head = op;
-    *tail = op;
-    pthread_mutex_unlock(&to->mb_lock);
-    uint64_t one = 1;
-    if (write(to->evfd, &one, sizeof one) < 0) {
-        /* EAGAIN: the counter is already non-zero, the worker will look */
-    }
-}
-
-/* done() of an op run here for another worker: hand it back (this thread). */
+/* The done() of an op run here for another worker (on_start_op puts it in place of the
+ * request's own): hand the op back to the request's worker (this thread). */
 static void foreign_done(lockop *op)
 {
     worker *here = container_of(op->env, worker, ops);
@@ -346,7 +292,7 @@ static void foreign_done(lockop *op)
     lockop_fini_rounds(op); /* its round belongs to this worker */
     op->env = &home->ops;   /* from now on the request's worker owns it again */
     op->done = op->home_done;
-    post_op(home, &home->mb_done, &home->mb_done_tail, op);
+    mailbox_post_back(&home->mb, op); /* its mailbox runs home_done: on_mail_back */
 }
 
 /* Start op, a request's lock operation, from w (w's thread).  A waiting acquire runs
@@ -388,7 +334,7 @@ static void on_start_op(void *owner, lockop *op)
             op->home = w;
             op->home_done = op->done;
             op->done = foreign_done;
-            post_op(keeper, &keeper->mb_start, &keeper->mb_start_tail, op);
+            mailbox_post_start(&keeper->mb, op); /* started there: on_mail_start */
             return;
         }
     }
@@ -438,59 +384,52 @@ static int on_all_ready(void *owner)
 
 void worker_stop(worker *w)
 {
-    uint64_t one = 1;
-    if (write(w->evfd, &one, sizeof one) < 0) {
-        /* EAGAIN: the counter is already non-zero, the worker will look */
-    }
+    mailbox_poke(&w->mb);
 }
 
-static void on_mailbox(loop_io *io, uint32_t events)
+/* ---- the mailbox's hooks (mailbox.h) ---- */
+
+static void on_mail_name(void *owner, int kind, const char *name, size_t len)
 {
-    worker *w = container_of(io, worker, ev_io);
-    (void)events;
-    uint64_t v;
-    if (read(w->evfd, &v, sizeof v) < 0) {
-        /* EAGAIN: nothing new */
-    }
-    pthread_mutex_lock(&w->mb_lock);
-    lockop *start = w->mb_start, *done = w->mb_done;
-    w->mb_start = w->mb_start_tail = w->mb_done = w->mb_done_tail = NULL;
-    size_t n = w->mb_len;
-    int overflow = w->mb_overflow;
-    char (*copy)[256] = n ? malloc(n * 256) : NULL;
-    if (copy)
-        memcpy(copy, w->mb_names, n * 256);
-    else if (n)
-        overflow = 1;
-    w->mb_len = 0;
-    w->mb_overflow = 0;
-    pthread_mutex_unlock(&w->mb_lock);
-    for (size_t i = 0; copy && i < n; i++) {
-        if (copy[i][0] == MB_GONE)
-            waitq_check_gone(&w->ops.wq, copy[i] + 1, strlen(copy[i] + 1));
-        else if (copy[i][0] == MB_GRANTED)
-            granted_here(w, copy[i] + 1, strlen(copy[i] + 1));
-        else
-            released_here(w, copy[i], strlen(copy[i]));
-    }
-    free(copy);
-    if (overflow)
-        waitq_wake_all(&w->ops.wq);
-    int stopping = __atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED);
-    while (start) {
-        lockop *op = start;
-        start = op->mb_next;
-        w->foreign_ops++;
-        if (stopping)
-            op->wait_deadline_us = 0; /* the waiters here were answered already */
-        lockop_start(op);
-    }
-    while (done) {
-        lockop *op = done;
-        done = op->mb_next;
-        op->done(op);
-    }
+    worker *w = owner;
+    if (kind == MAILBOX_GONE)
+        waitq_check_gone(&w->ops.wq, name, len);
+    else if (kind == MAILBOX_GRANTED)
+        granted_here(w, name, len);
+    else
+        released_here(w, name, len);
 }
+
+static void on_mail_lost(void *owner)
+{
+    worker *w = owner;
+    waitq_wake_all(&w->ops.wq);
+}
+
+/* An op of another worker's request, routed here by on_start_op. */
+static void on_mail_start(void *owner, lockop *op)
+{
+    worker *w = owner;
+    w->foreign_ops++;
+    if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED))
+        op->wait_deadline_us = 0; /* the waiters here were answered already */
+    lockop_start(op);
+}
+
+/* An op of this worker's request is back from the worker that ran it: its own done()
+ * (api.c's op_done, hold.c's op_done) answers it. */
+static void on_mail_back(void *owner, lockop *op)
+{
+    (void)owner;
+    op->done(op);
+}
+
+static const mailbox_hooks mail_hooks = {
+    .name = on_mail_name,
+    .lost = on_mail_lost,
+    .start = on_mail_start,
+    .back = on_mail_back,
+};
 
 /* ---- the loop ---- */
 
@@ -597,10 +536,9 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
         return NULL;
     w->app = a;
     w->id = id;
-    w->evfd = -1;
     log_init(&w->log, a->cfg.log_json, a->cfg.log_level, 1);
     lease_rng_init(&w->rng);
-    pthread_mutex_init(&w->mb_lock, NULL);
+    mailbox_init(&w->mb, &mail_hooks, w);
     if (loop_init(&w->loop) != 0)
         goto err;
     size_t n = a->cfg.n_masters;
@@ -636,12 +574,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     if (!w->notify)
         goto err;
     w->tick.cb = on_tick;
-    w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->evfd < 0)
-        goto err;
-    w->ev_io.fd = w->evfd;
-    w->ev_io.cb = on_mailbox;
-    if (loop_io_set(&w->loop, &w->ev_io, EPOLLIN) != 0)
+    if (mailbox_open(&w->mb, &w->loop) != 0)
         goto err;
     http_env env = {
         .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
@@ -685,14 +618,12 @@ void worker_free(worker *w)
         master_fini(&w->masters[i]);
     round_env_fini(&w->rounds);
     lockop_env_fini(&w->ops);
-    if (w->evfd >= 0)
-        close(w->evfd);
+    mailbox_fini(&w->mb);
     loop_fini(&w->loop);
     free(w->resyncs);
     free(w->masters);
     free(w->dirty);
     free(w->settled);
     free(w->downlog);
-    pthread_mutex_destroy(&w->mb_lock);
     free(w);
 }
