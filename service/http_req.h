@@ -85,7 +85,7 @@ struct http_req {
                                  * for a hang-up */
     void (*on_hangup)(http_req *r); /* its client hung up while suspended (answer.h) */
     struct stream_state *stream; /* a lock held while the connection is open (stream.c) */
-    struct api_watch *watch;    /* a GET waiting for a change (watchreq.c) */
+    struct watchget *watch;     /* a GET waiting for a change (watchget.c) */
     int gone_watched;
     /* the answer */
     int started;                /* the handler ran (body complete) */

@@ -1,6 +1,6 @@
-/* watch.h -- who on this worker waits for a change of which lock: watched GETs
- * (`GET /locks/{name}?index=I&wait_ms=N`), parked until the lock's state may have
- * changed.  The events that may change it reach the worker as names: a release (here,
+/* watch.h -- who on this worker waits for a change of which lock: the worker's watchers,
+ * by name (a watched GET, `GET /locks/{name}?index=I&wait_ms=N`, is one: watchget.h),
+ * parked until the lock's state may have changed.  The events that may change it reach the worker as names: a release (here,
  * on another worker, or announced by another instance), a grant made through this
  * instance, and the holder's expiry, which each watcher times itself.  A watcher is
  * embedded in its owner and called back; it costs no thread and no round until an

@@ -1,21 +1,22 @@
-/* watchreq.h -- watched GETs (GET /locks/{name}?index=I&wait_ms=N): the request is
- * parked (watch.h) between inspections and answered once the lock's index (body.h) is
+/* watchget.h -- the HTTP side of a watch: a watched GET (GET /locks/{name}?index=I&
+ * wait_ms=N) is parked between inspections as one watcher of the worker's (watch.h owns
+ * the watchers and wakes them by name) and answered once the lock's index (body.h) is
  * no longer I, or after wait_ms with the index unchanged. */
-#ifndef RL_WATCHREQ_H
-#define RL_WATCHREQ_H
+#ifndef RL_WATCHGET_H
+#define RL_WATCHGET_H
 
 #include "errors.h"
 #include "http_req.h"
 
 /* Read GET's index and wait_ms; if they ask for a watch, set r up for one (its
  * inspections' done() is `done`).  RL_OK, or the error to answer with. */
-rl_err watchreq_params(http_req *r, lockop_done_cb done);
+rl_err watchget_params(http_req *r, lockop_done_cb done);
 
 /* An inspection of a watched GET is done: 1 if it keeps waiting (nothing to answer
  * yet), 0 if the request is to be answered now (the watch is over). */
-int watchreq_keep(http_req *r, const lockop *op);
+int watchget_keep(http_req *r, const lockop *op);
 
 /* r is over: the watch it kept is let go.  No-op for other requests. */
-void watchreq_free(http_req *r);
+void watchget_free(http_req *r);
 
 #endif
