@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 
 #include "answer.h"
+#include "app.h"
 #include "auth.h"
 #include "body.h"
 #include "errors.h"
@@ -17,6 +18,8 @@
 #include "keys.h"
 #include "lease.h"
 #include "listop.h"
+#include "log.h"
+#include "master.h"
 #include "query.h"
 #include "redlock.h"
 #include "stat.h"

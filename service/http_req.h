@@ -13,9 +13,10 @@
 #include "idle.h"
 #include "lockop.h"
 #include "loop.h"
-#include "route.h"
 #include "trace.h"
 #include "validate.h"
+
+typedef struct route route;
 
 typedef struct http_req http_req;
 

@@ -5,7 +5,10 @@
 #include <string.h>
 
 #include "answer.h"
+#include "app.h"
 #include "body.h"
+#include "http_req.h"
+#include "watch.h"
 
 static void watch_hung_up(http_req *r);
 

@@ -6,7 +6,11 @@
 #define RL_WATCHGET_H
 
 #include "errors.h"
-#include "http_req.h"
+
+/* Pointed to only (http_req.h, op.h). */
+typedef struct http_req http_req;
+typedef struct lockop lockop;
+typedef void (*lockop_done_cb)(lockop *op);
 
 /* Read GET's index and wait_ms; if they ask for a watch, set r up for one (its
  * inspections' done() is `done`).  RL_OK, or the error to answer with. */

@@ -7,21 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app.h"
 #include "hold.h"
 #include "http.h"
-#include "watch.h"
 #include "jw.h"
 #include "keys.h"
 #include "lease.h"
 #include "log.h"
 #include "lograte.h"
+#include "lockop.h"
 #include "loop.h"
 #include "mailbox.h"
+#include "master.h"
 #include "notify.h"
 #include "resync.h"
 #include "round.h"
 #include "trust.h"
 #include "waitq.h"
+#include "watch.h"
 
 #define TICK_MS 20
 
