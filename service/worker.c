@@ -74,6 +74,7 @@ static void judge_unmarked(worker *w)
     trust_judge_unmarked(w->masters, w->rounds.n, w->id == 0, w->app->origin, &w->log);
 }
 
+/* master_hooks.state_changed: m's state changed (settled, logged, alarmed, judged). */
 static void on_master_state(master_conn *m, int old_state, const char *why)
 {
     worker *w = m->owner;
@@ -148,7 +149,8 @@ static resync *resync_of(worker *w, master_conn *m)
     return w->resyncs[m->index];
 }
 
-/* m's quarantine delay is over: repair its counters from the peers, then rejoin. */
+/* master_hooks.repair: m's quarantine delay is over: repair its counters from the
+ * peers, then rejoin. */
 static void on_repair(master_conn *m)
 {
     resync *r = resync_of(m->owner, m);
@@ -156,9 +158,9 @@ static void on_repair(master_conn *m)
         resync_start(r);
 }
 
-/* m has sat out every round that may have counted it: lower its delay to what its
- * peers prove is outstanding.  One worker asks (the delay is on the master); the
- * others see it at their next check. */
+/* master_hooks.shorten: m has sat out every round that may have counted it: lower its
+ * delay to what its peers prove is outstanding.  One worker asks (the delay is on the
+ * master); the others see it at their next check. */
 static void on_shorten(master_conn *m)
 {
     worker *w = m->owner;
@@ -167,6 +169,8 @@ static void on_shorten(master_conn *m)
         resync_shorten(r);
 }
 
+/* master_hooks.want_flush: m has output queued (master_eval); pass() writes it once at
+ * the end of this loop pass (flush_masters), for every op queued meanwhile. */
 static void on_master_flush(master_conn *m)
 {
     worker *w = m->owner;
@@ -174,7 +178,7 @@ static void on_master_flush(master_conn *m)
 }
 
 static const master_hooks hooks = {
-    .reply = round_on_reply,
+    .reply = round_on_reply, /* a master's reply goes to its round's slot (round.c) */
     .state_changed = on_master_state,
     .want_flush = on_master_flush,
     .checked = on_checked,
@@ -211,6 +215,8 @@ static void on_released(lockop_env *env, const char *name, size_t len)
     }
 }
 
+/* lockop_env.watch: follow (or stop following) name's release announcements from the
+ * other instances (notify.h). */
 static void on_watch(lockop_env *env, const char *name, size_t len, int on)
 {
     worker *w = env->owner;
@@ -243,8 +249,8 @@ static void granted_here(worker *w, const char *name, size_t len)
         watch_wake(&w->watches, name, len);
 }
 
-/* A grant of name went through this instance: the workers with holds or watchers
- * hear it. */
+/* lockop_env.granted: a grant of name went through this instance: the workers with
+ * holds or watchers hear it. */
 static void on_granted(lockop_env *env, const char *name, size_t len)
 {
     worker *w = env->owner;
@@ -260,6 +266,7 @@ static void on_granted(lockop_env *env, const char *name, size_t len)
     }
 }
 
+/* notify's callback: another instance announced a release or a grant of name. */
 static void on_announced(void *owner, const char *name, size_t len, int granted)
 {
     if (granted)
@@ -268,9 +275,9 @@ static void on_announced(void *owner, const char *name, size_t len, int granted)
         released_here(owner, name, len);
 }
 
-/* The client of op (a request of this worker's) closed its connection: drop op if it
- * waits, release what it gets if its attempt is in flight (on whichever worker runs
- * it).  This worker's thread only. */
+/* http_env.op_gone: the client of op (a request of this worker's) closed its
+ * connection: drop op if it waits, release what it gets if its attempt is in flight
+ * (on whichever worker runs it).  This worker's thread only. */
 static void on_op_gone(void *owner, lockop *op)
 {
     worker *w = owner;
@@ -298,10 +305,12 @@ static void foreign_done(lockop *op)
     mailbox_post_back(&home->mb, op); /* its mailbox runs home_done: on_mail_back */
 }
 
-/* Start op, a request's lock operation, from w (w's thread).  A waiting acquire runs
- * on the worker that keeps that name's waiters (by name hash), so that one instance
- * has one FIFO per name and its waiters never race each other across workers; its
- * done() is then called back on w.  Anything else runs here. */
+/* http_env.start_op and hold_env.start_op: start op, a request's (or a hold's) lock
+ * operation, from w (w's thread).  A waiting acquire runs on the worker that keeps
+ * that name's waiters (by name hash), so that one instance has one FIFO per name and
+ * its waiters never race each other across workers: op->done becomes foreign_done
+ * there, which hands op back through w's mailbox, whose on_mail_back calls the
+ * request's own done() on w.  Anything else runs here. */
 static void on_start_op(void *owner, lockop *op)
 {
     worker *w = owner;
@@ -359,6 +368,7 @@ static int on_masters_starting(void *owner)
     return ready < w->rounds.quorum && unsettled > 0;
 }
 
+/* http_env.master_ok: master m is in quorums on every worker. */
 static int on_master_ok(void *owner, size_t m)
 {
     const worker *w = owner;
