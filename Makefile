@@ -40,7 +40,7 @@ else ifeq "$(SANITIZER)" "address,undefined"
   SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 else ifeq ($(SANITIZER),thread)
   BUILD := build/tsan
-  # GCC warns (-Wtsan) that TSan does not model the standalone fences of lockop.c's
+  # GCC warns (-Wtsan) that TSan does not model the standalone fences of waitq.c's
   # seqlock; every field there is an atomic, so TSan cannot call them races: the
   # warning stays visible but does not stop the build (clang has no such warning).
   SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer \

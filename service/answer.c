@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "app.h"
 #include "auth.h"
 #include "body.h"
 #include "jw.h"

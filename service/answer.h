@@ -3,7 +3,7 @@
  * routes (bodies by body.h); the one function that renders every error; and the watch
  * for a client that hangs up while its request is suspended (libmicrohttpd does not
  * look at a suspended connection).  Used by the handlers (api.c) and by the answers
- * that last (stream.c, watchreq.c). */
+ * that last (stream.c, watchget.c). */
 #ifndef RL_ANSWER_H
 #define RL_ANSWER_H
 

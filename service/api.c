@@ -1,6 +1,6 @@
 /* api.c -- the HTTP API's side of a request (see api.h): the handlers of the routes,
  * the lock operation each starts and its completion.  Answers are answer.c's, streamed
- * holds stream.c's, watched GETs watchreq.c's. */
+ * holds stream.c's, watched GETs watchget.c's. */
 #include "api.h"
 
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 
 #include "answer.h"
+#include "app.h"
 #include "auth.h"
 #include "body.h"
 #include "errors.h"
@@ -17,11 +18,13 @@
 #include "keys.h"
 #include "lease.h"
 #include "listop.h"
+#include "log.h"
+#include "master.h"
 #include "query.h"
 #include "redlock.h"
 #include "stat.h"
 #include "stream.h"
-#include "watchreq.h"
+#include "watchget.h"
 
 /* ---- handlers: each answers or suspends its request and returns RL_OK, or returns
  * the error to answer with (and maybe its message in r->msg) ---- */
@@ -304,7 +307,7 @@ static rl_err h_inspect(http_req *r)
     }
     if (!validate_name(r->name, r->name_len))
         return RL_E_INVALID_NAME;
-    rl_err e = watchreq_params(r, op_done);
+    rl_err e = watchget_params(r, op_done);
     if (e != RL_OK)
         return e;
     /* ?lease=: the holder's own request sees its reentrant holds */
@@ -526,7 +529,7 @@ static void op_done(lockop *op)
             ok = env->quorum - 1;
         answer_health(r, ok >= env->quorum ? 200 : 503, ok, op->rd ? op->rd->replies : NULL);
         lockop_fini(op);
-    } else if (r->watch && watchreq_keep(r, op)) {
+    } else if (r->watch && watchget_keep(r, op)) {
         return; /* parked until the lock may have changed */
     } else if (op->err == RL_OK && r->stream) {
         stream_begin(r, op);
@@ -583,5 +586,5 @@ rl_err api_handle(http_req *r)
 void api_free(http_req *r)
 {
     stream_free(r);
-    watchreq_free(r);
+    watchget_free(r);
 }

@@ -6,7 +6,8 @@
 #define RL_API_H
 
 #include "errors.h"
-#include "http_req.h"
+
+typedef struct http_req http_req; /* http_req.h */
 
 /* Run r's handler (r->action, not ROUTE_A_NONE).  It answers r, or suspends it until
  * its lock operation is done, and returns RL_OK; or it returns the error to answer

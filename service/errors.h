@@ -1,6 +1,6 @@
 /* errors.h -- the one table of API error codes: name, HTTP status, default message.
  *
- * Handlers return an rl_err; api_error() (api.c) turns it into the JSON body
+ * Handlers return an rl_err; answer_error() (answer.c) turns it into the JSON body
  * {"error": "<code>", "message": "<text>"[, extras]} (body.c) with the status from
  * this table. */
 #ifndef RL_ERRORS_H

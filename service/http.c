@@ -16,11 +16,14 @@
 
 #include "answer.h"
 #include "api.h"
+#include "app.h"
 #include "auth.h"
 #include "http_req.h"
 #include "idle.h"
 #include "jw.h"
+#include "lease.h"
 #include "listop.h"
+#include "log.h"
 #include "route.h"
 #include "stat.h"
 #include "stream.h"
@@ -121,7 +124,7 @@ static http_req *req_new(http_server *s)
     r->raw_uri_len = 0;
     r->raw_query = 0;
     r->http10 = 0;
-    r->ub_prev = r->ub_next = NULL;
+    r->ub_link.next = r->ub_link.prev = NULL; /* in no list */
     r->start_us = clock_now_us();
     r->request_id[0] = '\0';
     r->trace.trace_id[0] = r->trace.parent_id[0] = '\0';
@@ -155,24 +158,14 @@ static http_req *req_new(http_server *s)
 static void unbegun_push(http_req *r)
 {
     http_server *s = r->srv;
-    r->ub_prev = NULL;
-    r->ub_next = s->unbegun;
-    if (s->unbegun)
-        s->unbegun->ub_prev = r;
-    s->unbegun = r;
+    list_insert_head(&s->unbegun, &r->ub_link);
     s->nunbegun++;
 }
 
 static void unbegun_remove(http_req *r)
 {
     http_server *s = r->srv;
-    if (r->ub_prev)
-        r->ub_prev->ub_next = r->ub_next;
-    else if (s->unbegun == r)
-        s->unbegun = r->ub_next;
-    if (r->ub_next)
-        r->ub_next->ub_prev = r->ub_prev;
-    r->ub_prev = r->ub_next = NULL;
+    list_remove(&r->ub_link);
     s->nunbegun--;
 }
 
@@ -439,8 +432,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     log_msg(s->env.log, LOG_LEVEL_DEBUG, "libmicrohttpd: %s", msg);
     if (!strstr(fmt, "Content-Length") || s->env.app->tls_cert)
         return;
-    for (http_req *r = s->unbegun, *next; r; r = next) {
-        next = r->ub_next;
+    list_foreach(node, &s->unbegun) {
+        http_req *r = list_data(node, http_req, ub_link);
         const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         int too_large;
         if (!cl || MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
@@ -531,6 +524,8 @@ http_server *http_server_new(const http_env *env)
         return NULL;
     s->env = *env;
     s->listen_fd = -1;
+    list_init(&s->unbegun);
+    idle_init(&s->idle);
     if (lease_random(env->rng, &s->id_prefix, sizeof s->id_prefix) != 0) {
         log_msg(env->log, LOG_LEVEL_ERROR, "worker %d: the system random generator failed", env->id);
         free(s);

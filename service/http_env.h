@@ -7,16 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "app.h"
-#include "lease.h"
 #include "hist.h"
-#include "hold.h"
-#include "lockop.h"
-#include "log.h"
-#include "loop.h"
-#include "master.h"
 #include "route.h"
-#include "watch.h"
+
+/* Pointed to only (their headers: app.h, hold.h, lease.h, log.h, loop.h, master.h,
+ * op.h, watch.h). */
+typedef struct app app;
+typedef struct hold_env hold_env;
+typedef struct lease_rng lease_rng;
+typedef struct lockop lockop;
+typedef struct lockop_env lockop_env;
+typedef struct log_ctx log_ctx;
+typedef struct loop loop;
+typedef struct master_conn master_conn;
+typedef struct watch_env watch_env;
 
 typedef struct http_server http_server;
 

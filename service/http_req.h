@@ -13,9 +13,10 @@
 #include "idle.h"
 #include "lockop.h"
 #include "loop.h"
-#include "route.h"
 #include "trace.h"
 #include "validate.h"
+
+typedef struct route route;
 
 typedef struct http_req http_req;
 
@@ -41,7 +42,7 @@ struct http_server {
     uint64_t id_prefix;         /* for request ids: random, new at every start */
     http_req *held;             /* lock requests waiting for the first connections to the
                                  * masters (masters_starting) */
-    http_req *unbegun;          /* requests whose line was read, not yet their headers
+    list unbegun;               /* requests whose line was read, not yet their headers
                                  * (libmicrohttpd may still refuse them itself) */
     size_t nunbegun;
     idle_list idle;             /* connections waiting for a whole request header */
@@ -66,7 +67,7 @@ struct http_req {
     size_t raw_uri_len;         /* the request line's URI as read, up to a first NUL */
     int raw_query;              /* that URI has a query string */
     int http10;                 /* an HTTP/1.0 request */
-    http_req *ub_prev, *ub_next; /* in srv->unbegun while !begun */
+    list ub_link;               /* in srv->unbegun while !begun */
     char request_id[65];
     trace_parent trace;         /* its W3C traceparent, if valid (trace_id "" if not) */
     const char *name;           /* points into the url (valid for the request) */
@@ -85,7 +86,7 @@ struct http_req {
                                  * for a hang-up */
     void (*on_hangup)(http_req *r); /* its client hung up while suspended (answer.h) */
     struct stream_state *stream; /* a lock held while the connection is open (stream.c) */
-    struct api_watch *watch;    /* a GET waiting for a change (watchreq.c) */
+    struct watchget *watch;     /* a GET waiting for a change (watchget.c) */
     int gone_watched;
     /* the answer */
     int started;                /* the handler ran (body complete) */

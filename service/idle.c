@@ -3,42 +3,33 @@
 
 #include <sys/socket.h>
 
+void idle_init(idle_list *l)
+{
+    list_init(&l->conns);
+}
+
 void idle_remove(idle_list *l, idle_conn *c)
 {
-    if (!c || !c->linked)
-        return;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        l->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        l->tail = c->prev;
-    c->prev = c->next = NULL;
-    c->linked = 0;
+    (void)l;
+    if (c)
+        list_remove(&c->link);
 }
 
 void idle_push(idle_list *l, idle_conn *c, int64_t now_us)
 {
-    idle_remove(l, c);
+    list_remove(&c->link);
     c->since_us = now_us;
-    c->prev = l->tail;
-    c->next = NULL;
-    if (l->tail)
-        l->tail->next = c;
-    else
-        l->head = c;
-    l->tail = c;
-    c->linked = 1;
+    list_insert_tail(&l->conns, &c->link);
 }
 
 size_t idle_cut(idle_list *l, int64_t cutoff_us)
 {
     size_t n = 0;
-    while (l->head && l->head->since_us < cutoff_us) {
-        idle_conn *c = l->head;
-        idle_remove(l, c);
+    for (list *first; (first = list_first(&l->conns));) {
+        idle_conn *c = list_data(first, idle_conn, link);
+        if (c->since_us >= cutoff_us)
+            break;
+        list_remove(&c->link);
         if (c->fd >= 0)
             shutdown(c->fd, SHUT_RDWR);
         n++;

@@ -8,17 +8,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "list.h"
+
 typedef struct idle_conn {
     int fd;                     /* the connection's socket, -1 if unknown */
     /* private: the list's */
-    struct idle_conn *prev, *next;
-    int linked;
+    list link;                  /* in the list while it waits (list_linked) */
     int64_t since_us;           /* waiting since */
 } idle_conn;
 
 typedef struct idle_list {
-    idle_conn *head, *tail;     /* oldest first */
+    list conns;                 /* oldest first */
 } idle_list;
+
+/* An empty list. */
+void idle_init(idle_list *l);
 
 /* c waits from now_us on: to the tail (out of its place first, if it is in l). */
 void idle_push(idle_list *l, idle_conn *c, int64_t now_us);

@@ -72,7 +72,7 @@ static void count(lockop_env *env, int c)
 
 /* ---- completion ---- */
 
-/* op no longer counts in its worker's env->waiting (see worker_start_op). */
+/* op no longer counts in its worker's env->waiting (see on_start_op in worker.c). */
 static void stop_waiting(lockop *op)
 {
     if (op->waiting) {
@@ -100,15 +100,17 @@ static void complete(lockop *op)
         shape_send_unwant(op);
     waitq_detach(&op->w);
     stop_waiting(op);
-    op->done(op);
+    op->done(op); /* api.c's op_done, hold.c's op_done, or worker.c's foreign_done */
 }
 
+/* op->done_timer's callback (finish() arms it): the answer, from the loop. */
 static void on_done_timer(loop_timer *t)
 {
     complete(container_of(t, lockop, done_timer));
 }
 
-/* Answer op from the loop, never under a caller still using it. */
+/* Answer op from the loop, never under a caller still using it: done_timer ->
+ * on_done_timer -> complete -> op->done. */
 static void finish(lockop *op)
 {
     waitq_detach(&op->w);
@@ -189,7 +191,7 @@ static void announce_release(lockop *op)
     for (size_t j = 0; j < n; j++) {
         waitq_wake(&op->env->wq, names[j], lens[j]);
         if (op->env->released)
-            op->env->released(op->env, names[j], lens[j]);
+            op->env->released(op->env, names[j], lens[j]); /* worker.c: on_released */
     }
 }
 
@@ -256,6 +258,9 @@ static void attempt_begin(lockop *op, round *rd)
     op->rd = rd;
 }
 
+/* An acquire round for op: the shape sends it (op->shape->send_acquire: shapes.c's
+ * one_send_acquire, shared_send_acquire, sem_send_acquire; multilock.c's), the round
+ * decides, and its done() is acquire_done. */
 static void attempt(lockop *op)
 {
     round *rd = round_new(op->env->rounds, acquire_done, op);
@@ -400,7 +405,7 @@ static void acquire_succeeded(lockop *op)
             const size_t *lens;
             size_t n = op_names(op, &names, &lens);
             for (size_t j = 0; j < n; j++)
-                env->granted(env, names[j], lens[j]);
+                env->granted(env, names[j], lens[j]); /* worker.c: on_granted */
         }
     }
     waitq_attempt_ended(&op->w);
@@ -518,7 +523,8 @@ static void raise_done(round *rr)
     acquire_fenced(op, op->rd->start_us, op->shape->fenced(op, op->rd, rr));
 }
 
-/* One acquire round (either shape, or a handoff's) was decided. */
+/* The round's done() of an acquire round (attempt's, or a handoff's through
+ * handoff_done): one acquire round, of any shape, was decided. */
 static void acquire_done(round *rd)
 {
     redlock_tally t;
@@ -565,13 +571,13 @@ static void acquire_done(round *rd)
     /* Granted by a quorum.  Counters may differ: the masters that answered below the
      * token are raised, and the token is issued once a quorum of granting masters hold
      * it (docs/DESIGN.md, section 3); none when a quorum already does. */
-    uint64_t mask = op->shape->plan_raise(op, rd);
+    uint64_t mask = op->shape->plan_raise(op, rd); /* shapes.c: one_plan_raise; multilock.c */
     if (!mask) {
         acquire_fenced(op, rd->start_us, re->quorum);
         return;
     }
     count(op->env, CNT_RAISE_ROUNDS);
-    round *rr = round_new(re, raise_done, op);
+    round *rr = round_new(re, raise_done, op); /* its done(): raise_done -> acquire_fenced */
     if (!rr) {
         drop_round(op);
         acquire_failed(op, RL_E_INTERNAL);

@@ -118,7 +118,7 @@ struct lockop {
     int gone;                   /* its client closed the connection (atomic: set by the
                                  * request's worker, any time) */
     /* run by another worker than the request's (worker.c routes waiting acquires;
-     * worker.c owns these three) */
+     * worker.c owns these three, mb_next while in a mailbox: mailbox.h) */
     lockop *mb_next;            /* in a worker's mailbox */
     lockop_done_cb home_done;   /* the request's own done(), called on its worker */
     void *home;                 /* that worker */

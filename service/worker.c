@@ -6,26 +6,27 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
+#include "app.h"
 #include "hold.h"
 #include "http.h"
-#include "watch.h"
 #include "jw.h"
 #include "keys.h"
 #include "lease.h"
 #include "log.h"
 #include "lograte.h"
+#include "lockop.h"
 #include "loop.h"
+#include "mailbox.h"
+#include "master.h"
 #include "notify.h"
 #include "resync.h"
 #include "round.h"
+#include "trust.h"
 #include "waitq.h"
+#include "watch.h"
 
 #define TICK_MS 20
-#define WORKER_MAILBOX 256
 
 struct worker {
     /* read-only after worker_new(); read by other threads */
@@ -56,15 +57,7 @@ struct worker {
     lease_rng rng;
     int64_t next_trim_us;       /* when to hand freed memory back to the system */
     size_t foreign_ops;         /* ops running here for other workers' requests */
-    /* the mailbox: other threads post under mb_lock, this one drains on its eventfd */
-    int evfd;
-    loop_io ev_io;
-    pthread_mutex_t mb_lock;
-    size_t mb_len;
-    int mb_overflow;            /* lost wake-ups: wake every queue */
-    char mb_names[WORKER_MAILBOX][256];
-    lockop *mb_start, *mb_start_tail; /* waiting acquires to run here for other workers */
-    lockop *mb_done, *mb_done_tail;   /* this worker's requests that another one ran */
+    mailbox mb;                 /* how the other threads reach this one (mailbox.h) */
 };
 
 /* ---- master hooks ---- */
@@ -74,87 +67,14 @@ typedef struct master_downlog {
     lograte rate;
 } master_downlog;
 
-/* The verdict on a master found without its record (docs/DESIGN.md, "Master trust").
- * It may join without quarantine only if no master carries a record (a new cluster:
- * nothing can have been granted): every other master answered a check sent after this
- * one was found bare, and every one is bare too.  Any record elsewhere means it lost
- * its data: quarantine.  Until every master has answered, it stays out (a new cluster
- * needs all of its masters up once).  The first worker alone judges, so that the
- * workers of one instance never race each other into quarantining a new cluster's
- * masters; the others ask again until the verdict is on the master. */
+/* The verdict on the masters found without their record (trust.h).  The first worker
+ * alone judges; the others ask again until the verdict is on the master. */
 static void judge_unmarked(worker *w)
 {
-    size_t n = w->rounds.n;
-    int64_t now = clock_now_us();
-    if (w->id != 0) {
-        for (size_t i = 0; i < n; i++) {
-            master_conn *m = &w->masters[i];
-            if (m->state == MASTER_UNMARKED && now - m->check_sent_us > 20 * 1000)
-                master_recheck(m);
-        }
-        return;
-    }
-    /* A new cluster: every master bare, in answers to checks sent after the last of
-     * them was found bare.  Then all of them are marked in one pass, before any of them
-     * can answer "marked" to a verdict on another. */
-    int64_t last_bare = 0;
-    int all_bare = 1;
-    for (size_t i = 0; i < n; i++) {
-        master_conn *m = &w->masters[i];
-        if (m->state != MASTER_UNMARKED)
-            all_bare = 0;
-        else if (m->unmarked_at_us > last_bare)
-            last_bare = m->unmarked_at_us;
-    }
-    if (all_bare) {
-        int fresh = 1;
-        for (size_t i = 0; i < n; i++) {
-            master_conn *m = &w->masters[i];
-            if (m->check_inflight || m->seen_state != 0 || m->check_sent_us < last_bare ||
-                m->check_recv_us < m->check_sent_us) {
-                fresh = 0;
-                master_recheck(m);
-            }
-        }
-        if (fresh)
-            for (size_t i = 0; i < n; i++)
-                master_resolve_marker(&w->masters[i], 0, w->app->origin);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        master_conn *m = &w->masters[i];
-        if (m->state != MASTER_UNMARKED || m->check_inflight)
-            continue;
-        redlock_peer_view views[CONFIG_MAX_MASTERS];
-        size_t k = 0;
-        for (size_t j = 0; j < n; j++) {
-            master_conn *p = &w->masters[j];
-            if (j == i)
-                continue;
-            views[k].state = p->state >= MASTER_UNMARKED ? p->seen_state : -1;
-            views[k].fresh = p->check_sent_us >= m->unmarked_at_us &&
-                             p->check_recv_us >= p->check_sent_us && !p->check_inflight;
-            if (!views[k].fresh)
-                master_recheck(p); /* no-op while one is in flight or it is down */
-            k++;
-        }
-        /* With some master not bare, MARK cannot come out (that needs all of them bare,
-         * handled above): a record anywhere means this one lost its data. */
-        if (redlock_judge_unmarked(views, k) == RL_VERDICT_QUARANTINE) {
-            master_resolve_marker(m, 1, w->app->origin);
-        } else if (now - m->waiting_logged_us > 10 * 1000 * 1000 && now - m->unmarked_at_us > 1000 * 1000) {
-            m->waiting_logged_us = now;
-            char fields[512];
-            jw j;
-            jw_init(&j, fields, sizeof fields);
-            jw_key_str(&j, "master", m->cfg->address);
-            jw_key_str(&j, "reason", "no record, and not every master has answered: a new "
-                                     "cluster needs all of its masters up once");
-            log_event(&w->log, LOG_LEVEL_WARN, "master unjudged", fields);
-        }
-    }
+    trust_judge_unmarked(w->masters, w->rounds.n, w->id == 0, w->app->origin, &w->log);
 }
 
+/* master_hooks.state_changed: m's state changed (settled, logged, alarmed, judged). */
 static void on_master_state(master_conn *m, int old_state, const char *why)
 {
     worker *w = m->owner;
@@ -213,14 +133,13 @@ static void on_master_state(master_conn *m, int old_state, const char *why)
         judge_unmarked(w);
 }
 
+/* master_hooks.checked: a check of m's record was answered; an unmarked master's
+ * verdict may be due (its peers' answers come without a state change). */
 static void on_checked(master_conn *m)
 {
     worker *w = m->owner;
-    for (size_t i = 0; i < w->rounds.n; i++)
-        if (w->masters[i].state == MASTER_UNMARKED) {
-            judge_unmarked(w);
-            return;
-        }
+    if (trust_any_unmarked(w->masters, w->rounds.n))
+        judge_unmarked(w);
 }
 
 static resync *resync_of(worker *w, master_conn *m)
@@ -230,7 +149,8 @@ static resync *resync_of(worker *w, master_conn *m)
     return w->resyncs[m->index];
 }
 
-/* m's quarantine delay is over: repair its counters from the peers, then rejoin. */
+/* master_hooks.repair: m's quarantine delay is over: repair its counters from the
+ * peers, then rejoin. */
 static void on_repair(master_conn *m)
 {
     resync *r = resync_of(m->owner, m);
@@ -238,9 +158,9 @@ static void on_repair(master_conn *m)
         resync_start(r);
 }
 
-/* m has sat out every round that may have counted it: lower its delay to what its
- * peers prove is outstanding.  One worker asks (the delay is on the master); the
- * others see it at their next check. */
+/* master_hooks.shorten: m has sat out every round that may have counted it: lower its
+ * delay to what its peers prove is outstanding.  One worker asks (the delay is on the
+ * master); the others see it at their next check. */
 static void on_shorten(master_conn *m)
 {
     worker *w = m->owner;
@@ -249,6 +169,8 @@ static void on_shorten(master_conn *m)
         resync_shorten(r);
 }
 
+/* master_hooks.want_flush: m has output queued (master_eval); pass() writes it once at
+ * the end of this loop pass (flush_masters), for every op queued meanwhile. */
 static void on_master_flush(master_conn *m)
 {
     worker *w = m->owner;
@@ -256,7 +178,7 @@ static void on_master_flush(master_conn *m)
 }
 
 static const master_hooks hooks = {
-    .reply = round_on_reply,
+    .reply = round_on_reply, /* a master's reply goes to its round's slot (round.c) */
     .state_changed = on_master_state,
     .want_flush = on_master_flush,
     .checked = on_checked,
@@ -271,36 +193,8 @@ static worker *keeper_of(const app *a, const char *name, size_t len)
     return a->workers[keys_name_hash(name, len) % a->nworkers];
 }
 
-/* Mailbox names: a release to wake waiters for, or (MB_GONE first) a name whose
- * waiters may include one whose client left. */
-#define MB_GONE '\001'
-#define MB_GRANTED '\002' /* a grant: only watchers care */
-
-static void post_name(worker *w, char kind, const char *name, size_t len)
-{
-    pthread_mutex_lock(&w->mb_lock);
-    if (w->mb_len < WORKER_MAILBOX && len + 1 < sizeof w->mb_names[0]) {
-        char *p = w->mb_names[w->mb_len];
-        if (kind)
-            *p++ = kind;
-        memcpy(p, name, len);
-        p[len] = '\0';
-        w->mb_len++;
-    } else {
-        w->mb_overflow = 1;
-    }
-    pthread_mutex_unlock(&w->mb_lock);
-    uint64_t one = 1;
-    if (write(w->evfd, &one, sizeof one) < 0 && errno != EAGAIN)
-        w->mb_overflow = 1; /* cannot happen with an eventfd; the poll retries anyway */
-}
-
-/* Post a wake-up for name to w (any thread). */
-static void post_wake(worker *w, const char *name, size_t len)
-{
-    post_name(w, 0, name, len);
-}
-
+/* lockop_env.released: a release of name went through this worker; the others that
+ * care hear of it through their mailboxes. */
 static void on_released(lockop_env *env, const char *name, size_t len)
 {
     worker *w = env->owner;
@@ -317,10 +211,12 @@ static void on_released(lockop_env *env, const char *name, size_t len)
         if (o != w && (__atomic_load_n(&o->ops.waiting, __ATOMIC_RELAXED) ||
                        __atomic_load_n(&o->holds.n, __ATOMIC_RELAXED) ||
                        __atomic_load_n(&o->watches.n, __ATOMIC_RELAXED) || (o == keeper && hot)))
-            post_wake(o, name, len);
+            mailbox_post_name(&o->mb, MAILBOX_RELEASED, name, len);
     }
 }
 
+/* lockop_env.watch: follow (or stop following) name's release announcements from the
+ * other instances (notify.h). */
 static void on_watch(lockop_env *env, const char *name, size_t len, int on)
 {
     worker *w = env->owner;
@@ -353,8 +249,8 @@ static void granted_here(worker *w, const char *name, size_t len)
         watch_wake(&w->watches, name, len);
 }
 
-/* A grant of name went through this instance: the workers with holds or watchers
- * hear it. */
+/* lockop_env.granted: a grant of name went through this instance: the workers with
+ * holds or watchers hear it. */
 static void on_granted(lockop_env *env, const char *name, size_t len)
 {
     worker *w = env->owner;
@@ -366,12 +262,11 @@ static void on_granted(lockop_env *env, const char *name, size_t len)
         if (o == w)
             granted_here(w, name, len);
         else
-            post_name(o, MB_GRANTED, name, len);
+            mailbox_post_name(&o->mb, MAILBOX_GRANTED, name, len);
     }
 }
 
-static void granted_here(worker *w, const char *name, size_t len);
-
+/* notify's callback: another instance announced a release or a grant of name. */
 static void on_announced(void *owner, const char *name, size_t len, int granted)
 {
     if (granted)
@@ -380,9 +275,9 @@ static void on_announced(void *owner, const char *name, size_t len, int granted)
         released_here(owner, name, len);
 }
 
-/* The client of op (a request of this worker's) closed its connection: drop op if it
- * waits, release what it gets if its attempt is in flight (on whichever worker runs
- * it).  This worker's thread only. */
+/* http_env.op_gone: the client of op (a request of this worker's) closed its
+ * connection: drop op if it waits, release what it gets if its attempt is in flight
+ * (on whichever worker runs it).  This worker's thread only. */
 static void on_op_gone(void *owner, lockop *op)
 {
     worker *w = owner;
@@ -393,27 +288,12 @@ static void on_op_gone(void *owner, lockop *op)
     }
     /* It runs on the worker that keeps its name: that worker looks through its queues
      * (never at op itself, which may be on its way back already). */
-    post_name(keeper_of(w->app, op->name, op->name_len), MB_GONE, op->name, op->name_len);
+    mailbox_post_name(&keeper_of(w->app, op->name, op->name_len)->mb, MAILBOX_GONE, op->name,
+                      op->name_len);
 }
 
-/* Append op to a mailbox list and poke the worker. */
-static void post_op(worker *to, lockop **head, lockop **tail, lockop *op)
-{
-    op->mb_next = NULL;
-    pthread_mutex_lock(&to->mb_lock);
-    if (*tail)
-        (*tail)->mb_next = op;
-    else
-        *head = op;
-    *tail = op;
-    pthread_mutex_unlock(&to->mb_lock);
-    uint64_t one = 1;
-    if (write(to->evfd, &one, sizeof one) < 0) {
-        /* EAGAIN: the counter is already non-zero, the worker will look */
-    }
-}
-
-/* done() of an op run here for another worker: hand it back (this thread). */
+/* The done() of an op run here for another worker (on_start_op puts it in place of the
+ * request's own): hand the op back to the request's worker (this thread). */
 static void foreign_done(lockop *op)
 {
     worker *here = container_of(op->env, worker, ops);
@@ -422,13 +302,15 @@ static void foreign_done(lockop *op)
     lockop_fini_rounds(op); /* its round belongs to this worker */
     op->env = &home->ops;   /* from now on the request's worker owns it again */
     op->done = op->home_done;
-    post_op(home, &home->mb_done, &home->mb_done_tail, op);
+    mailbox_post_back(&home->mb, op); /* its mailbox runs home_done: on_mail_back */
 }
 
-/* Start op, a request's lock operation, from w (w's thread).  A waiting acquire runs
- * on the worker that keeps that name's waiters (by name hash), so that one instance
- * has one FIFO per name and its waiters never race each other across workers; its
- * done() is then called back on w.  Anything else runs here. */
+/* http_env.start_op and hold_env.start_op: start op, a request's (or a hold's) lock
+ * operation, from w (w's thread).  A waiting acquire runs on the worker that keeps
+ * that name's waiters (by name hash), so that one instance has one FIFO per name and
+ * its waiters never race each other across workers: op->done becomes foreign_done
+ * there, which hands op back through w's mailbox, whose on_mail_back calls the
+ * request's own done() on w.  Anything else runs here. */
 static void on_start_op(void *owner, lockop *op)
 {
     worker *w = owner;
@@ -464,14 +346,13 @@ static void on_start_op(void *owner, lockop *op)
             op->home = w;
             op->home_done = op->done;
             op->done = foreign_done;
-            post_op(keeper, &keeper->mb_start, &keeper->mb_start_tail, op);
+            mailbox_post_start(&keeper->mb, op); /* started there: on_mail_start */
             return;
         }
     }
     lockop_start(op);
 }
 
-/* Whether every worker has a quorum of trusted masters: a request may land on any. */
 /* http_env.masters_starting: the first connections are still being made (within the
  * first seconds after the start), and fewer than a quorum of masters are ready. */
 static int on_masters_starting(void *owner)
@@ -487,6 +368,7 @@ static int on_masters_starting(void *owner)
     return ready < w->rounds.quorum && unsettled > 0;
 }
 
+/* http_env.master_ok: master m is in quorums on every worker. */
 static int on_master_ok(void *owner, size_t m)
 {
     const worker *w = owner;
@@ -497,6 +379,8 @@ static int on_master_ok(void *owner, size_t m)
     return 1;
 }
 
+/* http_env.all_ready: whether every worker has a quorum of trusted masters (a request
+ * may land on any). */
 static int on_all_ready(void *owner)
 {
     const worker *w = owner;
@@ -513,59 +397,52 @@ static int on_all_ready(void *owner)
 
 void worker_stop(worker *w)
 {
-    uint64_t one = 1;
-    if (write(w->evfd, &one, sizeof one) < 0) {
-        /* EAGAIN: the counter is already non-zero, the worker will look */
-    }
+    mailbox_poke(&w->mb);
 }
 
-static void on_mailbox(loop_io *io, uint32_t events)
+/* ---- the mailbox's hooks (mailbox.h) ---- */
+
+static void on_mail_name(void *owner, int kind, const char *name, size_t len)
 {
-    worker *w = container_of(io, worker, ev_io);
-    (void)events;
-    uint64_t v;
-    if (read(w->evfd, &v, sizeof v) < 0) {
-        /* EAGAIN: nothing new */
-    }
-    pthread_mutex_lock(&w->mb_lock);
-    lockop *start = w->mb_start, *done = w->mb_done;
-    w->mb_start = w->mb_start_tail = w->mb_done = w->mb_done_tail = NULL;
-    size_t n = w->mb_len;
-    int overflow = w->mb_overflow;
-    char (*copy)[256] = n ? malloc(n * 256) : NULL;
-    if (copy)
-        memcpy(copy, w->mb_names, n * 256);
-    else if (n)
-        overflow = 1;
-    w->mb_len = 0;
-    w->mb_overflow = 0;
-    pthread_mutex_unlock(&w->mb_lock);
-    for (size_t i = 0; copy && i < n; i++) {
-        if (copy[i][0] == MB_GONE)
-            waitq_check_gone(&w->ops.wq, copy[i] + 1, strlen(copy[i] + 1));
-        else if (copy[i][0] == MB_GRANTED)
-            granted_here(w, copy[i] + 1, strlen(copy[i] + 1));
-        else
-            released_here(w, copy[i], strlen(copy[i]));
-    }
-    free(copy);
-    if (overflow)
-        waitq_wake_all(&w->ops.wq);
-    int stopping = __atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED);
-    while (start) {
-        lockop *op = start;
-        start = op->mb_next;
-        w->foreign_ops++;
-        if (stopping)
-            op->wait_deadline_us = 0; /* the waiters here were answered already */
-        lockop_start(op);
-    }
-    while (done) {
-        lockop *op = done;
-        done = op->mb_next;
-        op->done(op);
-    }
+    worker *w = owner;
+    if (kind == MAILBOX_GONE)
+        waitq_check_gone(&w->ops.wq, name, len);
+    else if (kind == MAILBOX_GRANTED)
+        granted_here(w, name, len);
+    else
+        released_here(w, name, len);
 }
+
+static void on_mail_lost(void *owner)
+{
+    worker *w = owner;
+    waitq_wake_all(&w->ops.wq);
+}
+
+/* An op of another worker's request, routed here by on_start_op. */
+static void on_mail_start(void *owner, lockop *op)
+{
+    worker *w = owner;
+    w->foreign_ops++;
+    if (__atomic_load_n(&w->app->stopping, __ATOMIC_RELAXED))
+        op->wait_deadline_us = 0; /* the waiters here were answered already */
+    lockop_start(op);
+}
+
+/* An op of this worker's request is back from the worker that ran it: its own done()
+ * (api.c's op_done, hold.c's op_done) answers it. */
+static void on_mail_back(void *owner, lockop *op)
+{
+    (void)owner;
+    op->done(op);
+}
+
+static const mailbox_hooks mail_hooks = {
+    .name = on_mail_name,
+    .lost = on_mail_lost,
+    .start = on_mail_start,
+    .back = on_mail_back,
+};
 
 /* ---- the loop ---- */
 
@@ -672,10 +549,9 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
         return NULL;
     w->app = a;
     w->id = id;
-    w->evfd = -1;
     log_init(&w->log, a->cfg.log_json, a->cfg.log_level, 1);
     lease_rng_init(&w->rng);
-    pthread_mutex_init(&w->mb_lock, NULL);
+    mailbox_init(&w->mb, &mail_hooks, w);
     if (loop_init(&w->loop) != 0)
         goto err;
     size_t n = a->cfg.n_masters;
@@ -704,19 +580,14 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     w->ops.origin = a->origin;
     w->ops.origin_len = strlen(a->origin);
     w->ops.granted = on_granted;
-    w->watches.ops = &w->ops;
+    watch_env_init(&w->watches, &w->ops);
     w->holds = (hold_env){.ops = &w->ops, .owner = w, .start_op = on_start_op,
                           .max_holds = a->cfg.max_streams, .holds_total = &a->holds_total};
     w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w);
     if (!w->notify)
         goto err;
     w->tick.cb = on_tick;
-    w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->evfd < 0)
-        goto err;
-    w->ev_io.fd = w->evfd;
-    w->ev_io.cb = on_mailbox;
-    if (loop_io_set(&w->loop, &w->ev_io, EPOLLIN) != 0)
+    if (mailbox_open(&w->mb, &w->loop) != 0)
         goto err;
     http_env env = {
         .app = a, .id = id, .loop = &w->loop, .log = &w->log, .ops = &w->ops, .rng = &w->rng,
@@ -760,14 +631,12 @@ void worker_free(worker *w)
         master_fini(&w->masters[i]);
     round_env_fini(&w->rounds);
     lockop_env_fini(&w->ops);
-    if (w->evfd >= 0)
-        close(w->evfd);
+    mailbox_fini(&w->mb);
     loop_fini(&w->loop);
     free(w->resyncs);
     free(w->masters);
     free(w->dirty);
     free(w->settled);
     free(w->downlog);
-    pthread_mutex_destroy(&w->mb_lock);
     free(w);
 }

@@ -8,10 +8,7 @@
 
 #include <stddef.h>
 
-#include "app.h"
-#include "http.h"
-#include "lockop.h"
-#include "master.h"
+#include "http_env.h" /* http_metrics_fn; app, http_server, lockop_env, master_conn: pointed to */
 
 typedef struct worker worker;
 

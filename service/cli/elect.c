@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/http.h"
+#include "cli/client.h"
 #include "cli/keep.h"
 #include "cli/ops.h"
 #include "cli/policy.h"

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "cli/http.h"
+#include "cli/client.h"
 #include "cli/ops.h"
 #include "cli/proc.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/http.h"
+#include "cli/client.h"
 #include "cli/policy.h"
 
 /* Margin over --wait for the service's own rounds and the network. */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "cli/args.h"
-#include "cli/http.h"
+#include "cli/client.h"
 #include "cli/ops.h"
 #include "cli/run.h"
 

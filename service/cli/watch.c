@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "cli/args.h"
-#include "cli/http.h"
+#include "cli/client.h"
 #include "cli/ops.h"
 
 /* How long one GET waits for a change (the service may allow less: --max-wait-ms). */

@@ -8,7 +8,7 @@
 CLI_PKGS     := libcurl jansson
 CLI_SRCS     := $(wildcard service/cli/*.c)
 CLI_OBJS     := $(patsubst service/cli/%.c,$(BUILD)/cli/%.o,$(CLI_SRCS))
-CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/redlock.o,$(CLI_OBJS))
+CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJS))
 CLI_CFLAGS    = $(BASE_CFLAGS) $(SAN_FLAGS) $(shell pkg-config --cflags $(CLI_PKGS)) \
                 -Iservice $(CFLAGS)
 CLI_LIBS      = $(shell pkg-config --libs $(CLI_PKGS))

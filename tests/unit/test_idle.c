@@ -15,20 +15,21 @@ TestSuite(idle, .fini = unit_fini, .timeout = 30);
 static void expect(const idle_list *l, idle_conn *const *want, size_t n)
 {
     size_t i = 0;
-    const idle_conn *prev = NULL;
-    for (const idle_conn *c = l->head; c; c = c->next, i++) {
+    const list *prev = &l->conns;
+    for (const list *c = l->conns.next; c != &l->conns; c = c->next, i++) {
         cr_assert_lt(i, n, "more connections than expected");
-        cr_assert_eq(c, want[i], "connection %zu out of place", i);
+        cr_assert_eq(list_data(c, idle_conn, link), want[i], "connection %zu out of place", i);
         cr_assert_eq(c->prev, prev);
         prev = c;
     }
     cr_assert_eq(i, n, "%zu connections, not %zu", i, n);
-    cr_assert_eq(l->tail, n ? want[n - 1] : NULL);
+    cr_assert_eq(l->conns.prev, prev, "the tail");
 }
 
 Test(idle, pushes_keep_the_oldest_first_and_a_push_again_moves_to_the_tail)
 {
-    idle_list l = {0};
+    idle_list l;
+    idle_init(&l);
     idle_conn a = {.fd = -1}, b = {.fd = -1}, c = {.fd = -1};
     idle_push(&l, &a, 10);
     idle_push(&l, &b, 20);
@@ -41,7 +42,8 @@ Test(idle, pushes_keep_the_oldest_first_and_a_push_again_moves_to_the_tail)
 
 Test(idle, removal_from_head_middle_or_tail_keeps_the_links_whole)
 {
-    idle_list l = {0};
+    idle_list l;
+    idle_init(&l);
     idle_conn a = {.fd = -1}, b = {.fd = -1}, c = {.fd = -1}, d = {.fd = -1};
     idle_push(&l, &a, 1);
     idle_push(&l, &b, 2);
@@ -59,7 +61,8 @@ Test(idle, removal_from_head_middle_or_tail_keeps_the_links_whole)
 
 Test(idle, removing_null_or_an_unlisted_connection_changes_nothing)
 {
-    idle_list l = {0};
+    idle_list l;
+    idle_init(&l);
     idle_conn a = {.fd = -1}, out = {.fd = -1};
     idle_push(&l, &a, 1);
     idle_remove(&l, NULL);
@@ -72,7 +75,8 @@ Test(idle, removing_null_or_an_unlisted_connection_changes_nothing)
 
 Test(idle, a_cut_takes_exactly_those_waiting_since_before_the_cutoff)
 {
-    idle_list l = {0};
+    idle_list l;
+    idle_init(&l);
     idle_conn a = {.fd = -1}, b = {.fd = -1}, c = {.fd = -1};
     idle_push(&l, &a, 100);
     idle_push(&l, &b, 200);
@@ -80,7 +84,7 @@ Test(idle, a_cut_takes_exactly_those_waiting_since_before_the_cutoff)
     cr_assert_eq(idle_cut(&l, 100), 0, "waiting since the cutoff itself is not past it");
     cr_assert_eq(idle_cut(&l, 201), 2);
     expect(&l, (idle_conn *[]){&c}, 1);
-    cr_assert(!a.linked && !b.linked);
+    cr_assert(!list_linked(&a.link) && !list_linked(&b.link));
     cr_assert_eq(idle_cut(&l, 1000), 1);
     expect(&l, NULL, 0);
     cr_assert_eq(idle_cut(&l, 1000), 0, "an empty list");
@@ -90,7 +94,8 @@ Test(idle, a_cut_shuts_the_socket_down_so_the_peer_sees_end_of_stream)
 {
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    idle_list l = {0};
+    idle_list l;
+    idle_init(&l);
     idle_conn a = {.fd = sv[0]};
     idle_push(&l, &a, 5);
     cr_assert_eq(idle_cut(&l, 6), 1);

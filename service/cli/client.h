@@ -1,4 +1,5 @@
-/* http.h -- the redlock client's HTTP side: JSON requests to /locks/{name} over libcurl,
+/* client.h -- the redlock CLI's HTTP client (cli_http, cli_req; the service's own HTTP
+ * server is service/http.c): JSON requests to /locks/{name} over libcurl,
  * driven by one curl multi handle so that a caller can wait on a request and on its own
  * file descriptor (a signalfd) in the same poll, single-threaded; and duplex holds (lines
  * both ways over an upgraded connection), waited on in that same poll.  Every request has
@@ -8,8 +9,8 @@
  *
  * Requests never carry the lease in the URL (it goes in the JSON body) and error texts
  * never contain it. */
-#ifndef RLC_HTTP_H
-#define RLC_HTTP_H
+#ifndef RLC_CLIENT_H
+#define RLC_CLIENT_H
 
 #include <jansson.h>
 

@@ -1,4 +1,4 @@
-/* redlock.c -- main() of bin/redlock, the command-line client of redlockd: parse the
+/* main.c -- main() of bin/redlock, the command-line client of redlockd: parse the
  * command line, set up libcurl, hand over to `run` (run.c), `elect` (elect.c), `sem`
  * (sem.c) or a one-request command (ops.c).  Exit codes are in args.h. */
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/elect.h"
-#include "cli/http.h"
+#include "cli/client.h"
 #include "cli/ops.h"
 #include "cli/run.h"
 #include "cli/sem.h"

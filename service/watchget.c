@@ -1,18 +1,21 @@
-/* watchreq.c -- watched GETs (see watchreq.h). */
-#include "watchreq.h"
+/* watchget.c -- watched GETs (see watchget.h). */
+#include "watchget.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "answer.h"
+#include "app.h"
 #include "body.h"
+#include "http_req.h"
+#include "watch.h"
 
 static void watch_hung_up(http_req *r);
 
 /* A GET that answers once the lock's index (body.h) is no longer I, or after wait_ms
  * with the index unchanged.  Between its inspections it is parked (watch.h): a release
  * or a grant of the name, or the holder's expiry, makes it look again. */
-struct api_watch {
+struct watchget {
     watcher w;
     http_req *r;
     uint64_t index;             /* what the client has seen */
@@ -25,7 +28,7 @@ struct api_watch {
     lockop_done_cb done;        /* the inspections' done() */
 };
 
-static void watch_look(struct api_watch *aw)
+static void watch_look(struct watchget *aw)
 {
     http_req *r = aw->r;
     if (aw->busy) {
@@ -40,24 +43,24 @@ static void watch_look(struct api_watch *aw)
 
 static void on_watch_changed(watcher *w)
 {
-    watch_look(container_of(w, struct api_watch, w));
+    watch_look(container_of(w, struct watchget, w));
 }
 
 static void on_watch_expiry(loop_timer *t)
 {
-    watch_look(container_of(t, struct api_watch, expiry));
+    watch_look(container_of(t, struct watchget, expiry));
 }
 
 static void on_watch_deadline(loop_timer *t)
 {
-    struct api_watch *aw = container_of(t, struct api_watch, deadline);
+    struct watchget *aw = container_of(t, struct watchget, deadline);
     aw->last = 1; /* one more look, then answer whatever it says */
     watch_look(aw);
 }
 
 static void watch_free(http_req *r)
 {
-    struct api_watch *aw = r->watch;
+    struct watchget *aw = r->watch;
     if (!aw)
         return;
     watch_remove(&aw->w);
@@ -69,9 +72,9 @@ static void watch_free(http_req *r)
 
 /* An inspection of a watched GET is done: 1 if it keeps waiting (nothing to answer
  * yet), 0 if the request is to be answered now. */
-int watchreq_keep(http_req *r, const lockop *op)
+int watchget_keep(http_req *r, const lockop *op)
 {
-    struct api_watch *aw = r->watch;
+    struct watchget *aw = r->watch;
     aw->busy = 0;
     body_lock l = {.fencing_token = op->token, .held = op->held};
     int64_t now = clock_now_us();
@@ -98,7 +101,7 @@ int watchreq_keep(http_req *r, const lockop *op)
 }
 
 /* GET's watch parameters: index (the one seen) and wait_ms. */
-rl_err watchreq_params(http_req *r, lockop_done_cb done)
+rl_err watchget_params(http_req *r, lockop_done_cb done)
 {
     static const char *const keys[] = {"index", "wait_ms"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
@@ -116,7 +119,7 @@ rl_err watchreq_params(http_req *r, lockop_done_cb done)
         return answer_fail(r, RL_E_INVALID_INDEX, "wait_ms on GET waits for a change: give the index seen");
     if (!r->params.has_index || !r->params.has_wait || r->params.wait_ms == 0)
         return RL_OK;
-    struct api_watch *aw = calloc(1, sizeof *aw);
+    struct watchget *aw = calloc(1, sizeof *aw);
     if (!aw)
         return answer_fail(r, RL_E_INTERNAL, "out of memory");
     aw->r = r;
@@ -140,7 +143,7 @@ static void watch_hung_up(http_req *r)
     watch_look(r->watch);
 }
 
-void watchreq_free(http_req *r)
+void watchget_free(http_req *r)
 {
     watch_free(r);
 }

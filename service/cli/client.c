@@ -1,5 +1,6 @@
-/* http.c -- JSON requests to redlockd over one libcurl multi handle (see http.h). */
-#include "cli/http.h"
+/* client.c -- the redlock CLI's HTTP client: JSON requests to redlockd over one libcurl
+ * multi handle (see client.h). */
+#include "cli/client.h"
 
 #include <errno.h>
 #include <fcntl.h>
