@@ -133,8 +133,12 @@ export class Transport {
       method,
       headers,
       agent,
+      // Every address the name resolves to, as curl does: a standard /etc/hosts maps
+      // localhost to ::1 as well as 127.0.0.1, and Node 18 (Debian's) tries only the
+      // first unless asked (Node 20 does this by default).
+      autoSelectFamily: true,
       ...(agent === false ? this.tlsOptions() : {}),
-    };
+    } as http.RequestOptions;
   }
 
   /** Closes the idle connections of the pool. */
