@@ -993,7 +993,14 @@ static void extend_done(round *rd)
      * quorum this time: the silent ones may hold it too, and the holder's validity
      * still runs (docs/DESIGN.md section 1, "When an extension finds the lease lost"). */
     int lost = t.refused >= rd->env->n - rd->env->quorum + 1;
-    if (rd->decision == RL_DECIDE_QUORUM) {
+    /* Any master holding the lease that says its bound has passed ends the hold, even
+     * when a quorum renewed: a master that lost the key and took it back by a
+     * re-acquire stamped a later deadline than the grant's, and a quorum of such must
+     * not carry the hold past the first bound (docs/DESIGN.md section 14). */
+    int64_t past_bound = rd->decision == RL_DECIDE_QUORUM || rd->decision == RL_DECIDE_NO_QUORUM
+                             ? redlock_bound_left_ms(rd->replies, rd->env->n, rd->env->quorum, 0)
+                             : -1;
+    if (rd->decision == RL_DECIDE_QUORUM && past_bound < 0) {
         /* the ttl, or less where the masters capped it at the hold's bound (§14) */
         op->hold_ms = redlock_extended_ms(rd->replies, rd->env->n, rd->env->quorum, op->ttl_ms);
         op->bound_ms = redlock_bound_left_ms(rd->replies, rd->env->n, rd->env->quorum, 1);
@@ -1018,12 +1025,11 @@ static void extend_done(round *rd)
             op->err = RL_E_VALIDITY_EXHAUSTED;
             count(op->env, CNT_EXT_UNAVAILABLE);
         }
-    } else if (rd->decision == RL_DECIDE_NO_QUORUM &&
-               (op->bound_ms = redlock_bound_left_ms(rd->replies, rd->env->n, rd->env->quorum, 0)) >= 0) {
+    } else if (past_bound >= 0) {
         /* The extension would carry the hold past its bound (§14): refused, and the
          * lock left as it is (it ends at the bound, or before). */
         op->err = RL_E_MAX_HOLD_EXCEEDED;
-        op->bound_ms = op->bound_ms > elapsed_ms ? op->bound_ms - elapsed_ms : 0;
+        op->bound_ms = past_bound > elapsed_ms ? past_bound - elapsed_ms : 0;
         count(op->env, CNT_EXT_NOT_FOUND);
     } else if (rd->decision == RL_DECIDE_NO_QUORUM && lost) {
         /* The lock is lost: free what is left of it (any attempt's value under the

@@ -167,6 +167,9 @@
     "  XL = x\n"                                                                     \
     "  return x\n"                                                                   \
     "end\n"                                                                          \
+    "local function ours(key, v, l)\n"                                               \
+    "  return mine(v, l) and not (string.find(v, '~', 1, true) and ext().rests(key, v))\n" \
+    "end\n"                                                                          \
     "local function stamp(value, f)\n"                                               \
     "  if not string.find(value, '[\\n^]') then return value .. '@' .. f end\n"      \
     "  local h, o = ext().split(value)\n"                                            \
@@ -297,7 +300,7 @@
     "  local star = string.find(who, '*', 1, true)\n"                              \
     "  if star then to, who = tonumber(string.sub(who, star + 1)), string.sub(who, 1, star - 1) end\n" \
     "  local v = redis.call('GET', key)\n"                                         \
-    "  local client = v and not string.find(who, '.', 1, true) and mine(v, who)\n" \
+    "  local client = v and not string.find(who, '.', 1, true) and ours(key, v, who)\n" \
     "  if client then\n"                                                           \
     "    local h = holds(v)\n"                                                     \
     "    local c = h - 1\n"                                                        \
@@ -552,12 +555,13 @@
     "function(K, b, old, value, ttl, chan, origin)\n"                                \
     "  local key = K[1]\n"                                                            \
     "  local v = redis.call('GET', key)\n"                                            \
-    "  if mine(v, old) and holds(v) > 1 then\n"                                       \
+    "  local was = ours(key, v, old)\n"                                               \
+    "  if was and holds(v) > 1 then\n"                                                 \
     "    local c = holds(v) - 1\n"                                                    \
     "    redis.call('SET', key, counted(v, c), 'KEEPTTL')\n"                          \
     "    return {20 + c, redis.call('PTTL', key), cur(b), old}\n"                     \
     "  end\n"                                                                         \
-    "  if mine(v, old) then\n"                                   \
+    "  if was then\n"                                                                 \
     "    local f = bump(b)\n"                                                         \
     "    redis.call('SET', key, stamp(value, f), 'PX', ttl)\n"                        \
     "    outlive(ttl)\n"                                                              \
@@ -797,9 +801,9 @@ static const char *const sources[SCRIPT__COUNT] = {
         "for i = 1, n do\n"
         "  local v = redis.call('GET', KEYS[1 + i])\n"
         "  holders[i] = ''\n"
-        "  if v and not mine(v, lease) then\n"
+        "  if v and not ours(KEYS[1 + i], v, lease) then\n"
         "    held = true\n"
-        "    holders[i] = untag(v)\n"
+        "    holders[i] = ext().holder(KEYS[1 + i], v)\n"
         "    local p = redis.call('PTTL', KEYS[1 + i])\n"
         "    if p > longest then longest = p end\n"
         "  elseif not v and string.sub(modes, i, i) ~= 's' then\n"
@@ -849,9 +853,9 @@ static const char *const sources[SCRIPT__COUNT] = {
         "        redis.call('PUBLISH', ARGV[5 + n] .. '" KEYS_RELEASED "' .. names[i], '+' .. ARGV[6 + n])\n"
         "      end\n"
         "    else\n"
-        "      local p = math.max(redis.call('PTTL', KEYS[1 + i]), tonumber(ARGV[2]))\n"
-        "      if p > px then px = p end\n"
         "      local nv, f = ext().carry(v, adopted(value))\n"
+        "      local p = ext().cap(nv, math.max(redis.call('PTTL', KEYS[1 + i]), tonumber(ARGV[2]) + ext().delay(v)))\n"
+        "      if p > px then px = p end\n"
         "      redis.call('SET', KEYS[1 + i], nv, 'PX', p)\n"
         "      adopt = '!'\n"
         "      r[#r + 1] = f or cur(ARGV[4 + i])\n"
@@ -904,7 +908,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "      redis.call('PUBLISH', prefix .. '" KEYS_RELEASED "' .. name, ARGV[3])\n"
         "      n = n + 1\n"
         "    end\n"
-        "  elseif (exact and ext().same(v, who)) or (not exact and mine(v, lease)) then\n"
+        "  elseif (exact and ext().same(v, who)) or (not exact and ours(k, v, lease)) then\n"
         "    redis.call('DEL', k)\n"
         "    redis.call('PUBLISH', prefix .. '" KEYS_RELEASED "' .. name, ARGV[3])\n"
         "    n = n + 1\n"
