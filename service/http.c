@@ -525,6 +525,7 @@ http_server *http_server_new(const http_env *env)
     s->env = *env;
     s->listen_fd = -1;
     list_init(&s->unbegun);
+    list_init(&s->duplex);
     idle_init(&s->idle);
     if (lease_random(env->rng, &s->id_prefix, sizeof s->id_prefix) != 0) {
         log_msg(env->log, LOG_LEVEL_ERROR, "worker %d: the system random generator failed", env->id);

@@ -38,6 +38,7 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     env->conf = conf;
     env->owner = owner;
     env->rnd = rnd_seed(seed);
+    list_init(&env->finishers);
     env->wq.hooks = &queue_hooks;
     env->wq.loop = rounds->loop;
     env->wq.max_waiters = conf->max_waiters;
@@ -46,13 +47,12 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     return waitq_env_init(&env->wq);
 }
 
-static void finisher_free(lockop_finisher *f);
+static void finishers_free(lockop_env *env);
 static void finisher_cancel(lockop_env *env, const lockop *op);
 
 void lockop_env_fini(lockop_env *env)
 {
-    while (env->finishers)
-        finisher_free(env->finishers);
+    finishers_free(env);
     waitq_env_fini(&env->wq);
 }
 
@@ -685,7 +685,7 @@ static void release_decode(round *rd, size_t i, const struct redisReply *r, redl
  * with "<lease>*<target>", a permit's or a set's by lease), to the masters that did not
  * answer, until each has or the lock's ttl is over.  One per lease and name. */
 struct lockop_finisher {
-    lockop_finisher *next;
+    list link;                  /* in env->finishers */
     lockop op;                  /* kind, name, lease, mode: what the release was */
     char who[LEASE_MAX_LEN + 24];
     size_t who_len;
@@ -699,10 +699,7 @@ struct lockop_finisher {
 static void finisher_free(lockop_finisher *f)
 {
     lockop_env *env = f->op.env;
-    lockop_finisher **pp = &env->finishers;
-    while (*pp != f)
-        pp = &(*pp)->next;
-    *pp = f->next;
+    list_remove(&f->link);
     env->nfinishers--;
     loop_timer_stop(env->rounds->loop, &f->timer);
     if (f->rd) { /* in flight: its replies go nowhere */
@@ -713,12 +710,18 @@ static void finisher_free(lockop_finisher *f)
     free(f);
 }
 
+static void finishers_free(lockop_env *env)
+{
+    for (list *node; (node = list_first(&env->finishers));)
+        finisher_free(list_data(node, lockop_finisher, link));
+}
+
 /* A grant of op's name and lease through this worker: a finisher of an earlier release
  * of the lease must not delete it (a lease names one hold; README). */
 static void finisher_cancel(lockop_env *env, const lockop *op)
 {
-    for (lockop_finisher *f = env->finishers, *next; f; f = next) {
-        next = f->next;
+    list_foreach(node, &env->finishers) {
+        lockop_finisher *f = list_data(node, lockop_finisher, link);
         if (f->op.lease_len == op->lease_len && memcmp(f->op.lease, op->lease, op->lease_len) == 0 &&
             f->op.name_len == op->name_len && memcmp(f->op.name, op->name, op->name_len) == 0)
             finisher_free(f);
@@ -796,11 +799,16 @@ static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t
         return;
     int64_t ttl = longest > 0 ? longest + redlock_drift_ms(longest, env->conf->drift_factor)
                               : env->conf->max_ttl_ms;
-    lockop_finisher *f = env->finishers;
-    while (f && !(f->op.kind == op->kind && f->op.lease_len == op->lease_len &&
-                  memcmp(f->op.lease, op->lease, op->lease_len) == 0 &&
-                  f->op.name_len == op->name_len && memcmp(f->op.name, op->name, op->name_len) == 0))
-        f = f->next;
+    lockop_finisher *f = NULL;
+    list_foreach(node, &env->finishers) {
+        lockop_finisher *g = list_data(node, lockop_finisher, link);
+        if (g->op.kind == op->kind && g->op.lease_len == op->lease_len &&
+            memcmp(g->op.lease, op->lease, op->lease_len) == 0 &&
+            g->op.name_len == op->name_len && memcmp(g->op.name, op->name, op->name_len) == 0) {
+            f = g;
+            break;
+        }
+    }
     if (!f) {
         if (env->nfinishers >= FINISHERS_MAX || !(f = calloc(1, sizeof *f)))
             return; /* the keys expire with their ttl */
@@ -809,8 +817,7 @@ static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t
         f->op.lease_len = op->lease_len;
         f->op.mode = op->mode;
         f->timer.cb = on_finish_timer;
-        f->next = env->finishers;
-        env->finishers = f;
+        list_insert_head(&env->finishers, &f->link);
         env->nfinishers++;
     }
     if (op->scope)

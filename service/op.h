@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "errors.h"
+#include "list.h"
 #include "loop.h"
 #include "round.h"
 #include "validate.h"
@@ -75,8 +76,9 @@ struct lockop_env {
     round_env *rounds;
     const config *conf;
     uint32_t rnd;                              /* xorshift state for tags and jitter */
-    lockop_finisher *finishers;                /* releases the masters did not all
-                                                * confirm, finished here (lockop.c) */
+    list finishers;                            /* releases the masters did not all
+                                                * confirm, finished here (lockop.c),
+                                                * the newest first */
     size_t nfinishers;
 };
 
