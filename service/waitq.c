@@ -353,6 +353,8 @@ static void unpark(waiter *w)
     if (!q)
         return;
     waitq_env *env = q->env;
+    if (q->multi) /* its only waiter leaves: watch() reads the names from it, so first */
+        watch(q, 0);
     list_remove(&w->link);
     w->q = NULL;
     __atomic_sub_fetch(&env->parked, 1, __ATOMIC_RELAXED);
@@ -361,8 +363,6 @@ static void unpark(waiter *w)
     if (list_empty(&q->parked)) {
         loop_timer_stop(env->loop, &q->retry);
         q->retry_due = 0;
-        if (q->multi)
-            watch(q, 0);
     }
 }
 
