@@ -331,8 +331,12 @@ static void acquire_failed(lockop *op, rl_err err)
          * raise, two node timeouts at most) is answered within six. */
         if (!op->split_deadline_us)
             op->split_deadline_us = op->start_us + env->conf->node_timeout_ms * 1000 * 4;
-        if (op->split_deadline_us > op->wait_deadline_us)
+        if (op->split_deadline_us > op->wait_deadline_us) {
             op->wait_deadline_us = op->split_deadline_us;
+            /* Split retries go on even after a shutdown's cut-off: kept as it was when
+             * the cut-off was a wait deadline of 1, which this replaced. */
+            op->cut_by_shutdown = 0;
+        }
         op->retry_after_ms = 1 + (int64_t)(rnd(env) % (uint32_t)(env->conf->node_timeout_ms + 1));
         if (op->mode == LOCKOP_SEMAPHORE)
             op->retry_after_ms = 1; /* a free slot was named: no other attempt to dodge */
@@ -368,7 +372,7 @@ static void acquire_failed(lockop *op, rl_err err)
     }
     /* Out of time (or cannot wait): answer with this attempt's result -- unless the
      * shutdown cut off a waiter while it tried (on_answer): then, as for the parked. */
-    if (op->wait_deadline_us == 1 && (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED))
+    if (op->cut_by_shutdown && (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED))
         op->err = RL_E_SHUTTING_DOWN;
     if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED)
         count(env, CNT_ACQ_HELD);
@@ -611,7 +615,8 @@ static void on_answer(waiter *w, rl_err why, int64_t retry_after_ms)
         op->err = why;
         count(op->env, CNT_GONE);
     } else if (w->in_flight) {
-        op->wait_deadline_us = 1; /* shutting down: its round answers, without waiting on */
+        op->wait_deadline_us = 0; /* shutting down: its round answers, without waiting on */
+        op->cut_by_shutdown = 1;
         return;
     } else {
         op->err = why; /* shutting down: cut off while parked (not what its last try saw) */

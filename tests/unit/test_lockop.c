@@ -557,3 +557,26 @@ Test(lockop, an_inspection_hears_every_master_and_reports_the_quorum_holder)
     cr_assert(g.op.validity_ms > 3900 && g.op.validity_ms <= 4000);
     cr_assert_eq(g.op.token, 9, "the largest counter any master reported");
 }
+
+/* ---- shutdown ---- */
+
+Test(lockop, a_waiter_cut_off_by_the_shutdown_while_it_tries_answers_shutting_down_once_refused)
+{
+    static req w;
+    start(&w, LOCKOP_ACQUIRE, "n", LEASE_B, 10000, 30000); /* waits 30 s */
+    for (int i = 0; i < N; i++)
+        reply(i, SCRIPT_ACQUIRE, HELD_BY(LEASE_A, 4000, 7));
+    settle();
+    cr_assert_eq(w.done, 0, "held: it parks");
+    waitq_wake(&E.wq, "n", 1); /* a release went through: its next attempt goes now */
+    wait_sent(SCRIPT_ACQUIRE, 2 * N, 1000);
+    waitq_flush(&E.wq); /* the shutdown: every waiter answered, this one in flight */
+    settle();
+    cr_assert_eq(w.done, 0, "its round in flight answers it");
+    for (int i = 0; i < N; i++)
+        reply(i, SCRIPT_ACQUIRE, HELD_BY(LEASE_A, 4000, 7));
+    settle();
+    cr_assert_eq(w.done, 1, "refused: answered, not parked again");
+    cr_assert_eq(w.op.err, RL_E_SHUTTING_DOWN, "as the parked waiters were, not 409: %d",
+                 w.op.err);
+}
