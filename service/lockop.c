@@ -1165,8 +1165,6 @@ void lockop_start(lockop *op)
     op->w.lease = op->lease;
     op->w.lease_len = op->lease_len;
     op->w.gone = &op->gone;
-    shape_keys kb; /* built by the kinds that send from here (acquires and releases
-                    * build their own in shapes.c): not on every operation's path */
     switch (op->kind) {
     case LOCKOP_ACQUIRE:
     case LOCKOP_MACQUIRE:
@@ -1188,53 +1186,23 @@ void lockop_start(lockop *op)
         if (release_start(op) == 0)
             return;
         break;
-    case LOCKOP_EXTEND: {
+    case LOCKOP_EXTEND:
         if (!op_round(op, extend_done))
             break;
-        shape_keys_of(op, &kb);
-        char setk[KEYS_MAX], ttl[24];
-        /* negative: up to the hold's bound rather than refused past it (scripts.c) */
-        int tl = snprintf(ttl, sizeof ttl, "%s%ld", op->capped ? "-" : "", op->ttl_ms);
-        if (op->mode == LOCKOP_SEMAPHORE) {
-            const char *argv[] = {kb.key, kb.bucket, op->lease, ttl, kb.slots};
-            size_t lens[] = {kb.key_len, kb.bucket_len, op->lease_len, (size_t)tl, kb.slots_len};
-            round_send(op->rd, SCRIPT_SEM_EXTEND, 1, 4, argv, lens, round_all(env->rounds));
-            return;
-        }
-        size_t setl = keys_set(env->conf->key_prefix, op->lease, op->lease_len, setk, sizeof setk);
-        const char *argv[] = {kb.key, setk, kb.readers, kb.tags, kb.bucket, op->lease, ttl};
-        size_t lens[] = {kb.key_len, setl, kb.readers_len, kb.tags_len, kb.bucket_len,
-                         op->lease_len, (size_t)tl};
-        round_send(op->rd, SCRIPT_EXTEND, 4, 3, argv, lens, round_all(env->rounds));
+        shape_send_extend(op, op->rd, round_all(env->rounds));
         return;
-    }
-    case LOCKOP_INSPECT: {
+    case LOCKOP_INSPECT:
         if (!op_round(op, inspect_done))
             break;
-        shape_keys_of(op, &kb);
         op->rd->wait_all = 1;
-        if (op->mode == LOCKOP_SEMAPHORE) {
-            const char *argv[] = {kb.key, kb.bucket, kb.slots};
-            size_t lens[] = {kb.key_len, kb.bucket_len, kb.slots_len};
-            round_send(op->rd, SCRIPT_SEM_INSPECT, 1, 2, argv, lens, round_all(env->rounds));
-            return;
-        }
-        const char *argv[] = {kb.key, kb.readers, kb.bucket};
-        size_t lens[] = {kb.key_len, kb.readers_len, kb.bucket_len};
-        round_send(op->rd, SCRIPT_INSPECT, 2, 1, argv, lens, round_all(env->rounds));
+        shape_send_inspect(op, op->rd, round_all(env->rounds));
         return;
-    }
-    case LOCKOP_FORCE: {
+    case LOCKOP_FORCE:
         if (!op_round(op, force_done))
             break;
-        shape_keys_of(op, &kb);
         op->rd->wait_all = 1;
-        const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.chan, env->origin};
-        size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.chan_len,
-                         env->origin_len};
-        round_send(op->rd, SCRIPT_FORCE, 4, 2, argv, lens, round_all(env->rounds));
+        shape_send_force(op, op->rd, round_all(env->rounds));
         return;
-    }
     case LOCKOP_READY:
         if (!op_round(op, ready_done))
             break;

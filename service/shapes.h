@@ -27,6 +27,14 @@ void shape_keys_of(const lockop *op, shape_keys *kb);
  * exactly what it wrote) of an exclusive holder, a reader or a permit, on mask. */
 void shape_send_release(lockop *op, round *rd, const char *who, size_t who_len, uint64_t mask);
 
+/* An extension of op's lease (op->ttl_ms; op->capped: up to the hold's bound), an
+ * inspection of op's name, and a release of it whatever the lease (an admin's force),
+ * sent in rd to the masters in mask: each script's keys and arguments are built here,
+ * as an acquire's and a release's are (scripts.h says what each takes). */
+void shape_send_extend(lockop *op, round *rd, uint64_t mask);
+void shape_send_inspect(lockop *op, round *rd, uint64_t mask);
+void shape_send_force(lockop *op, round *rd, uint64_t mask);
+
 /* A waiting writer's mark (P#w:<name>, docs/DESIGN.md section 12) expires this long
  * after its last attempt wrote it; the writer's instance tries again (which renews it)
  * at least every SHAPE_INTENT_RENEW_MS while the writer waits, so that the marks of an
