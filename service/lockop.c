@@ -1,7 +1,8 @@
 /* lockop.c -- acquire / release / extend / inspect / readiness and the handoff (see
  * lockop.h, and docs/DESIGN.md for the reasoning behind each step).  The single-name
- * shapes of an acquire (exclusive, shared, a permit) are shapes.c's; the multi-name one
- * is multilock.c's. */
+ * shapes of an acquire (exclusive, shared, a permit) are shapes.c's, and so is every
+ * single-name script's list of keys and arguments; the multi-name shape is
+ * multilock.c's. */
 #include "stat.h"
 #include "lockop.h"
 
@@ -923,17 +924,9 @@ static int try_handoff(lockop *r)
         return 0;
     rd->wait_all = 1;
     attempt_begin(h, rd);
-    shape_keys kb;
-    shape_keys_of(h, &kb);
-    char ttl[24];
-    int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms + h->delay_ms);
-    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, r->lease,
-                          h->value, ttl, kb.chan, env->origin};
-    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
-                     r->lease_len, h->value_len, (size_t)tl, kb.chan_len, env->origin_len};
     h->handoff_from = r;
     count(env, CNT_HANDOFFS);
-    round_send(rd, SCRIPT_HANDOFF, 4, 6, argv, lens, round_all(env->rounds));
+    shape_send_handoff(h, r, rd, round_all(env->rounds));
     return 1;
 }
 

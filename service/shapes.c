@@ -286,3 +286,17 @@ void shape_send_force(lockop *op, round *rd, uint64_t mask)
                      env->origin_len};
     round_send(rd, SCRIPT_FORCE, 4, 2, argv, lens, mask);
 }
+
+void shape_send_handoff(lockop *h, const lockop *r, round *rd, uint64_t mask)
+{
+    shape_keys kb;
+    shape_keys_of(h, &kb);
+    const lockop_env *env = h->env;
+    char ttl[24];
+    int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms + h->delay_ms);
+    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, r->lease,
+                          h->value, ttl, kb.chan, env->origin};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
+                     r->lease_len, h->value_len, (size_t)tl, kb.chan_len, env->origin_len};
+    round_send(rd, SCRIPT_HANDOFF, 4, 6, argv, lens, mask);
+}
