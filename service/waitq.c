@@ -1,5 +1,5 @@
 /* waitq.c -- the per-name waiter queues, the heat map and what keepers know (see
- * waitq.h; docs/DESIGN.md section 8 has the reasoning). */
+ * waitq.h; docs/DESIGN.md section 6 has the reasoning). */
 #include "waitq.h"
 
 #include <stdlib.h>
