@@ -8,7 +8,7 @@
 
 struct hold {
     hold_env *env;
-    hold *next, *prev;
+    list link;                  /* in env->holds once started */
     hold_cb cb;                 /* NULL once the owner is gone or told the end */
     void *owner;
     lockop op;                  /* its extension or release */
@@ -92,12 +92,7 @@ static void hold_free(hold *h)
     loop_timer_stop(loop_of(h), &h->letgo);
     if (env->ops->watch)
         env->ops->watch(env->ops, h->name, h->name_len, 0);
-    if (h->prev)
-        h->prev->next = h->next;
-    else
-        env->head = h->next;
-    if (h->next)
-        h->next->prev = h->prev;
+    list_remove(&h->link);
     __atomic_sub_fetch(&env->n, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(env->holds_total, 1, __ATOMIC_RELAXED);
     free(h);
@@ -321,10 +316,7 @@ void hold_start(hold *h, const lockop *g, int mode, hold_cb cb, void *owner)
     memcpy(h->name, g->name, g->name_len + 1);
     h->lease_len = g->lease_len;
     memcpy(h->lease, g->lease, g->lease_len + 1);
-    h->next = env->head;
-    if (env->head)
-        env->head->prev = h;
-    env->head = h;
+    list_insert_head(&env->holds, &h->link);
     __atomic_add_fetch(&env->n, 1, __ATOMIC_RELAXED);
     /* A release of the name through another instance is announced (notify.h). */
     if (env->ops->watch)
@@ -411,9 +403,15 @@ void hold_close(hold *h)
     end_at(h, letgo_at(h));
 }
 
+void hold_env_init(hold_env *env)
+{
+    list_init(&env->holds);
+}
+
 void hold_check(hold_env *env, const char *name, size_t len)
 {
-    for (hold *h = env->head; h; h = h->next) {
+    list_foreach(node, &env->holds) {
+        hold *h = list_data(node, hold, link);
         if (h->ending || h->name_len != len || memcmp(h->name, name, len) != 0)
             continue;
         h->release_seen = 1;
@@ -429,8 +427,8 @@ void hold_check(hold_env *env, const char *name, size_t len)
 void hold_shutdown(hold_env *env)
 {
     env->stopping = 1;
-    for (hold *h = env->head, *next; h; h = next) {
-        next = h->next;
+    list_foreach(node, &env->holds) {
+        hold *h = list_data(node, hold, link);
         if (h->ending)
             continue;
         if (h->mode == HOLD_TOLD) {
@@ -447,8 +445,8 @@ void hold_shutdown(hold_env *env)
 
 void hold_env_fini(hold_env *env)
 {
-    while (env->head) {
-        hold *h = env->head;
+    for (list *node; (node = list_first(&env->holds));) {
+        hold *h = list_data(node, hold, link);
         if (h->busy)
             lockop_fini(&h->op);
         h->cb = NULL;

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "list.h"
 #include "lockop.h"
 
 typedef struct hold hold;
@@ -48,7 +49,7 @@ enum hold_mode { HOLD_IMMEDIATE, HOLD_TOLD };
 typedef void (*hold_cb)(void *owner, int event, int64_t validity_ms, const char *reason);
 
 typedef struct hold_env {
-    /* public: set by the worker before use */
+    /* public: set by the worker before use (then hold_env_init) */
     lockop_env *ops;
     void *owner;                               /* the worker */
     void (*start_op)(void *owner, lockop *op); /* start an op (routed like a request's) */
@@ -57,9 +58,13 @@ typedef struct hold_env {
     /* read-only (relaxed reads by other threads) */
     long n;                                    /* holds on this worker */
     /* private */
-    hold *head;
+    list holds;                                /* started holds (hold.link), the newest
+                                                * first */
     int stopping;
 } hold_env;
+
+/* Ready env, whose public fields are set, for its first hold. */
+void hold_env_init(hold_env *env);
 
 /* A hold for an acquire about to be tried, counted against max_holds.  NULL: no room
  * (too many holds, or shutting down) or no memory. */

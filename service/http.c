@@ -360,7 +360,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     }
     if (r->started && !r->held_back)
         return MHD_YES; /* suspended and resumed without a reply: cannot happen */
-    if (r->held_back) { /* resumed by held_release(): run it now */
+    if (r->held_back) { /* resumed by http_server_release_held(): run it now */
         r->held_back = 0;
         r->suspended = 0;
     } else {
@@ -370,7 +370,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             return answer_error(r, RL_E_BODY_TOO_LARGE);
         if (r->route->lock && s->env.masters_starting && s->env.masters_starting(s->env.owner)) {
             /* The first connections to the masters are still being made: wait for
-             * them (held_release) rather than fail a round that no master could
+             * them (http_server_release_held) rather than fail a round that no master could
              * answer yet. */
             r->held_back = r->suspended = 1;
             r->held_next = s->held;
@@ -525,6 +525,7 @@ http_server *http_server_new(const http_env *env)
     s->env = *env;
     s->listen_fd = -1;
     list_init(&s->unbegun);
+    list_init(&s->duplex);
     idle_init(&s->idle);
     if (lease_random(env->rng, &s->id_prefix, sizeof s->id_prefix) != 0) {
         log_msg(env->log, LOG_LEVEL_ERROR, "worker %d: the system random generator failed", env->id);

@@ -32,7 +32,7 @@ struct http_server {
     int quiesced;               /* 1: asked, 2: the daemon gave its socket back */
     int listen_fd;              /* this daemon's descriptor of the shared socket */
     unsigned nconns;            /* connections of this daemon (refused ones too) */
-    struct stream_state *duplex; /* upgraded duplex streams (stream.c) */
+    list duplex;                /* upgraded duplex streams (stream.c), the newest first */
     unsigned upgrades_closing;  /* upgraded connections closed, not yet completed:
                                  * run the daemon at every tick (stream.c) */
     http_req *free_reqs;        /* a bounded pool */

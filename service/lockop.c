@@ -1,7 +1,8 @@
 /* lockop.c -- acquire / release / extend / inspect / readiness and the handoff (see
  * lockop.h, and docs/DESIGN.md for the reasoning behind each step).  The single-name
- * shapes of an acquire (exclusive, shared, a permit) are shapes.c's; the multi-name one
- * is multilock.c's. */
+ * shapes of an acquire (exclusive, shared, a permit) are shapes.c's, and so is every
+ * single-name script's list of keys and arguments; the multi-name shape is
+ * multilock.c's. */
 #include "stat.h"
 #include "lockop.h"
 
@@ -38,6 +39,7 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     env->conf = conf;
     env->owner = owner;
     env->rnd = rnd_seed(seed);
+    list_init(&env->finishers);
     env->wq.hooks = &queue_hooks;
     env->wq.loop = rounds->loop;
     env->wq.max_waiters = conf->max_waiters;
@@ -46,13 +48,12 @@ int lockop_env_init(lockop_env *env, round_env *rounds, const config *conf, void
     return waitq_env_init(&env->wq);
 }
 
-static void finisher_free(lockop_finisher *f);
+static void finishers_free(lockop_env *env);
 static void finisher_cancel(lockop_env *env, const lockop *op);
 
 void lockop_env_fini(lockop_env *env)
 {
-    while (env->finishers)
-        finisher_free(env->finishers);
+    finishers_free(env);
     waitq_env_fini(&env->wq);
 }
 
@@ -331,8 +332,12 @@ static void acquire_failed(lockop *op, rl_err err)
          * raise, two node timeouts at most) is answered within six. */
         if (!op->split_deadline_us)
             op->split_deadline_us = op->start_us + env->conf->node_timeout_ms * 1000 * 4;
-        if (op->split_deadline_us > op->wait_deadline_us)
+        if (op->split_deadline_us > op->wait_deadline_us) {
             op->wait_deadline_us = op->split_deadline_us;
+            /* Split retries go on even after a shutdown's cut-off: kept as it was when
+             * the cut-off was a wait deadline of 1, which this replaced. */
+            op->cut_by_shutdown = 0;
+        }
         op->retry_after_ms = 1 + (int64_t)(rnd(env) % (uint32_t)(env->conf->node_timeout_ms + 1));
         if (op->mode == LOCKOP_SEMAPHORE)
             op->retry_after_ms = 1; /* a free slot was named: no other attempt to dodge */
@@ -368,7 +373,7 @@ static void acquire_failed(lockop *op, rl_err err)
     }
     /* Out of time (or cannot wait): answer with this attempt's result -- unless the
      * shutdown cut off a waiter while it tried (on_answer): then, as for the parked. */
-    if (op->wait_deadline_us == 1 && (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED))
+    if (op->cut_by_shutdown && (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED))
         op->err = RL_E_SHUTTING_DOWN;
     if (op->err == RL_E_LOCK_HELD || op->err == RL_E_LOCK_CONTENDED)
         count(env, CNT_ACQ_HELD);
@@ -611,7 +616,8 @@ static void on_answer(waiter *w, rl_err why, int64_t retry_after_ms)
         op->err = why;
         count(op->env, CNT_GONE);
     } else if (w->in_flight) {
-        op->wait_deadline_us = 1; /* shutting down: its round answers, without waiting on */
+        op->wait_deadline_us = 0; /* shutting down: its round answers, without waiting on */
+        op->cut_by_shutdown = 1;
         return;
     } else {
         op->err = why; /* shutting down: cut off while parked (not what its last try saw) */
@@ -685,7 +691,7 @@ static void release_decode(round *rd, size_t i, const struct redisReply *r, redl
  * with "<lease>*<target>", a permit's or a set's by lease), to the masters that did not
  * answer, until each has or the lock's ttl is over.  One per lease and name. */
 struct lockop_finisher {
-    lockop_finisher *next;
+    list link;                  /* in env->finishers */
     lockop op;                  /* kind, name, lease, mode: what the release was */
     char who[LEASE_MAX_LEN + 24];
     size_t who_len;
@@ -699,10 +705,7 @@ struct lockop_finisher {
 static void finisher_free(lockop_finisher *f)
 {
     lockop_env *env = f->op.env;
-    lockop_finisher **pp = &env->finishers;
-    while (*pp != f)
-        pp = &(*pp)->next;
-    *pp = f->next;
+    list_remove(&f->link);
     env->nfinishers--;
     loop_timer_stop(env->rounds->loop, &f->timer);
     if (f->rd) { /* in flight: its replies go nowhere */
@@ -713,12 +716,18 @@ static void finisher_free(lockop_finisher *f)
     free(f);
 }
 
+static void finishers_free(lockop_env *env)
+{
+    for (list *node; (node = list_first(&env->finishers));)
+        finisher_free(list_data(node, lockop_finisher, link));
+}
+
 /* A grant of op's name and lease through this worker: a finisher of an earlier release
  * of the lease must not delete it (a lease names one hold; README). */
 static void finisher_cancel(lockop_env *env, const lockop *op)
 {
-    for (lockop_finisher *f = env->finishers, *next; f; f = next) {
-        next = f->next;
+    list_foreach(node, &env->finishers) {
+        lockop_finisher *f = list_data(node, lockop_finisher, link);
         if (f->op.lease_len == op->lease_len && memcmp(f->op.lease, op->lease, op->lease_len) == 0 &&
             f->op.name_len == op->name_len && memcmp(f->op.name, op->name, op->name_len) == 0)
             finisher_free(f);
@@ -796,11 +805,16 @@ static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t
         return;
     int64_t ttl = longest > 0 ? longest + redlock_drift_ms(longest, env->conf->drift_factor)
                               : env->conf->max_ttl_ms;
-    lockop_finisher *f = env->finishers;
-    while (f && !(f->op.kind == op->kind && f->op.lease_len == op->lease_len &&
-                  memcmp(f->op.lease, op->lease, op->lease_len) == 0 &&
-                  f->op.name_len == op->name_len && memcmp(f->op.name, op->name, op->name_len) == 0))
-        f = f->next;
+    lockop_finisher *f = NULL;
+    list_foreach(node, &env->finishers) {
+        lockop_finisher *g = list_data(node, lockop_finisher, link);
+        if (g->op.kind == op->kind && g->op.lease_len == op->lease_len &&
+            memcmp(g->op.lease, op->lease, op->lease_len) == 0 &&
+            g->op.name_len == op->name_len && memcmp(g->op.name, op->name, op->name_len) == 0) {
+            f = g;
+            break;
+        }
+    }
     if (!f) {
         if (env->nfinishers >= FINISHERS_MAX || !(f = calloc(1, sizeof *f)))
             return; /* the keys expire with their ttl */
@@ -809,8 +823,7 @@ static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t
         f->op.lease_len = op->lease_len;
         f->op.mode = op->mode;
         f->timer.cb = on_finish_timer;
-        f->next = env->finishers;
-        env->finishers = f;
+        list_insert_head(&env->finishers, &f->link);
         env->nfinishers++;
     }
     if (op->scope)
@@ -911,17 +924,9 @@ static int try_handoff(lockop *r)
         return 0;
     rd->wait_all = 1;
     attempt_begin(h, rd);
-    shape_keys kb;
-    shape_keys_of(h, &kb);
-    char ttl[24];
-    int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms + h->delay_ms);
-    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, r->lease,
-                          h->value, ttl, kb.chan, env->origin};
-    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
-                     r->lease_len, h->value_len, (size_t)tl, kb.chan_len, env->origin_len};
     h->handoff_from = r;
     count(env, CNT_HANDOFFS);
-    round_send(rd, SCRIPT_HANDOFF, 4, 6, argv, lens, round_all(env->rounds));
+    shape_send_handoff(h, r, rd, round_all(env->rounds));
     return 1;
 }
 
@@ -1153,8 +1158,6 @@ void lockop_start(lockop *op)
     op->w.lease = op->lease;
     op->w.lease_len = op->lease_len;
     op->w.gone = &op->gone;
-    shape_keys kb; /* built by the kinds that send from here (acquires and releases
-                    * build their own in shapes.c): not on every operation's path */
     switch (op->kind) {
     case LOCKOP_ACQUIRE:
     case LOCKOP_MACQUIRE:
@@ -1176,53 +1179,23 @@ void lockop_start(lockop *op)
         if (release_start(op) == 0)
             return;
         break;
-    case LOCKOP_EXTEND: {
+    case LOCKOP_EXTEND:
         if (!op_round(op, extend_done))
             break;
-        shape_keys_of(op, &kb);
-        char setk[KEYS_MAX], ttl[24];
-        /* negative: up to the hold's bound rather than refused past it (scripts.c) */
-        int tl = snprintf(ttl, sizeof ttl, "%s%ld", op->capped ? "-" : "", op->ttl_ms);
-        if (op->mode == LOCKOP_SEMAPHORE) {
-            const char *argv[] = {kb.key, kb.bucket, op->lease, ttl, kb.slots};
-            size_t lens[] = {kb.key_len, kb.bucket_len, op->lease_len, (size_t)tl, kb.slots_len};
-            round_send(op->rd, SCRIPT_SEM_EXTEND, 1, 4, argv, lens, round_all(env->rounds));
-            return;
-        }
-        size_t setl = keys_set(env->conf->key_prefix, op->lease, op->lease_len, setk, sizeof setk);
-        const char *argv[] = {kb.key, setk, kb.readers, kb.tags, kb.bucket, op->lease, ttl};
-        size_t lens[] = {kb.key_len, setl, kb.readers_len, kb.tags_len, kb.bucket_len,
-                         op->lease_len, (size_t)tl};
-        round_send(op->rd, SCRIPT_EXTEND, 4, 3, argv, lens, round_all(env->rounds));
+        shape_send_extend(op, op->rd, round_all(env->rounds));
         return;
-    }
-    case LOCKOP_INSPECT: {
+    case LOCKOP_INSPECT:
         if (!op_round(op, inspect_done))
             break;
-        shape_keys_of(op, &kb);
         op->rd->wait_all = 1;
-        if (op->mode == LOCKOP_SEMAPHORE) {
-            const char *argv[] = {kb.key, kb.bucket, kb.slots};
-            size_t lens[] = {kb.key_len, kb.bucket_len, kb.slots_len};
-            round_send(op->rd, SCRIPT_SEM_INSPECT, 1, 2, argv, lens, round_all(env->rounds));
-            return;
-        }
-        const char *argv[] = {kb.key, kb.readers, kb.bucket};
-        size_t lens[] = {kb.key_len, kb.readers_len, kb.bucket_len};
-        round_send(op->rd, SCRIPT_INSPECT, 2, 1, argv, lens, round_all(env->rounds));
+        shape_send_inspect(op, op->rd, round_all(env->rounds));
         return;
-    }
-    case LOCKOP_FORCE: {
+    case LOCKOP_FORCE:
         if (!op_round(op, force_done))
             break;
-        shape_keys_of(op, &kb);
         op->rd->wait_all = 1;
-        const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.chan, env->origin};
-        size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.chan_len,
-                         env->origin_len};
-        round_send(op->rd, SCRIPT_FORCE, 4, 2, argv, lens, round_all(env->rounds));
+        shape_send_force(op, op->rd, round_all(env->rounds));
         return;
-    }
     case LOCKOP_READY:
         if (!op_round(op, ready_done))
             break;

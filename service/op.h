@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "errors.h"
+#include "list.h"
 #include "loop.h"
 #include "round.h"
 #include "validate.h"
@@ -75,8 +76,9 @@ struct lockop_env {
     round_env *rounds;
     const config *conf;
     uint32_t rnd;                              /* xorshift state for tags and jitter */
-    lockop_finisher *finishers;                /* releases the masters did not all
-                                                * confirm, finished here (lockop.c) */
+    list finishers;                            /* releases the masters did not all
+                                                * confirm, finished here (lockop.c),
+                                                * the newest first */
     size_t nfinishers;
 };
 
@@ -162,6 +164,9 @@ struct lockop {
     size_t value_len;
     int partial;                /* the failed attempt was granted by some masters */
     int64_t split_deadline_us;  /* a no-wait acquire retries split rounds until then */
+    int cut_by_shutdown;        /* the shutdown ended its wait while its attempt was in
+                                 * flight: no more waiting; refused, it answers
+                                 * RL_E_SHUTTING_DOWN (as the parked waiters were) */
     lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
     int waiting;                /* counted in env->waiting */
     int64_t hold_ms;            /* a grant: how long a quorum of its masters holds the key

@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 #include <string.h>
 
+#include "proto.h"
 #include "scripts.h"
 
 static int int_at(const redisReply *r, size_t i, long long *v)
@@ -41,30 +42,33 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     case SCRIPT_SEM_ACQUIRE:
         if (r->type != REDIS_REPLY_ARRAY || !int_at(r, 0, &a))
             break;
-        if (script == SCRIPT_HANDOFF && a >= 21) {
+        if (script == SCRIPT_HANDOFF && a >= PROTO_HANDOFF_KEPT + 1) {
             out->released = 1; /* a reentrant holder counts one hold less: it keeps the
                                 * lock, and the new value is refused by it */
-            out->left = a - 20;
-            a = 0;
-        } else if (script == SCRIPT_HANDOFF && a >= 10 && a <= 12) {
+            out->left = a - PROTO_HANDOFF_KEPT;
+            a = PROTO_ACQ_REFUSED;
+        } else if (script == SCRIPT_HANDOFF && a >= PROTO_HANDOFF_READER + PROTO_ACQ_REFUSED &&
+                   a <= PROTO_HANDOFF_READER + PROTO_ACQ_ADOPTED) {
             out->released = 1; /* the old lease was a reader: gone, and the new value
                                 * tried as an acquire */
-            a -= 10;
+            a -= PROTO_HANDOFF_READER;
         }
         long long p = -2; /* a fresh grant: the key lives its ttl */
-        if ((a == 1 || a == 2 || (a == 3 && script == SCRIPT_HANDOFF)) &&
+        if ((a == PROTO_ACQ_GRANTED || a == PROTO_ACQ_ADOPTED ||
+             (a == PROTO_HANDOFF_REPLACED && script == SCRIPT_HANDOFF)) &&
             (r->elements == 2 ||
-             (a == 2 && (r->elements == 3 || (r->elements == 4 && int_at(r, 3, &p) && p > 0)) &&
+             (a == PROTO_ACQ_ADOPTED &&
+              (r->elements == 3 || (r->elements == 4 && int_at(r, 3, &p) && p > 0)) &&
               int_at(r, 2, &c) && c >= 1)) &&
             int_at(r, 1, &b) && b >= 0) {
             out->state = RL_SLOT_OK;
             out->fence = (uint64_t)b;
             out->holds = r->elements >= 3 ? c : 1;
             out->pttl = p; /* a key found held by the lease: what it has left now */
-            out->released |= a == 3;
+            out->released |= a == PROTO_HANDOFF_REPLACED;
             return;
         }
-        if (a == 0 && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
+        if (a == PROTO_ACQ_REFUSED && (r->elements == 3 || (r->elements == 4 && r->element[3] &&
                                             r->element[3]->type == REDIS_REPLY_STRING)) &&
             int_at(r, 1, &b) && int_at(r, 2, &c) && c >= 0) {
             out->state = RL_SLOT_REFUSED;
@@ -97,9 +101,9 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && int_at(r, 1, &b) &&
             !int_at(r, 0, &a))
             a = -1;
-        if (a == 0 || a == 1 || a > 10) {
-            out->state = a == 0 ? RL_SLOT_REFUSED : RL_SLOT_OK;
-            out->left = a > 10 ? a - 10 : 0;
+        if (a == PROTO_REL_NOT_OURS || a == PROTO_REL_DELETED || a > PROTO_REL_KEPT) {
+            out->state = a == PROTO_REL_NOT_OURS ? RL_SLOT_REFUSED : RL_SLOT_OK;
+            out->left = a > PROTO_REL_KEPT ? a - PROTO_REL_KEPT : 0;
             out->pttl = b;
             return;
         }
@@ -109,11 +113,11 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
         if (r->type == REDIS_REPLY_ARRAY &&
             (r->elements == 2 || (r->elements == 3 && int_at(r, 2, &c) && c >= 0)) &&
             int_at(r, 0, &a) && int_at(r, 1, &b) && b >= 0) {
-            out->state = a == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
+            out->state = a == PROTO_EXT_EXTENDED ? RL_SLOT_OK : RL_SLOT_REFUSED;
             out->fence = (uint64_t)b;
             if (script == SCRIPT_SEM_EXTEND)
                 out->count = r->elements == 3 ? c : 0; /* a permit's slot */
-            else if (r->elements == 3 && (a == 1 || a == 3))
+            else if (r->elements == 3 && (a == PROTO_EXT_EXTENDED || a == PROTO_EXT_PAST_BOUND))
                 out->bound_ms = c; /* {1|3, F, what is left of the hold's bound} */
             return;
         }
@@ -175,8 +179,8 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     case SCRIPT_FORCE:
         if (r->type == REDIS_REPLY_INTEGER) {
             out->state = RL_SLOT_OK; /* the key is gone there, whoever held it */
-            out->released = r->integer == 1 || r->integer == 2;
-            out->rested = r->integer == 2; /* ... and rests there for its lock-delay */
+            out->released = r->integer == PROTO_FORCE_DELETED || r->integer == PROTO_FORCE_RESTING;
+            out->rested = r->integer == PROTO_FORCE_RESTING; /* ... and rests there for its lock-delay */
             return;
         }
         break;

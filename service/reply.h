@@ -1,5 +1,6 @@
 /* reply.h -- decoding a master's reply to one of our scripts into a redlock_reply.
- * Pure (takes a parsed hiredis reply); fed by the fuzzer through hiredis's reader. */
+ * Pure (takes a parsed hiredis reply); fed by the fuzzer through hiredis's reader.  The
+ * codes it reads are named in proto.h. */
 #ifndef RL_REPLY_H
 #define RL_REPLY_H
 

@@ -238,3 +238,65 @@ const lockop_shape shape_semaphore = {
     sem_send_acquire, one_plan_raise, one_send_raise, one_fenced, sem_refused, one_send_release,
 };
 
+
+/* ---- extend, inspect and force: their arguments, built here as an acquire's are ---- */
+
+void shape_send_extend(lockop *op, round *rd, uint64_t mask)
+{
+    shape_keys kb;
+    shape_keys_of(op, &kb);
+    char setk[KEYS_MAX], ttl[24];
+    /* negative: up to the hold's bound rather than refused past it (scripts.c) */
+    int tl = snprintf(ttl, sizeof ttl, "%s%ld", op->capped ? "-" : "", op->ttl_ms);
+    if (op->mode == LOCKOP_SEMAPHORE) {
+        const char *argv[] = {kb.key, kb.bucket, op->lease, ttl, kb.slots};
+        size_t lens[] = {kb.key_len, kb.bucket_len, op->lease_len, (size_t)tl, kb.slots_len};
+        round_send(rd, SCRIPT_SEM_EXTEND, 1, 4, argv, lens, mask);
+        return;
+    }
+    size_t setl = keys_set(op->env->conf->key_prefix, op->lease, op->lease_len, setk, sizeof setk);
+    const char *argv[] = {kb.key, setk, kb.readers, kb.tags, kb.bucket, op->lease, ttl};
+    size_t lens[] = {kb.key_len, setl, kb.readers_len, kb.tags_len, kb.bucket_len,
+                     op->lease_len, (size_t)tl};
+    round_send(rd, SCRIPT_EXTEND, 4, 3, argv, lens, mask);
+}
+
+void shape_send_inspect(lockop *op, round *rd, uint64_t mask)
+{
+    shape_keys kb;
+    shape_keys_of(op, &kb);
+    if (op->mode == LOCKOP_SEMAPHORE) {
+        const char *argv[] = {kb.key, kb.bucket, kb.slots};
+        size_t lens[] = {kb.key_len, kb.bucket_len, kb.slots_len};
+        round_send(rd, SCRIPT_SEM_INSPECT, 1, 2, argv, lens, mask);
+        return;
+    }
+    const char *argv[] = {kb.key, kb.readers, kb.bucket};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.bucket_len};
+    round_send(rd, SCRIPT_INSPECT, 2, 1, argv, lens, mask);
+}
+
+void shape_send_force(lockop *op, round *rd, uint64_t mask)
+{
+    shape_keys kb;
+    shape_keys_of(op, &kb);
+    const lockop_env *env = op->env;
+    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.chan, env->origin};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.chan_len,
+                     env->origin_len};
+    round_send(rd, SCRIPT_FORCE, 4, 2, argv, lens, mask);
+}
+
+void shape_send_handoff(lockop *h, const lockop *r, round *rd, uint64_t mask)
+{
+    shape_keys kb;
+    shape_keys_of(h, &kb);
+    const lockop_env *env = h->env;
+    char ttl[24];
+    int tl = snprintf(ttl, sizeof ttl, "%ld", h->ttl_ms + h->delay_ms);
+    const char *argv[] = {kb.key, kb.readers, kb.tags, kb.intents, kb.bucket, r->lease,
+                          h->value, ttl, kb.chan, env->origin};
+    size_t lens[] = {kb.key_len, kb.readers_len, kb.tags_len, kb.intents_len, kb.bucket_len,
+                     r->lease_len, h->value_len, (size_t)tl, kb.chan_len, env->origin_len};
+    round_send(rd, SCRIPT_HANDOFF, 4, 6, argv, lens, mask);
+}

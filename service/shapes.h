@@ -1,8 +1,9 @@
 /* shapes.h -- how an acquire of one name talks to the masters, for each kind: an
  * exclusive lock, a reader of a shared lock, a permit of a semaphore (op.h,
- * lockop_shape; docs/DESIGN.md sections 1, 3 and 12), and the keys of a single-name
- * operation.  The state machines that drive them are lockop.c's; the multi-name shape
- * is multilock.c's. */
+ * lockop_shape; docs/DESIGN.md sections 1, 3 and 12), and the keys and arguments of
+ * every single-name script (acquire, raise, release, extend, inspect, force; scripts.h
+ * says what each takes, proto.h what each answers).  The state machines that drive
+ * them are lockop.c's; the multi-name shape is multilock.c's. */
 #ifndef RL_SHAPES_H
 #define RL_SHAPES_H
 
@@ -26,6 +27,19 @@ void shape_keys_of(const lockop *op, shape_keys *kb);
 /* A release by who (the lease: the client's; op->value: a failed attempt's clean-up,
  * exactly what it wrote) of an exclusive holder, a reader or a permit, on mask. */
 void shape_send_release(lockop *op, round *rd, const char *who, size_t who_len, uint64_t mask);
+
+/* An extension of op's lease (op->ttl_ms; op->capped: up to the hold's bound), an
+ * inspection of op's name, and a release of it whatever the lease (an admin's force),
+ * sent in rd to the masters in mask: each script's keys and arguments are built here,
+ * as an acquire's and a release's are (scripts.h says what each takes). */
+void shape_send_extend(lockop *op, round *rd, uint64_t mask);
+void shape_send_inspect(lockop *op, round *rd, uint64_t mask);
+void shape_send_force(lockop *op, round *rd, uint64_t mask);
+
+/* A release by r that hands the lock to the waiter h (docs/DESIGN.md section 1,
+ * "Handoff"): where r's lease holds the key, h's attempt (h->value, its ttl and
+ * lock-delay) replaces it; elsewhere it is h's acquire. */
+void shape_send_handoff(lockop *h, const lockop *r, round *rd, uint64_t mask);
 
 /* A waiting writer's mark (P#w:<name>, docs/DESIGN.md section 12) expires this long
  * after its last attempt wrote it; the writer's instance tries again (which renews it)

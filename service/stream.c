@@ -70,7 +70,7 @@ struct stream_state {
     uint64_t pending[DUPLEX_PENDING]; /* pings waiting for the first extension */
     int npending;
     int counted_closing; /* in the server's upgrades_closing */
-    struct stream_state *dnext, *dprev; /* the server's upgraded streams */
+    list dx_link;        /* in the server's upgraded streams (srv->duplex) */
 };
 
 static loop *loop_of(http_req *r)
@@ -468,13 +468,7 @@ static void dx_close(struct stream_state *st)
         loop_io_set(loop_of(r), &st->io, 0);
         st->fd = -1;
     }
-    if (st->dprev)
-        st->dprev->dnext = st->dnext;
-    else if (r->srv->duplex == st)
-        r->srv->duplex = st->dnext;
-    if (st->dnext)
-        st->dnext->dprev = st->dprev;
-    st->dnext = st->dprev = NULL;
+    list_remove(&st->dx_link);
     if (st->urh) {
         MHD_upgrade_action(st->urh, MHD_UPGRADE_ACTION_CLOSE);
         st->urh = NULL;
@@ -532,10 +526,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
     st->io.fd = sock;
     st->io.cb = dx_on_io;
     st->io.events = 0;
-    st->dnext = r->srv->duplex;
-    if (r->srv->duplex)
-        r->srv->duplex->dprev = st;
-    r->srv->duplex = st;
+    list_insert_head(&r->srv->duplex, &st->dx_link);
     small_sndbuf(sock);
     int one = 1, fd = conn_fd(r);
     /* libmicrohttpd turns Nagle back on for the upgrade: small lines must not wait for
@@ -659,8 +650,8 @@ void stream_free(http_req *r)
 
 void stream_close_all(http_server *s)
 {
-    while (s->duplex)
-        dx_close(s->duplex);
+    for (list *node; (node = list_first(&s->duplex));)
+        dx_close(list_data(node, struct stream_state, dx_link)); /* unlists it */
 }
 
 /* A comma-separated header value holds token (case aside). */

@@ -1,5 +1,5 @@
 /* waitq.c -- the per-name waiter queues, the heat map and what keepers know (see
- * waitq.h; docs/DESIGN.md section 8 has the reasoning). */
+ * waitq.h; docs/DESIGN.md section 6 has the reasoning). */
 #include "waitq.h"
 
 #include <stdlib.h>
@@ -10,7 +10,8 @@
 
 struct waitq {
     waitq *next;          /* hash chain, or env->mqueues */
-    waiter *head, *tail;  /* FIFO of parked waiters; head alone retries */
+    list parked;          /* FIFO of parked waiters (waiter.link): the head alone
+                           * retries */
     waiter *fhead, *ftail; /* no-wait acquires waiting for the attempt in flight */
     waiter *inflight;     /* the attempt on this name in flight here (one at a time) */
     loop_timer retry;     /* when the head retries */
@@ -139,6 +140,20 @@ static int is_gone(const waiter *w)
     return w->gone && __atomic_load_n(w->gone, __ATOMIC_RELAXED);
 }
 
+/* The head of q's parked waiters, or NULL. */
+static waiter *head_of(const waitq *q)
+{
+    list *n = list_first(&q->parked);
+    return n ? list_data(n, waiter, link) : NULL;
+}
+
+/* The waiter parked behind w, or NULL (none, or w is not parked). */
+static waiter *behind(const waiter *w)
+{
+    list *n = w->q ? list_next(&w->q->parked, &w->link) : NULL;
+    return n ? list_data(n, waiter, link) : NULL;
+}
+
 static void arm(waitq *q, int64_t delay_ms)
 {
     loop_timer_start(q->env->loop, &q->retry, clock_now_us() + delay_ms * 1000);
@@ -154,7 +169,7 @@ static void watch(waitq *q, int on)
         env->hooks->watch(env, q->name, q->name_len, on);
         return;
     }
-    waiter *w = q->head; /* a private queue is watched only while its waiter is in it */
+    waiter *w = head_of(q); /* a private queue is watched only while its waiter is in it */
     for (size_t j = 0; w && j < w->nnames; j++)
         env->hooks->watch(env, w->names[j], w->lens[j], on);
 }
@@ -175,7 +190,7 @@ static void q_free(waitq *q)
 /* Free q once nothing needs it; while only what is known keeps it, when that ends. */
 static void settle(waitq *q)
 {
-    if (q->head || q->fhead || q->inflight)
+    if (!list_empty(&q->parked) || q->fhead || q->inflight)
         return;
     if (!q->multi && q->known_until_us > clock_now_us()) {
         loop_timer_start(q->env->loop, &q->gc, q->known_until_us);
@@ -199,6 +214,7 @@ static waitq *q_new(waitq_env *env, const char *name, size_t len)
     q->env = env;
     q->retry.cb = on_retry;
     q->gc.cb = on_gc;
+    list_init(&q->parked);
     memcpy(q->name, name, len);
     q->name[len] = '\0';
     q->name_len = len;
@@ -337,24 +353,16 @@ static void unpark(waiter *w)
     if (!q)
         return;
     waitq_env *env = q->env;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        q->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        q->tail = w->prev;
+    if (q->multi) /* its only waiter leaves: watch() reads the names from it, so first */
+        watch(q, 0);
+    list_remove(&w->link);
     w->q = NULL;
-    w->next = w->prev = NULL;
     __atomic_sub_fetch(&env->parked, 1, __ATOMIC_RELAXED);
     __atomic_fetch_sub(env->waiters_total, 1, __ATOMIC_RELAXED);
     loop_timer_stop(env->loop, &w->deadline);
-    if (!q->head) {
+    if (list_empty(&q->parked)) {
         loop_timer_stop(env->loop, &q->retry);
         q->retry_due = 0;
-        if (q->multi)
-            watch(q, 0);
     }
 }
 
@@ -366,8 +374,8 @@ static void on_deadline(loop_timer *t)
     if (!q)
         return;
     waitq_env *env = q->env;
-    int was_head = q->head == w;
-    waiter *next = w->next;
+    int was_head = head_of(q) == w;
+    waiter *next = behind(w);
     unpark(w);
     if (was_head && next && !loop_timer_armed(&q->retry))
         arm(q, 0);
@@ -396,19 +404,13 @@ rl_err waitq_park(waitq_env *env, waiter *w, int64_t delay_ms, int64_t deadline_
         }
         q = w->nq;
         w->q = q;
-        w->prev = q->tail;
-        w->next = NULL;
-        if (q->tail)
-            q->tail->next = w;
-        else
-            q->head = w;
-        q->tail = w;
+        list_insert_tail(&q->parked, &w->link);
         watch(q, 1);
         __atomic_add_fetch(&env->parked, 1, __ATOMIC_RELAXED);
         w->deadline.cb = on_deadline;
         loop_timer_start(env->loop, &w->deadline, deadline_us);
     }
-    if (q->head == w)
+    if (head_of(q) == w)
         arm(q, delay_ms);
     return RL_OK;
 }
@@ -416,7 +418,7 @@ rl_err waitq_park(waitq_env *env, waiter *w, int64_t delay_ms, int64_t deadline_
 void waitq_leave(waiter *w, int64_t next_in_ms)
 {
     waitq *q = w->q;
-    waiter *next = w->next;
+    waiter *next = behind(w);
     unpark(w);
     if (q && next && next_in_ms >= 0)
         arm(q, next_in_ms);
@@ -440,7 +442,7 @@ int waitq_admit(waitq_env *env, waiter *w, int64_t deadline_us, int64_t now,
         *err = waitq_park(env, w, *retry_after_ms + 1 + jitter_ms(env), deadline_us);
         return *err == RL_OK ? WAITQ_PARKED : WAITQ_REFUSED;
     }
-    if (!q->inflight && !(can_wait && q->head))
+    if (!q->inflight && !(can_wait && head_of(q)))
         return WAITQ_ATTEMPT;
     waitq_heat_up(env, q->name, q->name_len);
     if (!can_wait) {
@@ -453,7 +455,7 @@ int waitq_admit(waitq_env *env, waiter *w, int64_t deadline_us, int64_t now,
         q->ftail = w;
         return WAITQ_FOLLOWING;
     }
-    int first = !q->head;
+    int first = !head_of(q);
     /* Until its own attempt says otherwise: blocked by the others. */
     *retry_after_ms = q->known_free_us > now ? (q->known_free_us - now + 999) / 1000 : 0;
     *err = waitq_park(env, w, (deadline_us - now) / 1000, deadline_us);
@@ -469,7 +471,7 @@ int waitq_admit(waitq_env *env, waiter *w, int64_t deadline_us, int64_t now,
 void waitq_granted(waitq_env *env, waiter *w, int64_t validity_ms)
 {
     waitq *q = w->q;
-    waiter *next = w->next;
+    waiter *next = behind(w);
     unpark(w);
     if (w->nq && !w->multi &&
         (next || w->nq->fhead || waitq_hot(env->heat, w->names[0], w->lens[0], clock_now_us())))
@@ -498,14 +500,15 @@ static void serve_followers(waitq *q)
 {
     waitq_env *env = q->env;
     int64_t now = clock_now_us();
-    if (!q->inflight && q->retry_due && q->head && !q->head->in_flight) {
+    waiter *head = head_of(q);
+    if (!q->inflight && q->retry_due && head && !head->in_flight) {
         q->retry_due = 0;
-        if (known_held(q, q->head, now)) {
+        if (known_held(q, head, now)) {
             arm(q, (q->known_free_us - now) / 1000 + 1);
         } else {
             loop_timer_stop(env->loop, &q->retry);
             env->retries++;
-            env->hooks->attempt(q->head);
+            env->hooks->attempt(head);
         }
     }
     while (q->fhead && !q->inflight) {
@@ -529,14 +532,15 @@ static void serve_followers(waitq *q)
 static void on_retry(loop_timer *t)
 {
     waitq *q = container_of(t, waitq, retry);
-    if (!q->head || q->head->in_flight)
+    waiter *head = head_of(q);
+    if (!head || head->in_flight)
         return;
     if (q->inflight) {
         q->retry_due = 1; /* one attempt per name at a time: after that one */
         return;
     }
     q->env->retries++;
-    q->env->hooks->attempt(q->head);
+    q->env->hooks->attempt(head);
 }
 
 void waitq_attempt_ended(waiter *w)
@@ -561,10 +565,11 @@ void waitq_unavailable(waiter *w, size_t nodes_ok)
 
 static void wake_queue(waitq *q)
 {
-    if (!q->head)
+    waiter *head = head_of(q);
+    if (!head)
         return;
     q->env->wakeups++;
-    if (!q->head->in_flight) /* one in flight sees the epoch move when it is refused */
+    if (!head->in_flight) /* one in flight sees the epoch move when it is refused */
         arm(q, 0);
 }
 
@@ -582,7 +587,7 @@ void waitq_wake(waitq_env *env, const char *name, size_t len)
         publish_slot(env->known + (nh & (WAITQ_SLOTS - 1)), nh, 0, 0, 0);
     }
     for (waitq *m = env->mqueues; m; m = m->next)
-        if (m->head && has_name(m->head, name, len))
+        if (head_of(m) && has_name(head_of(m), name, len)) /* its one waiter */
             wake_queue(m);
 }
 
@@ -603,17 +608,16 @@ void waitq_wake_all(waitq_env *env)
 static void drop_gone(waitq *q)
 {
     waitq_env *env = q->env;
-    waiter *w = q->head;
-    while (w) {
-        waiter *next = w->next;
+    list_foreach(node, &q->parked) {
+        waiter *w = list_data(node, waiter, link);
         if (!w->in_flight && is_gone(w)) {
-            int was_head = q->head == w;
+            int was_head = head_of(q) == w;
             unpark(w);
             env->hooks->answer(w, RL_E_CLIENT_CLOSED, 0);
-            if (was_head && q->head && !q->head->in_flight)
+            waiter *head = head_of(q);
+            if (was_head && head && !head->in_flight)
                 arm(q, 0); /* the next one's turn may have come meanwhile */
         }
-        w = next;
     }
     waiter **pp = &q->fhead, *prev = NULL;
     while (*pp) {
@@ -638,7 +642,7 @@ void waitq_check_gone(waitq_env *env, const char *name, size_t len)
     if (q)
         drop_gone(q);
     for (waitq *m = env->mqueues; m; m = m->next)
-        if (m->head && has_name(m->head, name, len))
+        if (head_of(m) && has_name(head_of(m), name, len)) /* its one waiter */
             drop_gone(m);
 }
 
@@ -649,7 +653,7 @@ waiter *waitq_next_in_line(waitq_env *env, const char *name, size_t len, waiter 
     if (!q)
         return NULL;
     drop_gone(q); /* never hand a lock to a client that left */
-    waiter *h = q->head;
+    waiter *h = head_of(q);
     if (h)
         *busy = q->inflight ? q->inflight : h->in_flight ? h : NULL;
     return h;
@@ -668,8 +672,7 @@ static void flush_queue(waitq *q)
         env->hooks->answer(f, RL_E_SHUTTING_DOWN, 0);
     }
     q->ftail = NULL;
-    while (q->head) {
-        waiter *w = q->head;
+    for (waiter *w; (w = head_of(q));) {
         unpark(w);
         env->hooks->answer(w, RL_E_SHUTTING_DOWN, 0); /* in flight: only stops waiting */
     }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "errors.h"
+#include "list.h"
 #include "loop.h"
 #include "validate.h"
 
@@ -59,7 +60,7 @@ struct waiter {
     /* private */
     waitq *nq;             /* the name's queue while it uses it, or its private queue */
     waitq *q;              /* the queue it is parked in, NULL when not parked */
-    waiter *next, *prev;   /* in q */
+    list link;             /* in q's parked waiters */
     waiter *f_next;        /* following the attempt in flight */
     int following;
     uint32_t epoch;        /* releases of its name(s) seen when its attempt was sent */

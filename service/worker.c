@@ -583,6 +583,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     watch_env_init(&w->watches, &w->ops);
     w->holds = (hold_env){.ops = &w->ops, .owner = w, .start_op = on_start_op,
                           .max_holds = a->cfg.max_streams, .holds_total = &a->holds_total};
+    hold_env_init(&w->holds);
     w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w);
     if (!w->notify)
         goto err;

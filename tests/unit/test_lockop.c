@@ -16,6 +16,7 @@
 
 #include "unit.h"
 #include "config.h"
+#include "keys.h"
 #include "lockop.h"
 #include "master.h"
 #include "round.h"
@@ -556,4 +557,74 @@ Test(lockop, an_inspection_hears_every_master_and_reports_the_quorum_holder)
     cr_assert(g.op.held);
     cr_assert(g.op.validity_ms > 3900 && g.op.validity_ms <= 4000);
     cr_assert_eq(g.op.token, 9, "the largest counter any master reported");
+}
+
+/* The keys and arguments each of these sends (shapes.c builds them; scripts.h's order,
+ * after the master's record, which master.c adds). */
+Test(lockop, extend_inspect_and_force_send_the_keys_and_arguments_of_their_scripts)
+{
+    char key[KEYS_MAX], setk[KEYS_MAX], readers[KEYS_MAX], tags[KEYS_MAX], intents[KEYS_MAX],
+        chan[KEYS_MAX], bucket[KEYS_BUCKET_MAX];
+    const char *pf = cfg.key_prefix;
+    keys_lock(pf, "n", 1, key, sizeof key);
+    keys_set(pf, LEASE_A, strlen(LEASE_A), setk, sizeof setk);
+    keys_shared(pf, KEYS_READERS, "n", 1, readers, sizeof readers);
+    keys_shared(pf, KEYS_TAGS, "n", 1, tags, sizeof tags);
+    keys_shared(pf, KEYS_INTENTS, "n", 1, intents, sizeof intents);
+    keys_released(pf, "n", 1, chan, sizeof chan);
+    keys_bucket("n", 1, bucket, sizeof bucket);
+    static req x, c, g, f;
+    start(&x, LOCKOP_EXTEND, "n", LEASE_A, 8000, 0);
+    memset(&c, 0, sizeof c);
+    lockop_init(&c.op, &E, LOCKOP_EXTEND, "n", 1, on_done, &c);
+    c.op.lease_len = strlen(LEASE_A);
+    memcpy(c.op.lease, LEASE_A, c.op.lease_len + 1);
+    c.op.ttl_ms = 8000;
+    c.op.capped = 1;
+    lockop_start(&c.op);
+    start(&g, LOCKOP_INSPECT, "n", "", 0, 0);
+    start(&f, LOCKOP_FORCE, "n", "", 0, 0);
+    const struct {
+        int script, nkeys, nargs;
+        const char *argv[8];
+    } want[] = {
+        {SCRIPT_EXTEND, 4, 3, {key, setk, readers, tags, bucket, LEASE_A, "8000"}},
+        {SCRIPT_EXTEND, 4, 3, {key, setk, readers, tags, bucket, LEASE_A, "-8000"}},
+        {SCRIPT_INSPECT, 2, 1, {key, readers, bucket}},
+        {SCRIPT_FORCE, 4, 2, {key, readers, tags, intents, chan, "test-origin"}},
+    };
+    cr_assert_eq(nsent, 4 * N);
+    for (size_t k = 0; k < nsent; k++) {
+        size_t w = k / N;
+        cr_assert_eq(sent[k].master, (int)(k % N), "each to every master");
+        cr_assert_eq(sent[k].script, want[w].script);
+        cr_assert_eq(sent[k].nkeys, want[w].nkeys);
+        cr_assert_eq(sent[k].nargs, want[w].nargs);
+        for (int i = 0; i < want[w].nkeys + want[w].nargs; i++)
+            cr_assert_str_eq(sent[k].argv[i], want[w].argv[i], "script %d, argument %d",
+                             want[w].script, i);
+    }
+}
+
+/* ---- shutdown ---- */
+
+Test(lockop, a_waiter_cut_off_by_the_shutdown_while_it_tries_answers_shutting_down_once_refused)
+{
+    static req w;
+    start(&w, LOCKOP_ACQUIRE, "n", LEASE_B, 10000, 30000); /* waits 30 s */
+    for (int i = 0; i < N; i++)
+        reply(i, SCRIPT_ACQUIRE, HELD_BY(LEASE_A, 4000, 7));
+    settle();
+    cr_assert_eq(w.done, 0, "held: it parks");
+    waitq_wake(&E.wq, "n", 1); /* a release went through: its next attempt goes now */
+    wait_sent(SCRIPT_ACQUIRE, 2 * N, 1000);
+    waitq_flush(&E.wq); /* the shutdown: every waiter answered, this one in flight */
+    settle();
+    cr_assert_eq(w.done, 0, "its round in flight answers it");
+    for (int i = 0; i < N; i++)
+        reply(i, SCRIPT_ACQUIRE, HELD_BY(LEASE_A, 4000, 7));
+    settle();
+    cr_assert_eq(w.done, 1, "refused: answered, not parked again");
+    cr_assert_eq(w.op.err, RL_E_SHUTTING_DOWN, "as the parked waiters were, not 409: %d",
+                 w.op.err);
 }

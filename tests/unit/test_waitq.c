@@ -510,8 +510,6 @@ Test(waitq, a_multi_name_waiter_waits_apart_and_wakes_at_a_release_of_any_name)
 
 Test(waitq, a_multi_name_waiter_stops_following_its_names_when_it_leaves)
 {
-    known_bug("unpark() empties a private queue before watch(q, 0) reads its waiter's "
-              "names, so the names stay followed (notify's subscriptions grow)");
     fake m;
     fake_init(&m, "x", "lease-m-0123456789");
     m.lens[1] = 1;
