@@ -45,7 +45,8 @@ What is masked (compared as "any value"), in the README's text and in the live o
   request ids X-Request-Id: ..., "request_id":"..."
   dates       Date: ..., ISO-8601 timestamps
   timings     validity_ms, retry_after_ms, latency_ms, duration_ms, down_for_ms,
-              quarantine_remaining_ms (JSON "k":N, k=N, camelCase k: N), any "N ms",
+              quarantine_remaining_ms, resting_ms, max_hold_left_ms (JSON "k":N, k=N,
+              camelCase k: N), any "N ms",
               Retry-After: N, Content-Length: N (it follows the timings' digits),
               real\t0mN.NNNs, (pid N)
 Everything else (fencing tokens, indexes, messages, exit codes) is compared exactly.
@@ -106,7 +107,7 @@ MASKS = [
     (re.compile(r'"request_id":"[^"]*"'), '"request_id":"<id>"'),
     (re.compile(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z'), '<time>'),
     (re.compile(r'("(?:validity_ms|retry_after_ms|latency_ms|duration_ms|down_for_ms|'
-                r'quarantine_remaining_ms)":\s*)[\d.]+'), r'\1<n>'),
+                r'quarantine_remaining_ms|resting_ms|max_hold_left_ms)":\s*)[\d.]+'), r'\1<n>'),
     (re.compile(r'\b((?:validity_ms|retry_after_ms|latency_ms|duration_ms|validityMs|retryAfterMs|'
                 r'remainingMs|quarantine_remaining_ms)(?:=|: ))[\d.]+'), r'\1<n>'),
     (re.compile(r'\b\d+(\.\d+)? ?ms\b'), '<n> ms'),
