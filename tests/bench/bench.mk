@@ -8,6 +8,10 @@
 #                       side by side with the ratios (npm ci on first use)
 #   make bench-waiters  BENCH_WAITERS=10000 requests parked on one held name: the
 #                       service's RSS and idle CPU while they wait
+#   make bench-park     BENCH_PARK_N=10000 duplex streamed holds, one-way holds,
+#                       watches, then holds and watches of them at once, each
+#                       parked BENCH_PARK_SECONDS=20 on a fresh instance with its
+#                       defaults: RSS, descriptors, idle CPU, the masters' load
 #   make bench-soak     BENCH_SOAK_SECONDS=600 of c=64 cycles: the service's RSS every
 #                       10 s, flat within 5 % of the median after the first minute
 #   make bench-compare  two service builds side by side, same points (cycles at
@@ -57,7 +61,7 @@ BENCH_LDLIBS  := -pthread -lm
 
 BENCH_BASELINE_REF ?= HEAD~1
 
-.PHONY: bench bench-compare bench-tls bench-peers bench-waiters bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
+.PHONY: bench bench-compare bench-tls bench-peers bench-waiters bench-park bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
 
 bench-loadgen: $(BENCH_TOOLS)
 
@@ -88,6 +92,9 @@ bench-peers: $(BINDIR)/redlockd $(BENCH_TOOLS)
 
 bench-waiters: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh waiters
+
+bench-park: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh park
 
 bench-soak: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh soak
