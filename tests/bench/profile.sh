@@ -179,9 +179,9 @@ declare -A RES_IR RES_NS RES_ERR
 measure() {
     local name=$1 f=$2 ops=$3
     if ((VG)); then
-        callgrind_control -z "$M_PID" >/dev/null
+        callgrind_control -z "$M_PID" >/dev/null 2>&1
         feed "$f"
-        callgrind_control --dump="$name" "$M_PID" >/dev/null
+        callgrind_control --dump="$name" "$M_PID" >/dev/null 2>&1
         sleep 0.2
         local d ir
         d=$(ls -t "$TMP"/cg."$M_PID".* 2>/dev/null | head -1)
@@ -461,9 +461,9 @@ profile_service() {
     for ((i = 0; i < 600; i++)); do curl -sf "http://127.0.0.1:$svc/readyz" >/dev/null && break; sleep 0.1; done
     local cyc=${PROFILE_SERVICE_CYCLES:-4000}
     "$loadgen" -p "$svc" -c 8 -n 200 -d 60 -w 0 --json >/dev/null 2>&1 || true # warm: pools, scripts
-    callgrind_control -z "$spid" >/dev/null
+    callgrind_control -z "$spid" >/dev/null 2>&1
     "$loadgen" -p "$svc" -c "${PROFILE_CG_CONNS:-8}" -n $((2 * cyc)) -d 600 -w 0 --json >"$OUT/callgrind-load.json" || true
-    callgrind_control --dump=cycles "$spid" >/dev/null
+    callgrind_control --dump=cycles "$spid" >/dev/null 2>&1
     sleep 0.5
     local d
     d=$(ls -t "$TMP"/svc-cg."$spid"* 2>/dev/null | grep -v '\.log$' | head -1)
