@@ -342,7 +342,7 @@ int64_t redlock_resting_ms(const redlock_reply *r, size_t n, size_t quorum)
         v[k++] = r[i].state != RL_SLOT_OK ? INT64_MAX : r[i].rest_ms > 0 ? r[i].rest_ms : 0;
     if (!quorum || k < quorum)
         return 0;
-    qsort(v, k, sizeof v[0], cmp_i64);
+    sort_i64(v, k);
     return v[quorum - 1] == INT64_MAX ? 0 : v[quorum - 1];
 }
 
