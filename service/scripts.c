@@ -26,6 +26,11 @@
  * bucket fields).  A record with fewer fields than nb + RECORD_FIXED lost some. */
 #define RECORD_FIXED "4"
 
+/* settle() keeps "<prefix>#expiry" this much past the longest ttl of the call when it
+ * has to lengthen it, so that the calls of the next second (their ttls alike) find it
+ * long enough and only read its PTTL (docs/DESIGN.md §4, R-expiry: longer is safe). */
+#define SCRIPTS_SETTLE_SLACK_MS "1000"
+
 /* Reads the record and defines, for the operations below:
  * cur(b)    the bucket's effective counter: max(its value, base)
  * bump(b)   a grant: cur + 1 (a new bucket field is counted in nb)
@@ -80,7 +85,7 @@
     "local function settle()\n"                                                      \
     "  if XT <= 0 then return end\n"                                                 \
     "  local xk = string.gsub(KEYS[1], '" KEYS_RECORD "$', '" KEYS_EXPIRY "')\n"     \
-    "  if redis.call('PTTL', xk) < XT then redis.call('SET', xk, '1', 'PX', XT) end\n" \
+    "  if redis.call('PTTL', xk) < XT then redis.call('SET', xk, '1', 'PX', XT + " SCRIPTS_SETTLE_SLACK_MS ") end\n" \
     "end\n"                                                                           \
     "local function cur(b)\n"                                                          \
     "  local f = tonumber(redis.call('HGET', KEYS[1], b)) or 0\n"                      \
@@ -239,7 +244,11 @@
  * A fresh grant stamps the value (stamp()).  A refusal names the holding lease, or
  * SCRIPTS_HOLDER_RESTING for a lock that rests (its own lease included), so that a
  * round can tell "held" from votes split between attempts.  ttl: what the key lives,
- * the lock-delay included (the service adds it). */
+ * the lock-delay included (the service adds it).  intent: > 0 a refused attempt marks
+ * its writer waiting (wants()); anything but "0" (the service sends "-1" once its request
+ * marked any master, and a handoff sends none) has a fresh grant take that mark back:
+ * with "0" no attempt of the request ever wrote one, so the grant pays for no ZREM.  A
+ * held key is refused before the readers are looked at (no EXISTS on a refusal). */
 #define FN_ACQUIRE                                                                   \
     "function(K, b, value, ttl, chan, origin, intent, reentrant)\n"                 \
     "  local key, lease = K[1], untag(value)\n"                                      \
@@ -255,16 +264,19 @@
     "    outlive(p)\n"                                                                \
     "    return {2, f or cur(b), c, p - d}\n"                                         \
     "  end\n"                                                                         \
+    "  if v then\n"                                                                   \
+    "    if intent and tonumber(intent) > 0 then wants(K[3], lease, nil, intent) end\n" \
+    "    return {0, redis.call('PTTL', key), cur(b), ext().holder(key, v)}\n"         \
+    "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
-    "  if v or n > 0 then\n"                                                          \
+    "  if n > 0 then\n"                                                               \
     "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
-    "    if v then return {0, redis.call('PTTL', key), cur(b), ext().holder(key, v)} end\n" \
     "    return {0, longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
     "  local f = bump(b)\n"                                                           \
     "  redis.call('SET', key, stamp(value, f), 'PX', ttl)\n"                          \
     "  outlive(ttl)\n"                                                                \
-    "  if K[3] then redis.call('ZREM', K[3], lease) end\n"                            \
+    "  if K[3] and intent ~= '0' then redis.call('ZREM', K[3], lease) end\n"          \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
     "  return {1, f}\n"                                                               \
     "end"
