@@ -458,7 +458,11 @@
  * another one's permit is valid agrees on the number of permits.  Refusals say why:
  * SCRIPTS_HOLDER_PERMITS "<n>" (another number of permits), or the holder's lease, or
  * (slot free for this lease elsewhere) SCRIPTS_HOLDER_MINE "<slot>"; a refusal by a
- * holder lists up to 8 free slots after this one (SCRIPTS_HOLDER_FREE "<i> <j>..."). */
+ * holder lists up to 8 free slots after this one (SCRIPTS_HOLDER_FREE "<i> <j>...").
+ * "<pfx>h" (SEM_HELD) counts the slots held on this master, slot -> its expiry: a refusal
+ * it says is one of a full semaphore answers an empty list at once, without a look at
+ * every slot (issue 23: 1,023 EXISTS a refusal before).  It is a hint only, never read for
+ * a grant or for the record's removal (docs/DESIGN.md section 12). */
 #define FN_SEM_ACQUIRE                                                               \
     "function(K, b, value, ttl, chan, origin, permits, slot, pfx, scan)\n"            \
     "  local m = redis.call('GET', K[2])\n"                                           \
@@ -484,6 +488,11 @@
     "    redis.call('SET', K[1], adopted(value), 'PX', p)\n"                           \
     "    r = {2, cur(b), 1, p}\n"                                                     \
     "  else\n"                                                                        \
+    "    local h = pfx .. '" SEM_HELD "'\n"                                          \
+    "    redis.call('ZREMRANGEBYSCORE', h, '-inf', now_ms())\n"                       \
+    "    if redis.call('ZCARD', h) >= n then\n"                                       \
+    "      return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "'}\n"  \
+    "    end\n"                                                                       \
     "    local free = {}\n"                                                           \
     "    for j = 1, n - 1 do\n"                                                       \
     "      local i = (s + j) % n\n"                                                   \
@@ -495,14 +504,28 @@
     "    return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
     "  end\n"                                                                         \
     "  if redis.call('PTTL', K[2]) < p then redis.call('SET', K[2], permits, 'PX', p) end\n" \
+    "  sem_held(pfx, s, p)\n"                                                         \
     "  outlive(p)\n"                                                                  \
     "  return r\n"                                                                    \
     "end"
+
+/* sem_held(pfx, slot, p): slot is held on this master for p ms more (the count of
+ * FN_SEM_ACQUIRE above); p nil: it is not held any more.  The set lives as long as its
+ * longest slot. */
+#define SEM_HELD "h"
+#define SEM_HELD_FN                                                                  \
+    "local function sem_held(pfx, slot, p)\n"                                       \
+    "  local h = pfx .. '" SEM_HELD "'\n"                                           \
+    "  if not p then redis.call('ZREM', h, slot) return end\n"                      \
+    "  redis.call('ZADD', h, now_ms() + p, slot)\n"                                 \
+    "  if redis.call('PTTL', h) < p then redis.call('PEXPIRE', h, p) end\n"         \
+    "end\n"
 
 /* The slot of a semaphore that lease holds (K: the semaphore's record; pfx the slots'
  * key prefix), for a release (who: a lease, or an attempt's exact value) or an
  * extension: its key, or nil. */
 #define SEM_FIND                                                                     \
+    SEM_HELD_FN                                                                      \
     "local function sem_find(rec, pfx, who, exact)\n"                                \
     "  local n = tonumber(redis.call('GET', rec)) or 0\n"                             \
     "  local lease = untag(who)\n"                                                    \
@@ -522,8 +545,12 @@
     "  if not k then return 0 end\n"                                                  \
     "  local p = redis.call('PTTL', k)\n"                                          \
     "  redis.call('DEL', k)\n"                                                        \
+    "  sem_held(pfx, string.sub(k, #pfx + 1), nil)\n"                                \
     "  local n, left = tonumber(redis.call('GET', K[1])) or 0, false\n"            \
+    "  local j = redis.call('ZRANGE', pfx .. '" SEM_HELD "', -1, -1)[1]\n"         \
+    "  if j and redis.call('EXISTS', pfx .. j) == 1 then left = true end\n"       \
     "  for i = 0, n - 1 do\n"                                                      \
+    "    if left then break end\n"                                                 \
     "    if redis.call('EXISTS', pfx .. i) == 1 then left = true break end\n"      \
     "  end\n"                                                                      \
     "  if not left then redis.call('DEL', K[1]) end\n"                             \
@@ -538,6 +565,7 @@
     "  local k = sem_find(K[1], pfx, lease, false)\n"                                 \
     "  if not k then return {0, cur(b)} end\n"                                        \
     "  redis.call('PEXPIRE', k, ttl)\n"                                               \
+    "  sem_held(pfx, string.sub(k, #pfx + 1), tonumber(ttl))\n"                     \
     "  outlive(ttl)\n"                                                                \
     "  if redis.call('PTTL', K[1]) < tonumber(ttl) then redis.call('PEXPIRE', K[1], ttl) end\n" \
     "  return {1, cur(b), tonumber(string.sub(k, #pfx + 1))}\n"                        \
@@ -652,7 +680,10 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_FORCE] = ALONE(FN_FORCE),
     [SCRIPT_SCAN] = ALONE(FN_SCAN),
     [SCRIPT_SHARED] = ALONE(FN_SHARED),
-    [SCRIPT_SEM_ACQUIRE] = ALONE(FN_SEM_ACQUIRE),
+    [SCRIPT_SEM_ACQUIRE] = PRELUDE SEM_HELD_FN "local f = " FN_SEM_ACQUIRE "\n"
+                           "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+                           "settle()\n"
+                           "return r\n",
     [SCRIPT_SEM_RELEASE] = PRELUDE SEM_FIND "local f = " FN_SEM_RELEASE "\n"
                            "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
     [SCRIPT_SEM_EXTEND] = PRELUDE SEM_FIND "local f = " FN_SEM_EXTEND "\n"

@@ -743,3 +743,69 @@ Test(scripts_live, the_expiry_key_outlives_every_grant_and_is_written_once_for_a
     p = int_cmd("PTTL redlock:#expiry");
     cr_assert(p > 10000, "too short: lengthened past the grant (pttl %lld)", p);
 }
+
+#define SEM_PFX "redlock:#sem:s#"
+#define SEM_REC "redlock:#sem:s"
+
+/* a permit of the 4-permit semaphore "s" at slot -> the code; the refusal's holder in h */
+static long long sem_acq(int slot, const char *value, char *h, size_t cap)
+{
+    char key[64], idx[8];
+    snprintf(key, sizeof key, SEM_PFX "%d", slot);
+    snprintf(idx, sizeof idx, "%d", slot);
+    const char *keys[] = {key, SEM_REC};
+    const char *args[] = {"b7", value, "10000", "redlock:#released:#sem:s", "o", "4", idx, SEM_PFX, "0"};
+    redisReply *r = lock_script(SCRIPT_SEM_ACQUIRE, 2, keys, 9, args);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    long long kind = r->element[0]->integer;
+    if (h)
+        snprintf(h, cap, "%s", kind == 0 && r->elements > 3 ? r->element[3]->str : "");
+    freeReplyObject(r);
+    return kind;
+}
+
+static long long sem_rel(const char *who)
+{
+    const char *keys[] = {SEM_REC};
+    const char *args[] = {who, "redlock:#released:#sem:s", "o", SEM_PFX};
+    redisReply *r = lock_script(SCRIPT_SEM_RELEASE, 1, keys, 4, args);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer
+                  : r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* issue 23: a full semaphore's refusal is answered from the count of its held slots
+ * (SEM_HELD), not from a look at every slot; the count is a hint only: the record goes
+ * with the last permit by a look at the slots themselves, whatever the count says. */
+Test(scripts_live, a_full_semaphore_refuses_from_its_count_and_the_record_stays_exact)
+{
+    mark();
+    char h[64];
+    const char *L[] = {"L0", "L1", "L2", "L3"};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(sem_acq(i, L[i], NULL, 0), 1);
+    cr_assert_eq(int_cmd("ZCARD " SEM_PFX "h"), 4, "four slots held, counted");
+    cr_assert(int_cmd("PTTL " SEM_PFX "h") > 9000, "the count lives as long as its slots");
+    cr_assert_eq(sem_acq(2, "L9", h, sizeof h), 0);
+    cr_assert_str_eq(h, SCRIPTS_HOLDER_FREE, "full: no free slot listed");
+    cr_assert_eq(sem_rel("L1"), 1);
+    cr_assert_eq(int_cmd("ZCARD " SEM_PFX "h"), 3, "a release leaves the count");
+    cr_assert_eq(sem_acq(2, "L9", h, sizeof h), 0);
+    cr_assert_str_eq(h, SCRIPTS_HOLDER_FREE "1", "not full: the free slot is found");
+    /* an extension moves its slot's expiry in the count */
+    const char *keys[] = {SEM_REC};
+    const char *ext[] = {"b7", "L0", "20000", SEM_PFX};
+    freeReplyObject(lock_script(SCRIPT_SEM_EXTEND, 1, keys, 4, ext));
+    cr_assert(int_cmd("PTTL " SEM_PFX "h") > 19000);
+    /* a slot the count does not know (written by a build before it) still keeps the
+     * record; one it knows that is gone does not */
+    cmd("SET " SEM_PFX "1 OLD PX 10000");
+    cr_assert_eq(sem_rel("L0"), 1);
+    cr_assert_eq(sem_rel("L2"), 1);
+    cr_assert_eq(sem_rel("L3"), 1);
+    cr_assert_eq(int_cmd("EXISTS " SEM_REC), 1, "slot 1 is held: the record stays");
+    cmd("ZADD " SEM_PFX "h 99999999999999 2");
+    cr_assert_eq(sem_rel("OLD"), 1);
+    cr_assert_eq(int_cmd("EXISTS " SEM_REC), 0, "no slot left: the record goes, a stale count aside");
+}
