@@ -26,6 +26,10 @@
 #                       over TCP (base) against the same masters over TLS (new:
 #                       rediss://, verified, with a client certificate), run by run
 #                       alternately; the figures of BENCHMARKS.md's TLS section
+#   make bench-profile  where a cycle's time goes (tests/bench/profile.sh):
+#                       PROFILE_WHAT=masters (callgrind on one redis-server, the
+#                       scripts as the service sends them; PROFILE_REFS="<ref>..."
+#                       adds those builds' scripts) or PROFILE_WHAT=service
 #   make bench-plot     PNG of cycles/s and acquire p99 against concurrency, from
 #                       the latest results (bench and bench-peers also plot)
 #   make bench-publish  copy the latest results (tables, raw JSON, plot) into
@@ -61,7 +65,7 @@ BENCH_LDLIBS  := -pthread -lm
 
 BENCH_BASELINE_REF ?= HEAD~1
 
-.PHONY: bench bench-compare bench-tls bench-peers bench-waiters bench-park bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
+.PHONY: bench-profile bench bench-compare bench-tls bench-peers bench-waiters bench-park bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
 
 bench-loadgen: $(BENCH_TOOLS)
 
@@ -95,6 +99,9 @@ bench-waiters: $(BINDIR)/redlockd $(BENCH_TOOLS)
 
 bench-park: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh park
+
+bench-profile: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/profile.sh $(or $(PROFILE_WHAT),masters)
 
 bench-soak: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh soak
