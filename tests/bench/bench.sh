@@ -722,7 +722,8 @@ batch_call() {
 }
 
 # probe_shape PORT: whether the scripts behave under the current shape on db 1
-# of that master (flushed before and after); PROBE_WHY says what went wrong
+# of that master (flushed before and after); PROBE_WHY says what went wrong.  A
+# grant's value may carry its counter ("@<F>", issue 28's token check)
 PROBE_WHY=
 probe_shape() {
     local p=$1 a a2 r v t b bb br lease2=OTHERotherOTHERotherOTHERother99
@@ -739,7 +740,7 @@ probe_shape() {
     r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
     b=$(redis-cli -p "$p" -n 1 exists ceil:check)
     PROBE_WHY="acquire '$a' (key '$v', pttl $t), second acquire '$a2', release '$r' (key left $b)"
-    if [[ $a != 1 || $v != "$CEIL_LEASE" || ! $t =~ ^[0-9]+$ || $t -le 0 || $t -gt $CEIL_TTL ||
+    if [[ $a != 1 || ! $v =~ ^${CEIL_LEASE}(@[0-9]+)?$ || ! $t =~ ^[0-9]+$ || $t -le 0 || $t -gt $CEIL_TTL ||
         $a2 != 0 || $r != 1 || $b != 0 ]]; then
         redis-cli -p "$p" -n 1 flushdb >/dev/null
         return 1
@@ -752,7 +753,7 @@ probe_shape() {
         br=$(redis-cli -p "$p" -n 1 eval "$BATCH_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
         b=$(redis-cli -p "$p" -n 1 exists ceil:bcheck)
         PROBE_WHY+="; batched acquire '$bb' (key '$v'), batched release '$br' (key left $b)"
-        if [[ $bb != 1 || $v != "$CEIL_LEASE" || $br != 1 || $b != 0 ]]; then
+        if [[ $bb != 1 || ! $v =~ ^${CEIL_LEASE}(@[0-9]+)?$ || $br != 1 || $b != 0 ]]; then
             redis-cli -p "$p" -n 1 flushdb >/dev/null
             return 1
         fi
