@@ -528,30 +528,43 @@
     SEM_HELD_FN                                                                      \
     "local function sem_find(rec, pfx, who, exact)\n"                                \
     "  local n = tonumber(redis.call('GET', rec)) or 0\n"                             \
-    "  local lease = untag(who)\n"                                                    \
-    "  for i = 0, n - 1 do\n"                                                         \
+    "  local lease, seen = untag(who), {}\n"                                          \
+    "  local function is(i)\n"                                                        \
     "    local v = redis.call('GET', pfx .. i)\n"                                     \
-    "    if (exact and v == who) or (not exact and mine(v, lease)) then return pfx .. i end\n" \
+    "    return (exact and v == who) or (not exact and mine(v, lease))\n"            \
     "  end\n"                                                                         \
-    "  return nil\n"                                                                  \
+    "  for _, j in ipairs(redis.call('ZRANGE', pfx .. '" SEM_HELD "', 0, -1)) do\n"  \
+    "    local i = tonumber(j)\n"                                                     \
+    "    if i and i < n and not seen[i] then\n"                                       \
+    "      seen[i] = true\n"                                                          \
+    "      if is(i) then return pfx .. i, n end\n"                                    \
+    "    end\n"                                                                       \
+    "  end\n"                                                                         \
+    "  for i = 0, n - 1 do\n"                                                         \
+    "    if not seen[i] and is(i) then return pfx .. i, n end\n"                      \
+    "  end\n"                                                                         \
+    "  return nil, n\n"                                                               \
     "end\n"
 
 /* K: the semaphore's record.  As FN_RELEASE, over the semaphore's slots; the record
  * goes with the last permit held on the master (no valid permit counts a master that
- * holds none), so that a new number of permits may be used at once. */
+ * holds none), so that a new number of permits may be used at once: whether one is
+ * left is read from the slots themselves (the count's latest member first, then all
+ * of them in one EXISTS), never from the count alone. */
 #define FN_SEM_RELEASE                                                               \
     "function(K, who, chan, origin, pfx)\n"                                          \
-    "  local k = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"          \
+    "  local k, n = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"       \
     "  if not k then return 0 end\n"                                                  \
     "  local p = redis.call('PTTL', k)\n"                                          \
     "  redis.call('DEL', k)\n"                                                        \
     "  sem_held(pfx, string.sub(k, #pfx + 1), nil)\n"                                \
-    "  local n, left = tonumber(redis.call('GET', K[1])) or 0, false\n"            \
+    "  local left = false\n"                                                       \
     "  local j = redis.call('ZRANGE', pfx .. '" SEM_HELD "', -1, -1)[1]\n"         \
     "  if j and redis.call('EXISTS', pfx .. j) == 1 then left = true end\n"       \
-    "  for i = 0, n - 1 do\n"                                                      \
-    "    if left then break end\n"                                                 \
-    "    if redis.call('EXISTS', pfx .. i) == 1 then left = true break end\n"      \
+    "  for a = 0, left and -1 or n - 1, 512 do\n"                                \
+    "    local ks = {}\n"                                                          \
+    "    for i = a, math.min(a + 511, n - 1) do ks[#ks + 1] = pfx .. i end\n"      \
+    "    if redis.call('EXISTS', unpack(ks)) > 0 then left = true break end\n"     \
     "  end\n"                                                                      \
     "  if not left then redis.call('DEL', K[1]) end\n"                             \
     "  redis.call('PUBLISH', chan, origin)\n"                                         \
