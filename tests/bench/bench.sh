@@ -1531,16 +1531,20 @@ FULL_PERMITS=1024
 # fill_semaphore NAME: every one of the FULL_PERMITS permits of semaphore NAME held
 # (ttl 10 min) on the current masters.  Written on the masters directly, as a grant
 # writes them (the record "redlock:#sem:NAME" holding the number of permits, each slot
-# "redlock:#sem:NAME#<i>" a lease): taking them through the service one by one gets
+# "redlock:#sem:NAME#<i>" a lease, the count "redlock:#sem:NAME#h"): taking them through the service one by one gets
 # slower with every permit taken (each refusal and retry reads the slots), and near
 # the end its rounds outrun the node timeout on this machine.  The service's GET
 # then has to find none free; 0, or 1 (noted) when it does not.
 fill_semaphore() {
-    local name=$1 p free rec="redlock:#sem:$1"
+    local name=$1 p free rec="redlock:#sem:$1" until
     for p in "${REDIS_PORTS[@]}"; do
+        # the count of held slots ("#h", slot -> expiry in the master's clock, ms) as a
+        # grant keeps it since issue 23; a build without it ignores the key
+        until=$(($(redis-cli -p "$p" TIME | head -1) * 1000 + 600000))
         {
             printf 'SET %s %s PX 600000\n' "$rec" "$FULL_PERMITS"
-            awk -v n="$FULL_PERMITS" -v r="$rec" 'BEGIN { for (i = 0; i < n; i++) printf "SET %s#%d fill%06dfill%06dfill PX 600000\n", r, i, i, i }'
+            awk -v n="$FULL_PERMITS" -v r="$rec" -v u="$until" 'BEGIN { for (i = 0; i < n; i++) printf "SET %s#%d fill%06dfill%06dfill PX 600000\nZADD %s#h %d %d\n", r, i, i, i, r, u, i }'
+            printf 'PEXPIRE %s#h 600000\n' "$rec"
             printf 'SET redlock:#expiry 1 PX 600000\n'
         } | redis-cli -p "$p" >/dev/null
     done
