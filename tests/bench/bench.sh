@@ -1543,7 +1543,7 @@ fill_semaphore() {
         until=$(($(redis-cli -p "$p" TIME | head -1) * 1000 + 600000))
         {
             printf 'SET %s %s PX 600000\n' "$rec" "$FULL_PERMITS"
-            awk -v n="$FULL_PERMITS" -v r="$rec" -v u="$until" 'BEGIN { for (i = 0; i < n; i++) printf "SET %s#%d fill%06dfill%06dfill PX 600000\nZADD %s#h %d %d\n", r, i, i, i, r, u, i }'
+            awk -v n="$FULL_PERMITS" -v r="$rec" -v u="$until" 'BEGIN { for (i = 0; i < n; i++) printf "SET %s#%d fill%06dfill%06dfill PX 600000\nZADD %s#h %s %d\n", r, i, i, i, r, u, i }'
             printf 'PEXPIRE %s#h 600000\n' "$rec"
             printf 'SET redlock:#expiry 1 PX 600000\n'
         } | redis-cli -p "$p" >/dev/null
