@@ -36,6 +36,8 @@
  * bump(b)   a grant: cur + 1 (a new bucket field is counted in nb)
  * mine(v, l)  whether lock value v belongs to lease l (any attempt's tag)
  * untag(v)  the lease part of a lock value
+ * (the helpers a plain cycle runs look for single characters with plain finds, not
+ * patterns: a pattern class walks the value character by character in Lua's matcher)
  * adopted(v)  the value an attempt writes where it finds its lease already (another
  *           attempt's key, adopted): marked '!' (before the owner, if any), so that no
  *           attempt's clean-up, which deletes only its exact value, ever takes a key
@@ -108,7 +110,8 @@
     "  return (c == 46 or c == 64) and string.find(v, l, 1, true) == 1\n"              \
     "end\n"                                                                            \
     "local function untag(v)\n"                                                        \
-    "  local d = string.find(v, '[.@]')\n"                                             \
+    "  local d, a = string.find(v, '.', 1, true), string.find(v, '@', 1, true)\n"      \
+    "  if a and (not d or a < d) then d = a end\n"                                     \
     "  if d then return string.sub(v, 1, d - 1) end\n"                                 \
     "  return v\n"                                                                     \
     "end\n"                                                                            \
@@ -173,7 +176,9 @@
     "  return x\n"                                                                   \
     "end\n"                                                                          \
     "local function stamp(value, f)\n"                                               \
-    "  if not string.find(value, '[\\n^]') then return value .. '@' .. f end\n"      \
+    "  if not string.find(value, '\\n', 1, true) and not string.find(value, '^', 1, true) then\n" \
+    "    return value .. '@' .. f\n"                                                  \
+    "  end\n"                                                                        \
     "  local h, o = ext().split(value)\n"                                            \
     "  return ext().deadlines(h) .. '@' .. f .. o\n"                                 \
     "end\n"                                                                          \
@@ -211,6 +216,7 @@
     "  return true\n"                                                                 \
     "end\n"                                                                           \
     "local function holds(v)\n"                                                       \
+    "  if not string.find(v, '*', 1, true) then return 1 end\n"                        \
     "  return tonumber(string.match(string.match(v, '^[^\\n]*'), '%*(%d+)')) or 1\n"  \
     "end\n"                                                                           \
     "local function counted(v, c)\n"                                                  \
