@@ -750,7 +750,7 @@ Test(scripts_live, the_expiry_key_outlives_every_grant_and_is_written_once_for_a
 /* a permit of the 4-permit semaphore "s" at slot -> the code; the refusal's holder in h */
 static long long sem_acq(int slot, const char *value, char *h, size_t cap)
 {
-    char key[64], idx[8];
+    char key[64], idx[16];
     snprintf(key, sizeof key, SEM_PFX "%d", slot);
     snprintf(idx, sizeof idx, "%d", slot);
     const char *keys[] = {key, SEM_REC};
