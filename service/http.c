@@ -18,6 +18,7 @@
 #include "api.h"
 #include "app.h"
 #include "auth.h"
+#include "fmt.h"
 #include "http_req.h"
 #include "idle.h"
 #include "jw.h"
@@ -260,8 +261,10 @@ static void request_id(http_req *r)
     }
     /* 32 hex digits: 64 random bits drawn at the start (unique across replicas and
      * restarts), the worker, and its count of requests. */
-    snprintf(r->request_id, sizeof r->request_id, "%016llx%02x%014llx", (unsigned long long)r->srv->id_prefix,
-             r->srv->env.id & 0xff, (unsigned long long)++r->srv->req_seq);
+    char *p = fmt_hex(r->request_id, r->srv->id_prefix, 16);
+    p = fmt_hex(p, (uint64_t)(r->srv->env.id & 0xff), 2);
+    p = fmt_hex(p, ++r->srv->req_seq, 14); /* (a count past 2^56 wraps its digits) */
+    *p = '\0';
 }
 
 /* The first callback of r: route it, and judge what the header alone decides (the

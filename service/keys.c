@@ -20,14 +20,39 @@ static size_t fit(int k, size_t cap)
     return (size_t)k < cap ? (size_t)k : (cap ? cap - 1 : 0);
 }
 
+/* buf = a (NUL-ended) then b then the first len bytes of c (up to a NUL in them), cut
+ * to cap - 1 bytes and NUL-ended as snprintf("%s%s%.*s") would, without its formatter:
+ * these run for every key of every operation. */
+static size_t join3(char *buf, size_t cap, const char *a, const char *b, const char *c, size_t len)
+{
+    if (!cap)
+        return 0;
+    size_t n = 0;
+    const char *parts[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        size_t l = strlen(parts[i]);
+        if (l > cap - 1 - n)
+            l = cap - 1 - n;
+        memcpy(buf + n, parts[i], l);
+        n += l;
+    }
+    size_t l = strnlen(c, len);
+    if (l > cap - 1 - n)
+        l = cap - 1 - n;
+    memcpy(buf + n, c, l);
+    n += l;
+    buf[n] = '\0';
+    return n;
+}
+
 size_t keys_lock(const char *prefix, const char *name, size_t len, char *buf, size_t cap)
 {
-    return fit(snprintf(buf, cap, "%s%.*s", prefix, (int)len, name), cap);
+    return join3(buf, cap, prefix, "", name, len);
 }
 
 size_t keys_set(const char *prefix, const char *lease, size_t len, char *buf, size_t cap)
 {
-    return fit(snprintf(buf, cap, "%s" KEYS_SET "%.*s", prefix, (int)len, lease), cap);
+    return join3(buf, cap, prefix, KEYS_SET, lease, len);
 }
 
 size_t keys_record(const char *prefix, char *buf, size_t cap)
@@ -47,7 +72,7 @@ size_t keys_expiry(const char *prefix, char *buf, size_t cap)
 
 size_t keys_released(const char *prefix, const char *name, size_t len, char *buf, size_t cap)
 {
-    return fit(snprintf(buf, cap, "%s" KEYS_RELEASED "%.*s", prefix, (int)len, name), cap);
+    return join3(buf, cap, prefix, KEYS_RELEASED, name, len);
 }
 
 size_t keys_anchor(const char *prefix, char *buf, size_t cap)
@@ -58,7 +83,7 @@ size_t keys_anchor(const char *prefix, char *buf, size_t cap)
 size_t keys_shared(const char *prefix, const char *kind, const char *name, size_t len, char *buf,
                    size_t cap)
 {
-    return fit(snprintf(buf, cap, "%s%s%.*s", prefix, kind, (int)len, name), cap);
+    return join3(buf, cap, prefix, kind, name, len);
 }
 
 size_t keys_sem_slot(const char *prefix, const char *name, size_t len, int slot, char *buf,
@@ -90,8 +115,21 @@ size_t keys_scan_pattern(const char *prefix, const char *name_prefix, size_t len
 
 size_t keys_bucket(const char *name, size_t len, char *buf, size_t cap)
 {
-    return fit(snprintf(buf, cap, "b%llu",
-                        (unsigned long long)(keys_name_hash(name, len) % KEYS_BUCKETS)), cap);
+    char tmp[24];
+    size_t k = 0, n = 0;
+    uint64_t v = keys_name_hash(name, len) % KEYS_BUCKETS;
+    do {
+        tmp[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (!cap)
+        return 0;
+    if (n < cap - 1)
+        buf[n++] = 'b';
+    while (k && n < cap - 1)
+        buf[n++] = tmp[--k];
+    buf[n] = '\0';
+    return n;
 }
 
 const char *keys_released_name(const char *prefix, const char *channel, size_t channel_len,

@@ -17,6 +17,7 @@ void log_init(log_ctx *lg, int json, int level, int buffered)
     lg->level = level;
     lg->buffered = buffered;
     lg->len = 0;
+    lg->sec = -1;
 }
 
 int log_level_parse(const char *s)
@@ -60,12 +61,24 @@ void log_event(log_ctx *lg, int level, const char *msg, const char *fields_json)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
+    if (lg->sec != (long long)ts.tv_sec) {
+        /* the date and time to the second, once a second (gmtime_r and the formatter
+         * cost more than the rest of a request's line) */
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        snprintf(lg->stamp, sizeof lg->stamp, "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        lg->sec = (long long)ts.tv_sec;
+    }
     char when[96];
-    snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             ts.tv_nsec / 1000000);
+    size_t sl = strlen(lg->stamp); /* < 72: room for the milliseconds and 'Z' */
+    long ms = ts.tv_nsec / 1000000;
+    memcpy(when, lg->stamp, sl);
+    when[sl] = (char)('0' + ms / 100);
+    when[sl + 1] = (char)('0' + ms / 10 % 10);
+    when[sl + 2] = (char)('0' + ms % 10);
+    when[sl + 3] = 'Z';
+    when[sl + 4] = '\0';
     char line[4096];
     jw w;
     jw_init(&w, line, sizeof line - 1);

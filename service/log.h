@@ -16,6 +16,8 @@ typedef struct log_ctx {
     int buffered;     /* 1: keep lines until log_flush() */
     size_t len;
     char buf[16384];
+    long long sec;    /* the second stamp[] was made for (-1: none yet) */
+    char stamp[72];   /* "YYYY-MM-DDTHH:MM:SS." of that second: made once a second */
 } log_ctx;
 
 void log_init(log_ctx *lg, int json, int level, int buffered);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "keys.h"
 #include "redis_ev.h"
 #include "resp.h"
@@ -409,8 +410,13 @@ static size_t clock_window(const master_conn *m, char *buf, size_t cap)
     if (!m->conf->clock_check ||
         !mclock_window(&m->clock, clock_now_us(), m->conf->node_timeout_ms * 1000, m->conf->drift_factor, &lo, &hi))
         return 0;
-    int n = snprintf(buf, cap, "%lld:%lld", (long long)lo, (long long)hi);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+    if (cap < 2 * FMT_U64_MAX + 2)
+        return 0;
+    char *p = fmt_i64(buf, lo);
+    *p++ = ':';
+    p = fmt_i64(p, hi);
+    *p = '\0';
+    return (size_t)(p - buf);
 }
 
 /* A lock script refused: the master lost its record or is quarantined (by any
@@ -800,9 +806,10 @@ static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv)
     batch_recycle(m, b);
 }
 
-/* Queue one operation for this pass's batched call.  0 or -1. */
+/* Queue one operation for this pass's batched call (formatted already when op is not
+ * NULL).  0 or -1. */
 static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs,
-                     const char **argv, const size_t *lens, void *priv)
+                     const char **argv, const size_t *lens, const resp_op *op, void *priv)
 {
     master_outbatch *o = &m->out;
     if (o->cur && o->cur->n == MASTER_BATCH_MAX)
@@ -815,7 +822,8 @@ static int batch_add(master_conn *m, int script, char code, int nkeys, int nargs
             return -1;
         b->n = 0;
     }
-    if (resp_batch_add(&o->fmt, code, (size_t)nkeys, (size_t)nargs, argv, lens) != 0) {
+    if ((op ? resp_batch_add_op(&o->fmt, op)
+            : resp_batch_add(&o->fmt, code, (size_t)nkeys, (size_t)nargs, argv, lens)) != 0) {
         if (!o->cur)
             batch_recycle(m, b);
         return -1;
@@ -864,11 +872,17 @@ static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
 int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, void *priv)
 {
+    return master_eval_op(m, script, nkeys, nargs, argv, lens, NULL, priv);
+}
+
+int master_eval_op(master_conn *m, int script, int nkeys, int nargs, const char **argv,
+                   const size_t *lens, const resp_op *op, void *priv)
+{
     if (m->state != MASTER_READY || !m->ev.ac || nkeys < 0 || nargs < 0 || nkeys + nargs > 512)
         return -1;
     char code = script_batch_code(script, nkeys, nargs);
     if (code)
-        return batch_add(m, script, code, nkeys, nargs, argv, lens, priv);
+        return batch_add(m, script, code, nkeys, nargs, argv, lens, op, priv);
     batch_send(m); /* keep the connection's order */
     char win[48];
     size_t wl = clock_window(m, win, sizeof win);

@@ -146,6 +146,12 @@ static inline int master_usable(const master_conn *m) { return m->state == MASTE
 int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
                 const size_t *lens, void *priv);
 
+/* master_eval() with the operation's keys and arguments formatted already for the
+ * batched call (resp_op_format() with the script's batch code; NULL: format here),
+ * so that a round formats them once for all its masters. */
+int master_eval_op(master_conn *m, int script, int nkeys, int nargs, const char **argv,
+                   const size_t *lens, const resp_op *op, void *priv);
+
 /* Any command with a raw hiredis callback (cb may get NULL on failure); not subject
  * to the usable check, only to being connected.  0 or -1. */
 int master_command(master_conn *m, int argc, const char **argv, const size_t *lens,

@@ -152,10 +152,17 @@ void redlock_handoff_tally(const redlock_reply *r, size_t n, redlock_tally *t)
     }
 }
 
-static int cmp_i64(const void *a, const void *b)
+/* Ascending, in place: at most 64 values (one per master), on every round's decision;
+ * an insertion sort, without qsort's indirect calls (and its allocation beyond 1 KiB). */
+static void sort_i64(int64_t *v, size_t k)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    for (size_t i = 1; i < k; i++) {
+        int64_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
 }
 
 int64_t redlock_retry_after_ms(const redlock_reply *r, size_t n, size_t quorum,
@@ -173,7 +180,7 @@ int64_t redlock_retry_after_ms(const redlock_reply *r, size_t n, size_t quorum,
     }
     if (quorum == 0 || k < quorum)
         return fallback_ms;
-    qsort(v, k, sizeof v[0], cmp_i64);
+    sort_i64(v, k);
     return v[quorum - 1];
 }
 
@@ -189,7 +196,7 @@ int redlock_inspect_holder(const redlock_reply *r, size_t n, size_t quorum, int6
                 memcmp(r[j].value, r[i].value, r[i].value_len) == 0)
                 ttls[k++] = r[j].pttl < 0 ? INT64_MAX : r[j].pttl;
         if (k >= quorum) {
-            qsort(ttls, k, sizeof ttls[0], cmp_i64);
+            sort_i64(ttls, k);
             /* k - quorum is the index of the quorum-th largest */
             *valid_ms = ttls[k - quorum];
             return (int)i;
@@ -245,7 +252,7 @@ int64_t redlock_quorum_at_least(int64_t *v, size_t k, size_t quorum)
 {
     if (quorum == 0 || k < quorum)
         return 0;
-    qsort(v, k, sizeof v[0], cmp_i64); /* ascending: the quorum-th largest is at k - quorum */
+    sort_i64(v, k); /* ascending: the quorum-th largest is at k - quorum */
     return v[k - quorum];
 }
 
@@ -335,7 +342,7 @@ int64_t redlock_resting_ms(const redlock_reply *r, size_t n, size_t quorum)
         v[k++] = r[i].state != RL_SLOT_OK ? INT64_MAX : r[i].rest_ms > 0 ? r[i].rest_ms : 0;
     if (!quorum || k < quorum)
         return 0;
-    qsort(v, k, sizeof v[0], cmp_i64);
+    sort_i64(v, k);
     return v[quorum - 1] == INT64_MAX ? 0 : v[quorum - 1];
 }
 

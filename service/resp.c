@@ -124,6 +124,42 @@ int resp_batch_add(resp_batch *b, char code, size_t nkeys, size_t nargs, const c
     return 0;
 }
 
+size_t resp_op_size(size_t nkeys, size_t nargs, const size_t *lens)
+{
+    return add_sat(CODE_BULK_LEN, bulks_size(nkeys + nargs, lens));
+}
+
+void resp_op_format(resp_op *op, char *buf, char code, size_t nkeys, size_t nargs,
+                    const char *const *argv, const size_t *lens)
+{
+    char *p = buf;
+    for (size_t i = 0; i < nkeys; i++)
+        p = resp_put_bulk(p, argv[i], lens[i]);
+    op->keys = buf;
+    op->keys_len = (size_t)(p - buf);
+    op->args = p;
+    p = resp_put_bulk(p, &code, 1);
+    for (size_t i = nkeys; i < nkeys + nargs; i++)
+        p = resp_put_bulk(p, argv[i], lens[i]);
+    op->args_len = (size_t)(p - op->args);
+    op->nkeys = nkeys;
+    op->nargs = nargs + 1;
+}
+
+int resp_batch_add_op(resp_batch *b, const resp_op *op)
+{
+    size_t all = add_sat(add_sat(JOIN_ROOM, b->keys_len), add_sat(op->keys_len, add_sat(b->args_len, op->args_len)));
+    if (grow(&b->keys, &b->keys_cap, all) != 0 || grow(&b->args, &b->args_cap, add_sat(b->args_len, op->args_len)) != 0)
+        return -1;
+    memcpy(b->keys + b->keys_len, op->keys, op->keys_len);
+    memcpy(b->args + b->args_len, op->args, op->args_len);
+    b->keys_len += op->keys_len;
+    b->args_len += op->args_len;
+    b->nkeys += (unsigned)op->nkeys;
+    b->nargs += (unsigned)op->nargs;
+    return 0;
+}
+
 const char *resp_batch_join(resp_batch *b, const char *sha, const char *first, size_t first_len,
                             const char *lead, size_t lead_len, int skip_code, size_t *len)
 {

@@ -55,6 +55,27 @@ int resp_batch_add(resp_batch *b, char code, size_t nkeys, size_t nargs, const c
 const char *resp_batch_join(resp_batch *b, const char *sha, const char *first, size_t first_len,
                             const char *lead, size_t lead_len, int skip_code, size_t *len);
 
+/* One operation's keys and arguments formatted once for all the masters of a round
+ * (resp_batch_add_op() copies them; resp_batch_add() would format them again for each
+ * master): the bytes resp_batch_add() writes, the code's bulk first among the
+ * arguments. */
+typedef struct resp_op {
+    size_t nkeys, nargs;  /* nargs counts the code */
+    const char *keys, *args;
+    size_t keys_len, args_len;
+} resp_op;
+
+/* Room resp_op_format() needs for these keys and arguments. */
+size_t resp_op_size(size_t nkeys, size_t nargs, const size_t *lens);
+
+/* Format op (code, nkeys keys then nargs arguments of argv/lens) into buf, which has
+ * resp_op_size() bytes at least. */
+void resp_op_format(resp_op *op, char *buf, char code, size_t nkeys, size_t nargs,
+                    const char *const *argv, const size_t *lens);
+
+/* resp_batch_add() of an operation formatted by resp_op_format().  0 or -1. */
+int resp_batch_add_op(resp_batch *b, const resp_op *op);
+
 /* Forget what was added (the buffers are kept). */
 void resp_batch_clear(resp_batch *b);
 

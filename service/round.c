@@ -114,6 +114,17 @@ void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
     round_env *env = rd->env;
     rd->script = script;
     rd->start_us = clock_now_us();
+    /* A batched operation's keys and arguments are formatted once, here, for all the
+     * masters (each one's batch copies the bytes). */
+    char code = nkeys >= 0 && nargs >= 0 ? script_batch_code(script, nkeys, nargs) : 0;
+    char stackbuf[2048], *buf = NULL;
+    resp_op op;
+    if (code) {
+        size_t need = resp_op_size((size_t)nkeys, (size_t)nargs, lens);
+        buf = need <= sizeof stackbuf ? stackbuf : malloc(need);
+        if (buf)
+            resp_op_format(&op, buf, code, (size_t)nkeys, (size_t)nargs, argv, lens);
+    }
     for (size_t i = 0; i < env->n; i++) {
         redlock_reply *r = &rd->replies[i];
         r->state = RL_SLOT_FAILED;
@@ -121,11 +132,14 @@ void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
         if (i < 64 && !(mask & ((uint64_t)1 << i)))
             continue;
         r->state = RL_SLOT_PENDING; /* before the call: a reply cannot come synchronously */
-        if (master_eval(&env->masters[i], script, nkeys, nargs, argv, lens, &rd->slots[i]) == 0)
+        if (master_eval_op(&env->masters[i], script, nkeys, nargs, argv, lens, buf ? &op : NULL,
+                           &rd->slots[i]) == 0)
             rd->refs++;
         else
             r->state = RL_SLOT_FAILED;
     }
+    if (buf && buf != stackbuf)
+        free(buf);
     loop_timer_start(env->loop, &rd->timer, rd->start_us + env->node_timeout_us);
     check(rd);
 }

@@ -26,11 +26,18 @@
  * bucket fields).  A record with fewer fields than nb + RECORD_FIXED lost some. */
 #define RECORD_FIXED "4"
 
+/* settle() keeps "<prefix>#expiry" this much past the longest ttl of the call when it
+ * has to lengthen it, so that the calls of the next second (their ttls alike) find it
+ * long enough and only read its PTTL (docs/DESIGN.md §4, R-expiry: longer is safe). */
+#define SCRIPTS_SETTLE_SLACK_MS "1000"
+
 /* Reads the record and defines, for the operations below:
  * cur(b)    the bucket's effective counter: max(its value, base)
  * bump(b)   a grant: cur + 1 (a new bucket field is counted in nb)
  * mine(v, l)  whether lock value v belongs to lease l (any attempt's tag)
  * untag(v)  the lease part of a lock value
+ * (the helpers a plain cycle runs look for single characters with plain finds, not
+ * patterns: a pattern class walks the value character by character in Lua's matcher)
  * adopted(v)  the value an attempt writes where it finds its lease already (another
  *           attempt's key, adopted): marked '!' (before the owner, if any), so that no
  *           attempt's clean-up, which deletes only its exact value, ever takes a key
@@ -80,7 +87,7 @@
     "local function settle()\n"                                                      \
     "  if XT <= 0 then return end\n"                                                 \
     "  local xk = string.gsub(KEYS[1], '" KEYS_RECORD "$', '" KEYS_EXPIRY "')\n"     \
-    "  if redis.call('PTTL', xk) < XT then redis.call('SET', xk, '1', 'PX', XT) end\n" \
+    "  if redis.call('PTTL', xk) < XT then redis.call('SET', xk, '1', 'PX', XT + " SCRIPTS_SETTLE_SLACK_MS ") end\n" \
     "end\n"                                                                           \
     "local function cur(b)\n"                                                          \
     "  local f = tonumber(redis.call('HGET', KEYS[1], b)) or 0\n"                      \
@@ -103,7 +110,8 @@
     "  return (c == 46 or c == 64) and string.find(v, l, 1, true) == 1\n"              \
     "end\n"                                                                            \
     "local function untag(v)\n"                                                        \
-    "  local d = string.find(v, '[.@]')\n"                                             \
+    "  local d, a = string.find(v, '.', 1, true), string.find(v, '@', 1, true)\n"      \
+    "  if a and (not d or a < d) then d = a end\n"                                     \
     "  if d then return string.sub(v, 1, d - 1) end\n"                                 \
     "  return v\n"                                                                     \
     "end\n"                                                                            \
@@ -171,7 +179,9 @@
     "  return mine(v, l) and not (string.find(v, '~', 1, true) and ext().rests(key, v))\n" \
     "end\n"                                                                          \
     "local function stamp(value, f)\n"                                               \
-    "  if not string.find(value, '[\\n^]') then return value .. '@' .. f end\n"      \
+    "  if not string.find(value, '\\n', 1, true) and not string.find(value, '^', 1, true) then\n" \
+    "    return value .. '@' .. f\n"                                                  \
+    "  end\n"                                                                        \
     "  local h, o = ext().split(value)\n"                                            \
     "  return ext().deadlines(h) .. '@' .. f .. o\n"                                 \
     "end\n"                                                                          \
@@ -209,6 +219,7 @@
     "  return true\n"                                                                 \
     "end\n"                                                                           \
     "local function holds(v)\n"                                                       \
+    "  if not string.find(v, '*', 1, true) then return 1 end\n"                        \
     "  return tonumber(string.match(string.match(v, '^[^\\n]*'), '%*(%d+)')) or 1\n"  \
     "end\n"                                                                           \
     "local function counted(v, c)\n"                                                  \
@@ -242,7 +253,11 @@
  * A fresh grant stamps the value (stamp()).  A refusal names the holding lease, or
  * SCRIPTS_HOLDER_RESTING for a lock that rests (its own lease included), so that a
  * round can tell "held" from votes split between attempts.  ttl: what the key lives,
- * the lock-delay included (the service adds it). */
+ * the lock-delay included (the service adds it).  intent: > 0 a refused attempt marks
+ * its writer waiting (wants()); anything but "0" (the service sends "-1" once its request
+ * marked any master, and a handoff sends none) has a fresh grant take that mark back:
+ * with "0" no attempt of the request ever wrote one, so the grant pays for no ZREM.  A
+ * held key is refused before the readers are looked at (no EXISTS on a refusal). */
 #define FN_ACQUIRE                                                                   \
     "function(K, b, value, ttl, chan, origin, intent, reentrant)\n"                 \
     "  local key, lease = K[1], untag(value)\n"                                      \
@@ -258,16 +273,19 @@
     "    outlive(p)\n"                                                                \
     "    return {2, f or cur(b), c, p - d}\n"                                         \
     "  end\n"                                                                         \
+    "  if v then\n"                                                                   \
+    "    if intent and tonumber(intent) > 0 then wants(K[3], lease, nil, intent) end\n" \
+    "    return {0, redis.call('PTTL', key), cur(b), ext().holder(key, v)}\n"         \
+    "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
-    "  if v or n > 0 then\n"                                                          \
+    "  if n > 0 then\n"                                                               \
     "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
-    "    if v then return {0, redis.call('PTTL', key), cur(b), ext().holder(key, v)} end\n" \
     "    return {0, longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
     "  local f = bump(b)\n"                                                           \
     "  redis.call('SET', key, stamp(value, f), 'PX', ttl)\n"                          \
     "  outlive(ttl)\n"                                                                \
-    "  if K[3] then redis.call('ZREM', K[3], lease) end\n"                            \
+    "  if K[3] and intent ~= '0' then redis.call('ZREM', K[3], lease) end\n"          \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
     "  return {1, f}\n"                                                               \
     "end"
@@ -449,7 +467,11 @@
  * another one's permit is valid agrees on the number of permits.  Refusals say why:
  * SCRIPTS_HOLDER_PERMITS "<n>" (another number of permits), or the holder's lease, or
  * (slot free for this lease elsewhere) SCRIPTS_HOLDER_MINE "<slot>"; a refusal by a
- * holder lists up to 8 free slots after this one (SCRIPTS_HOLDER_FREE "<i> <j>..."). */
+ * holder lists up to 8 free slots after this one (SCRIPTS_HOLDER_FREE "<i> <j>...").
+ * "<pfx>h" (SEM_HELD) counts the slots held on this master, slot -> its expiry: a refusal
+ * it says is one of a full semaphore answers an empty list at once, without a look at
+ * every slot (issue 23: 1,023 EXISTS a refusal before).  It is a hint only, never read for
+ * a grant or for the record's removal (docs/DESIGN.md section 12). */
 #define FN_SEM_ACQUIRE                                                               \
     "function(K, b, value, ttl, chan, origin, permits, slot, pfx, scan)\n"            \
     "  local m = redis.call('GET', K[2])\n"                                           \
@@ -475,6 +497,11 @@
     "    redis.call('SET', K[1], adopted(value), 'PX', p)\n"                           \
     "    r = {2, cur(b), 1, p}\n"                                                     \
     "  else\n"                                                                        \
+    "    local h = pfx .. '" SEM_HELD "'\n"                                          \
+    "    redis.call('ZREMRANGEBYSCORE', h, '-inf', now_ms())\n"                       \
+    "    if redis.call('ZCARD', h) >= n then\n"                                       \
+    "      return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "'}\n"  \
+    "    end\n"                                                                       \
     "    local free = {}\n"                                                           \
     "    for j = 1, n - 1 do\n"                                                       \
     "      local i = (s + j) % n\n"                                                   \
@@ -486,36 +513,67 @@
     "    return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
     "  end\n"                                                                         \
     "  if redis.call('PTTL', K[2]) < p then redis.call('SET', K[2], permits, 'PX', p) end\n" \
+    "  sem_held(pfx, s, p)\n"                                                         \
     "  outlive(p)\n"                                                                  \
     "  return r\n"                                                                    \
     "end"
+
+/* sem_held(pfx, slot, p): slot is held on this master for p ms more (the count of
+ * FN_SEM_ACQUIRE above); p nil: it is not held any more.  The set lives as long as its
+ * longest slot. */
+#define SEM_HELD "h"
+#define SEM_HELD_FN                                                                  \
+    "local function sem_held(pfx, slot, p)\n"                                       \
+    "  local h = pfx .. '" SEM_HELD "'\n"                                           \
+    "  if not p then redis.call('ZREM', h, slot) return end\n"                      \
+    "  redis.call('ZADD', h, now_ms() + p, slot)\n"                                 \
+    "  if redis.call('PTTL', h) < p then redis.call('PEXPIRE', h, p) end\n"         \
+    "end\n"
 
 /* The slot of a semaphore that lease holds (K: the semaphore's record; pfx the slots'
  * key prefix), for a release (who: a lease, or an attempt's exact value) or an
  * extension: its key, or nil. */
 #define SEM_FIND                                                                     \
+    SEM_HELD_FN                                                                      \
     "local function sem_find(rec, pfx, who, exact)\n"                                \
     "  local n = tonumber(redis.call('GET', rec)) or 0\n"                             \
-    "  local lease = untag(who)\n"                                                    \
-    "  for i = 0, n - 1 do\n"                                                         \
+    "  local lease, seen = untag(who), {}\n"                                          \
+    "  local function is(i)\n"                                                        \
     "    local v = redis.call('GET', pfx .. i)\n"                                     \
-    "    if (exact and v == who) or (not exact and mine(v, lease)) then return pfx .. i end\n" \
+    "    return (exact and v == who) or (not exact and mine(v, lease))\n"            \
     "  end\n"                                                                         \
-    "  return nil\n"                                                                  \
+    "  for _, j in ipairs(redis.call('ZRANGE', pfx .. '" SEM_HELD "', 0, -1)) do\n"  \
+    "    local i = tonumber(j)\n"                                                     \
+    "    if i and i < n and not seen[i] then\n"                                       \
+    "      seen[i] = true\n"                                                          \
+    "      if is(i) then return pfx .. i, n end\n"                                    \
+    "    end\n"                                                                       \
+    "  end\n"                                                                         \
+    "  for i = 0, n - 1 do\n"                                                         \
+    "    if not seen[i] and is(i) then return pfx .. i, n end\n"                      \
+    "  end\n"                                                                         \
+    "  return nil, n\n"                                                               \
     "end\n"
 
 /* K: the semaphore's record.  As FN_RELEASE, over the semaphore's slots; the record
  * goes with the last permit held on the master (no valid permit counts a master that
- * holds none), so that a new number of permits may be used at once. */
+ * holds none), so that a new number of permits may be used at once: whether one is
+ * left is read from the slots themselves (the count's latest member first, then all
+ * of them in one EXISTS), never from the count alone. */
 #define FN_SEM_RELEASE                                                               \
     "function(K, who, chan, origin, pfx)\n"                                          \
-    "  local k = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"          \
+    "  local k, n = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"       \
     "  if not k then return 0 end\n"                                                  \
     "  local p = redis.call('PTTL', k)\n"                                          \
     "  redis.call('DEL', k)\n"                                                        \
-    "  local n, left = tonumber(redis.call('GET', K[1])) or 0, false\n"            \
-    "  for i = 0, n - 1 do\n"                                                      \
-    "    if redis.call('EXISTS', pfx .. i) == 1 then left = true break end\n"      \
+    "  sem_held(pfx, string.sub(k, #pfx + 1), nil)\n"                                \
+    "  local left = false\n"                                                       \
+    "  local j = redis.call('ZRANGE', pfx .. '" SEM_HELD "', -1, -1)[1]\n"         \
+    "  if j and redis.call('EXISTS', pfx .. j) == 1 then left = true end\n"       \
+    "  for a = 0, left and -1 or n - 1, 512 do\n"                                \
+    "    local ks = {}\n"                                                          \
+    "    for i = a, math.min(a + 511, n - 1) do ks[#ks + 1] = pfx .. i end\n"      \
+    "    if redis.call('EXISTS', unpack(ks)) > 0 then left = true break end\n"     \
     "  end\n"                                                                      \
     "  if not left then redis.call('DEL', K[1]) end\n"                             \
     "  redis.call('PUBLISH', chan, origin)\n"                                         \
@@ -529,6 +587,7 @@
     "  local k = sem_find(K[1], pfx, lease, false)\n"                                 \
     "  if not k then return {0, cur(b)} end\n"                                        \
     "  redis.call('PEXPIRE', k, ttl)\n"                                               \
+    "  sem_held(pfx, string.sub(k, #pfx + 1), tonumber(ttl))\n"                     \
     "  outlive(ttl)\n"                                                                \
     "  if redis.call('PTTL', K[1]) < tonumber(ttl) then redis.call('PEXPIRE', K[1], ttl) end\n" \
     "  return {1, cur(b), tonumber(string.sub(k, #pfx + 1))}\n"                        \
@@ -644,7 +703,10 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_FORCE] = ALONE(FN_FORCE),
     [SCRIPT_SCAN] = ALONE(FN_SCAN),
     [SCRIPT_SHARED] = ALONE(FN_SHARED),
-    [SCRIPT_SEM_ACQUIRE] = ALONE(FN_SEM_ACQUIRE),
+    [SCRIPT_SEM_ACQUIRE] = PRELUDE SEM_HELD_FN "local f = " FN_SEM_ACQUIRE "\n"
+                           "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+                           "settle()\n"
+                           "return r\n",
     [SCRIPT_SEM_RELEASE] = PRELUDE SEM_FIND "local f = " FN_SEM_RELEASE "\n"
                            "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
     [SCRIPT_SEM_EXTEND] = PRELUDE SEM_FIND "local f = " FN_SEM_EXTEND "\n"

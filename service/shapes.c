@@ -47,7 +47,9 @@ static void one_send_acquire(lockop *op, round *rd)
     long ims = intent_ms(op);
     /* the key lives the ttl and the lock-delay after it (docs/DESIGN.md section 14) */
     int tl = snprintf(ttl, sizeof ttl, "%ld", op->ttl_ms + op->delay_ms);
-    int il = snprintf(intent, sizeof intent, "%ld", ims);
+    /* -1: no new mark, but a grant takes back the one an earlier attempt left ("0": the
+     * request never marked, and a grant skips the ZREM) */
+    int il = snprintf(intent, sizeof intent, "%ld", ims > 0 || !op->intent_mask ? ims : -1L);
     if (ims > 0) /* a refusing master marks it: taken back when op is answered */
         op->intent_mask |= round_all(op->env->rounds);
     const char *argv[] = {kb.key, kb.readers, kb.intents, kb.bucket, op->value, ttl, kb.chan,

@@ -15,12 +15,12 @@ $(BUILD)/tests/%.o: tests/%.c
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests/integration -c $< -o $@
 
 # Unit tests link the module objects, never main.o.  test_lockop.c plays the masters:
-# the link hands every call of master_eval() to its __wrap_master_eval (the other
-# suites get the real one through it).
+# the link hands every call of master_eval() and master_eval_op() to its
+# __wrap_master_eval(_op) (the other suites get the real ones through them).
 $(BUILD)/tests/unit_tests: $(UNIT_OBJS) $(SERVICE_OBJS)
 	@mkdir -p $(dir $@)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -Wl,--wrap=master_eval -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
+	$(Q)$(CC) $(ALL_LDFLAGS) -Wl,--wrap=master_eval -Wl,--wrap=master_eval_op -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
 
 # The live script checks (test_scripts_live.c) send service/scripts.c's sources by hand.
 $(BUILD)/tests/integration_tests: $(INTEG_OBJS) $(BUILD)/service/scripts.o

@@ -8,6 +8,10 @@
 #                       side by side with the ratios (npm ci on first use)
 #   make bench-waiters  BENCH_WAITERS=10000 requests parked on one held name: the
 #                       service's RSS and idle CPU while they wait
+#   make bench-park     BENCH_PARK_N=10000 duplex streamed holds, one-way holds,
+#                       watches, then holds and watches of them at once, each
+#                       parked BENCH_PARK_SECONDS=20 on a fresh instance with its
+#                       defaults: RSS, descriptors, idle CPU, the masters' load
 #   make bench-soak     BENCH_SOAK_SECONDS=600 of c=64 cycles: the service's RSS every
 #                       10 s, flat within 5 % of the median after the first minute
 #   make bench-compare  two service builds side by side, same points (cycles at
@@ -22,6 +26,10 @@
 #                       over TCP (base) against the same masters over TLS (new:
 #                       rediss://, verified, with a client certificate), run by run
 #                       alternately; the figures of BENCHMARKS.md's TLS section
+#   make bench-profile  where a cycle's time goes (tests/bench/profile.sh):
+#                       PROFILE_WHAT=masters (callgrind on one redis-server, the
+#                       scripts as the service sends them; PROFILE_REFS="<ref>..."
+#                       adds those builds' scripts) or PROFILE_WHAT=service
 #   make bench-plot     PNG of cycles/s and acquire p99 against concurrency, from
 #                       the latest results (bench and bench-peers also plot)
 #   make bench-publish  copy the latest results (tables, raw JSON, plot) into
@@ -57,7 +65,7 @@ BENCH_LDLIBS  := -pthread -lm
 
 BENCH_BASELINE_REF ?= HEAD~1
 
-.PHONY: bench bench-compare bench-tls bench-peers bench-waiters bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
+.PHONY: bench-profile bench bench-compare bench-tls bench-peers bench-waiters bench-park bench-soak bench-plot bench-publish bench-loadgen bench-deps bench-selftest
 
 bench-loadgen: $(BENCH_TOOLS)
 
@@ -88,6 +96,12 @@ bench-peers: $(BINDIR)/redlockd $(BENCH_TOOLS)
 
 bench-waiters: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh waiters
+
+bench-park: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh park
+
+bench-profile: $(BINDIR)/redlockd $(BENCH_TOOLS)
+	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/profile.sh $(or $(PROFILE_WHAT),masters)
 
 bench-soak: $(BINDIR)/redlockd $(BENCH_TOOLS)
 	$(Q)BENCH_BIN=$(BENCH_DIR) REDLOCKD=$(BINDIR)/redlockd tests/bench/bench.sh soak

@@ -151,8 +151,8 @@ if [[ $WHAT == publish ]]; then
 fi
 # BENCH_BASELINE=<binary> make bench: the side-by-side comparison instead
 if [[ $WHAT == service && -n ${BENCH_BASELINE:-} ]]; then WHAT=compare; fi
-[[ $WHAT == service || $WHAT == peers || $WHAT == waiters || $WHAT == soak || $WHAT == compare ]] ||
-    die "usage: bench.sh service|peers|waiters|soak|compare|plot|publish"
+[[ $WHAT == service || $WHAT == peers || $WHAT == waiters || $WHAT == soak || $WHAT == compare || $WHAT == park ]] ||
+    die "usage: bench.sh service|peers|waiters|soak|compare|park|plot|publish"
 
 need jq jq
 need redis-server redis-server
@@ -409,9 +409,16 @@ run_point() {
     c0=$(cpu_ticks "$@")
     rc0=$(cpu_ticks "${REDIS_PIDS[@]}")
     rs0=$(redis_cmdstats "${REDIS_PORTS[@]}")
+    # the window's own figures (loadgen takes them at its start and end): CPU of the
+    # target and of the masters, the target's counters, the masters' commands
+    local wargs=(--cpu-pids "svc=$(echo "$@" | tr ' ' ,)")
+    if ((${#REDIS_PIDS[@]})); then
+        wargs+=(--cpu-pids "redis=$(IFS=,; echo "${REDIS_PIDS[*]}")" --redis-ports "$(IFS=,; echo "${REDIS_PORTS[*]}")")
+    fi
+    [[ $target == node-* || $target == etcd ]] || wargs+=(--metrics)
     # shellcheck disable=SC2086
     if ! "$LOADGEN" -p "$port" -c "$conns" -t "$LOADGEN_THREADS" -d "$SECS" -w "$WARM" --json \
-        --label "$target" ${TARGET_ARGS[$target]} $args >"$f.tmp" 2>"$OUT/raw/loadgen.err"; then
+        --label "$target" "${wargs[@]}" ${TARGET_ARGS[$target]} $args >"$f.tmp" 2>"$OUT/raw/loadgen.err"; then
         note "loadgen failed for $target $point c=$conns: $(cat "$OUT/raw/loadgen.err")"
         rm -f "$f.tmp"
         return 0
@@ -426,9 +433,22 @@ run_point() {
     jq -c --argjson svc "$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v s="$SECS" -v w="$WARM" 'BEGIN { printf "%.3f", (b - a) / hz / (s + w) }')" \
         --argjson redis "$(awk -v a="$rc0" -v b="$rc1" -v hz="$HZ" -v s="$SECS" -v w="$WARM" 'BEGIN { printf "%.3f", (b - a) / hz / (s + w) }')" \
         --argjson rss "$rss" --arg load "$load" --arg point "$point" --arg run "$run" \
-        --argjson rs0 "$rs0" --argjson rs1 "$rs1" \
-        '. + {target_cpu_cores: $svc, redis_cpu_cores: $redis, target_rss_kib: $rss, loadavg: $load, point: $point, run: ($run|tonumber)}
-         | if ($rs1 | length) > 0 then
+        --argjson rs0 "$rs0" --argjson rs1 "$rs1" --arg unit "${POINT_UNIT[$point]:-cycle}" \
+        '. + {target_cpu_cores: $svc, redis_cpu_cores: $redis, target_rss_kib: $rss, loadavg: $load, point: $point, run: ($run|tonumber),
+              cmd_secs: (.duration_s + .warmup_s), unit: $unit}
+         # the window (measured seconds only) when loadgen took it: CPU and commands of those seconds
+         | if (.window.secs // 0) > 0 then
+             . + {target_cpu_cores: ((.window.cpu_s.svc // ($svc * (.duration_s + .warmup_s))) / .window.secs),
+                  redis_cpu_cores: ((.window.cpu_s.redis // ($redis * (.duration_s + .warmup_s))) / .window.secs)}
+           else . end
+         | if (.window.redis_commands // null) != null then
+             .window.redis_commands as $d
+             | . + {cmd_secs: .window.secs, redis_commands: $d,
+                    redis_cmdstats: {
+                      script_usec: ([$d | to_entries[] | select(.key | startswith("eval")) | .value[1]] | add // 0),
+                      script_calls: ([$d | to_entries[] | select(.key | startswith("eval")) | .value[0]] | add // 0),
+                      inner_calls: ([$d | to_entries[] | select(.key | test("^(eval|info|script|ping|hello|select|auth|client|subscribe|psubscribe|unsubscribe|punsubscribe|dbsize|flushdb|flushall|config|command)($|[|])") | not) | .value[0]] | add // 0)}}
+           elif ($rs1 | length) > 0 then
              # the commands the masters ran during the run (warm-up included): [calls, usec]
              ($rs1 | with_entries(.value = [.value[0] - ($rs0[.key][0] // 0), .value[1] - ($rs0[.key][1] // 0)])
                    | with_entries(select(.value[0] > 0))) as $d
@@ -437,7 +457,7 @@ run_point() {
                       script_usec: ([$d | to_entries[] | select(.key | startswith("eval")) | .value[1]] | add // 0),
                       script_calls: ([$d | to_entries[] | select(.key | startswith("eval")) | .value[0]] | add // 0),
                       # what scripts ran: everything but the scripts themselves and housekeeping
-                      inner_calls: ([$d | to_entries[] | select(.key | test("^(eval|info|script|ping|hello|select|auth|client|subscribe|psubscribe|unsubscribe|punsubscribe|dbsize|flushdb|flushall|config|command|time)($|[|])") | not) | .value[0]] | add // 0)}}
+                      inner_calls: ([$d | to_entries[] | select(.key | test("^(eval|info|script|ping|hello|select|auth|client|subscribe|psubscribe|unsubscribe|punsubscribe|dbsize|flushdb|flushall|config|command)($|[|])") | not) | .value[0]] | add // 0)}}
            else . end' \
         "$f.tmp" >"$f"
     rm -f "$f.tmp"
@@ -536,45 +556,61 @@ return 0"
     scripts_shape
 }
 
-# The shapes the lock scripts have had.  Each is "record retention fence bucket":
+# The shapes the lock scripts have had.  Each is "record retention fence bucket
+# announce shared window":
 #   record     KEYS[1] is the master's record "<prefix>#master" (a hash that must
 #              exist: the script refuses with REDLOCKD_UNMARKED otherwise)
 #   retention  ARGV[1] is the counters' retention in ms, ahead of the op's own ARGV
 #   fence      acquire takes a per-name fence key after the lock key
 #   bucket     acquire's ARGV start with the name's counter bucket "b<k>"
+#   announce   acquire's ARGV end with channel, origin (a grant is published)
+#   shared     acquire takes KEYS lock, readers, writer intents and ARGV ..., intent,
+#              reentrant; release KEYS lock, readers, tags (shared locks, ed2a291)
+#   window     every lock script's first ARGV is its clock window "lo:hi" ("" for
+#              none; taken off by PRELUDE's table.remove before the op's own ARGV)
 # and what follows:
 #   old                      (up to 6962230)  acquire KEYS lock, fence; ARGV lease, ttl
 #   record+retention         (c9cf42e)        KEYS record, lock, fence; ARGV retention, lease, ttl
 #   record+retention+bucket  (c66b46e..39ec6de) ... ARGV retention, bucket, lease, ttl
 #   record+bucket            (cfade72..)      KEYS record, lock; ARGV bucket, lease, ttl
-#   record+bucket+announce   (6765f10-)       ... ARGV bucket, lease, ttl, channel, origin
-#                                             (a grant is published on the channel)
-# release is KEYS [record,] lock; ARGV [retention,] lease, channel, origin in all;
-# SCRIPT_BATCH takes KEYS [record,] op keys...; ARGV [retention,] code, args, ...
-# with each op's keys and args as above.  check_scripts does not trust the
-# source: it tries the shapes (the likeliest first, from the source) on one
-# master and keeps the first under which acquire, a refused second acquire,
-# release and the batched acquire and release all do exactly what they should
-# to the lock key; none fitting stops the bench.
+#   record+bucket+announce   (6765f10-467d1c8) ... ARGV bucket, lease, ttl, channel, origin
+#   shared                   (..ed2a291)      KEYS record, lock, readers, intents; ARGV
+#                                             bucket, lease, ttl, channel, origin, intent, reentrant
+#   shared+window            (main after the clock watch) ARGV window, bucket, lease, ...
+# release is KEYS [record,] lock[, readers, tags]; ARGV [retention | window,] lease,
+# channel, origin in all; SCRIPT_BATCH takes KEYS [record,] op keys...; ARGV [retention
+# | window,] code, args, ... with each op's keys and args as above.  check_scripts does
+# not trust the source: it tries the shapes (the likeliest first, from the source) on
+# one master and keeps the first under which acquire, a refused second acquire,
+# release and the batched acquire and release all do exactly what they should to the
+# lock key; none fitting stops the bench.  The window sent is one that every clock
+# passes ("0:<far>"), so that the scripts read TIME as they do for the service.
 declare -A CEIL_SHAPES=(
-    [old]="0 0 1 0 0"
-    [record+retention]="1 1 1 0 0"
-    [record+retention+bucket]="1 1 1 1 0"
-    [record+bucket]="1 0 0 1 0"
-    [record+bucket+announce]="1 0 0 1 1"
+    [old]="0 0 1 0 0 0 0"
+    [record+retention]="1 1 1 0 0 0 0"
+    [record+retention+bucket]="1 1 1 1 0 0 0"
+    [record+bucket]="1 0 0 1 0 0 0"
+    [record+bucket+announce]="1 0 0 1 1 0 0"
+    [shared]="1 0 0 1 1 1 0"
+    [shared+window]="1 0 0 1 1 1 1"
 )
 CEIL_SHAPE=
 CEIL_CANDIDATES=()
-SH_REC=0 SH_RET=0 SH_FENCE=1 SH_BUCKET=0 SH_ANN=0
+SH_REC=0 SH_RET=0 SH_FENCE=1 SH_BUCKET=0 SH_ANN=0 SH_SHARED=0 SH_WIN=0
 CEIL_REC_KEY="ceil:#master"
 CEIL_RETENTION=86400000
 CEIL_TTL=30000
+CEIL_WINDOW="0:99999999999999"
 
 # scripts_shape: the order in which check_scripts tries the shapes for
 # ACQ_SRC (a script that never reads a record is the old shape, most likely)
 scripts_shape() {
     CEIL_SHAPE=
-    if [[ $ACQ_SRC == *"'+' .. origin"* ]]; then
+    if [[ $ACQ_SRC == *"table.remove(ARGV, 1)"* ]]; then
+        CEIL_CANDIDATES=(shared+window shared record+bucket+announce record+bucket)
+    elif [[ $ACQ_SRC == *"intent"* ]]; then
+        CEIL_CANDIDATES=(shared shared+window record+bucket+announce record+bucket)
+    elif [[ $ACQ_SRC == *"'+' .. origin"* ]]; then
         CEIL_CANDIDATES=(record+bucket+announce record+bucket record+retention+bucket record+retention old)
     elif [[ $ACQ_SRC == *REDLOCKD_UNMARKED* ]]; then
         CEIL_CANDIDATES=(record+bucket record+retention+bucket record+retention old)
@@ -585,7 +621,7 @@ scripts_shape() {
 
 use_shape() {
     CEIL_SHAPE=$1
-    read -r SH_REC SH_RET SH_FENCE SH_BUCKET SH_ANN <<<"${CEIL_SHAPES[$1]}"
+    read -r SH_REC SH_RET SH_FENCE SH_BUCKET SH_ANN SH_SHARED SH_WIN <<<"${CEIL_SHAPES[$1]}"
 }
 
 # ceiling_record [PORT...]: writes the master's record the shape needs (all masters by default)
@@ -625,40 +661,60 @@ redis.call('HSET', KEYS[1], 'nb', n)" 1 "$CEIL_REC_KEY" "$1" >/dev/null
 # acq_call TOKEN BUCKET LEASE / rel_call TOKEN LEASE: set CALL to "numkeys keys... args..."
 # of one acquire / release of lock key ceil:TOKEN under the current shape
 CALL=()
+acq_keys() { # TOKEN: an acquire's keys into K (without the record)
+    K=("ceil:$1")
+    if ((SH_FENCE)); then K+=("ceil:#fence:$1"); fi
+    if ((SH_SHARED)); then K+=("ceil:#r:$1" "ceil:#w:$1"); fi
+}
+acq_args() { # BUCKET LEASE: an acquire's own arguments into A
+    A=()
+    if ((SH_BUCKET)); then A+=("$1"); fi
+    A+=("$2" "$CEIL_TTL")
+    if ((SH_ANN)); then A+=("ceil:#chan:x" bench); fi
+    if ((SH_SHARED)); then A+=(0 0); fi
+}
+rel_keys() { # TOKEN
+    K=("ceil:$1")
+    if ((SH_SHARED)); then K+=("ceil:#r:$1" "ceil:#t:$1"); fi
+}
+lead_args() { # the arguments every call starts with into L
+    L=()
+    if ((SH_RET)); then L+=("$CEIL_RETENTION"); fi
+    if ((SH_WIN)); then L+=("$CEIL_WINDOW"); fi
+}
 acq_call() {
-    local keys=() argv=()
+    local keys=() K A L
     if ((SH_REC)); then keys+=("$CEIL_REC_KEY"); fi
-    keys+=("ceil:$1")
-    if ((SH_FENCE)); then keys+=("ceil:#fence:$1"); fi
-    if ((SH_RET)); then argv+=("$CEIL_RETENTION"); fi
-    if ((SH_BUCKET)); then argv+=("$2"); fi
-    argv+=("$3" "$CEIL_TTL")
-    if ((SH_ANN)); then argv+=("ceil:#chan:$1" bench); fi
-    CALL=("${#keys[@]}" "${keys[@]}" "${argv[@]}")
+    acq_keys "$1"
+    keys+=("${K[@]}")
+    lead_args
+    acq_args "$2" "$3"
+    CALL=("${#keys[@]}" "${keys[@]}" "${L[@]}" "${A[@]}")
 }
 rel_call() {
-    local keys=() argv=()
+    local keys=() K L
     if ((SH_REC)); then keys+=("$CEIL_REC_KEY"); fi
-    keys+=("ceil:$1")
-    if ((SH_RET)); then argv+=("$CEIL_RETENTION"); fi
-    argv+=("$2" "ceil:#chan:$1" bench)
-    CALL=("${#keys[@]}" "${keys[@]}" "${argv[@]}")
+    rel_keys "$1"
+    keys+=("${K[@]}")
+    lead_args
+    CALL=("${#keys[@]}" "${keys[@]}" "${L[@]}" "$2" "ceil:#chan:$1" bench)
 }
 # batch_call KIND NOPS TOKEN BUCKET LEASE: CALL for SCRIPT_BATCH carrying NOPS
 # acquires (or releases) of ceil:TOKEN
 batch_call() {
-    local kind=$1 nops=$2 keys=() argv=() k
+    local kind=$1 nops=$2 keys=() argv=() k K A L
     if ((SH_REC)); then keys+=("$CEIL_REC_KEY"); fi
-    if ((SH_RET)); then argv+=("$CEIL_RETENTION"); fi
+    lead_args
+    argv+=("${L[@]}")
     for ((k = 0; k < nops; k++)); do
-        keys+=("ceil:$3")
         if [[ $kind == acquire ]]; then
-            if ((SH_FENCE)); then keys+=("ceil:#fence:$3"); fi
-            argv+=(a)
-            if ((SH_BUCKET)); then argv+=("$4"); fi
-            argv+=("$5" "$CEIL_TTL")
-            if ((SH_ANN)); then argv+=("ceil:#chan:x" bench); fi
+            acq_keys "$3"
+            acq_args "$4" "$5"
+            keys+=("${K[@]}")
+            argv+=(a "${A[@]}")
         else
+            rel_keys "$3"
+            keys+=("${K[@]}")
             argv+=(r "$5" "ceil:#chan:x" bench)
         fi
     done
@@ -666,7 +722,8 @@ batch_call() {
 }
 
 # probe_shape PORT: whether the scripts behave under the current shape on db 1
-# of that master (flushed before and after); PROBE_WHY says what went wrong
+# of that master (flushed before and after); PROBE_WHY says what went wrong.  A
+# grant's value may carry its counter ("@<F>", issue 28's token check)
 PROBE_WHY=
 probe_shape() {
     local p=$1 a a2 r v t b bb br lease2=OTHERotherOTHERotherOTHERother99
@@ -683,7 +740,7 @@ probe_shape() {
     r=$(redis-cli -p "$p" -n 1 eval "$REL_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
     b=$(redis-cli -p "$p" -n 1 exists ceil:check)
     PROBE_WHY="acquire '$a' (key '$v', pttl $t), second acquire '$a2', release '$r' (key left $b)"
-    if [[ $a != 1 || $v != "$CEIL_LEASE" || ! $t =~ ^[0-9]+$ || $t -le 0 || $t -gt $CEIL_TTL ||
+    if [[ $a != 1 || ! $v =~ ^${CEIL_LEASE}(@[0-9]+)?$ || ! $t =~ ^[0-9]+$ || $t -le 0 || $t -gt $CEIL_TTL ||
         $a2 != 0 || $r != 1 || $b != 0 ]]; then
         redis-cli -p "$p" -n 1 flushdb >/dev/null
         return 1
@@ -696,7 +753,7 @@ probe_shape() {
         br=$(redis-cli -p "$p" -n 1 eval "$BATCH_SRC" "${CALL[@]}" 2>&1 | head -1 || true)
         b=$(redis-cli -p "$p" -n 1 exists ceil:bcheck)
         PROBE_WHY+="; batched acquire '$bb' (key '$v'), batched release '$br' (key left $b)"
-        if [[ $bb != 1 || $v != "$CEIL_LEASE" || $br != 1 || $b != 0 ]]; then
+        if [[ $bb != 1 || ! $v =~ ^${CEIL_LEASE}(@[0-9]+)?$ || $br != 1 || $b != 0 ]]; then
             redis-cli -p "$p" -n 1 flushdb >/dev/null
             return 1
         fi
@@ -733,7 +790,9 @@ shape_desc() {
     if ((SH_FENCE)); then k+=", fence"; fi
     if ((SH_RET)); then a+="retention, "; fi
     if ((SH_BUCKET)); then a+="bucket, "; fi
-    echo "$CEIL_SHAPE shape: acquire KEYS $k; ARGV ${a}lease, ttl$( ((SH_ANN)) && echo ", channel, origin")"
+    if ((SH_SHARED)); then k+=", readers, intents"; fi
+    if ((SH_WIN)); then a="window, $a"; fi
+    echo "$CEIL_SHAPE shape: acquire KEYS $k; ARGV ${a}lease, ttl$( ((SH_ANN)) && echo ", channel, origin")$( ((SH_SHARED)) && echo ", intent, reentrant")"
 }
 
 errors_total() { # PORT...: error replies the masters have sent so far
@@ -1252,48 +1311,204 @@ bench_soak() {
     } | tee "$OUT/report.txt"
 }
 
-# ---------------------------------------------------------------- compare
-# Two builds of the service side by side: "base" (the baseline) and "new"
-# ($REDLOCKD).  Each target run starts 5 fresh redis-servers (the builds keep
-# different keys on the masters), starts that build, runs every point on it,
-# and stops both; the targets alternate run by run (base new, new base, base
-# new, ...) so that a slow spell of the machine lands on both and the order
-# favours neither.  Reported: the median of the runs, figure by figure, and
-# new/base of the medians; the Redis CPU per cycle also as new/base run by run
-# (the two target runs of one run are seconds apart).
-BASE_SRC=$BIN/baseline-src
+# ---------------------------------------------------------------- park
+# Many parked connections on one instance (a fleet electing leaders and watching
+# them): BENCH_PARK_N (10000) duplex streamed holds, then as many one-way holds, then
+# as many watches, then BENCH_PARK_N duplex holds and BENCH_PARK_N watches of the held
+# names at once, each phase on a fresh service (defaults, plus BENCH_SERVICE_ARGS) and
+# fresh masters.  Each phase: the service's RSS and open descriptors while parked,
+# its CPU and the masters' over BENCH_PARK_SECONDS (20) of parked time (the window
+# starts once every connection had its chance to park), extensions and pings in it.
+# The holds' ttl is BENCH_PARK_TTL_MS (30000): an extension every 10 s each, a ping
+# every 7.5 s.
+fd_count() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 
-# build_baseline: sets BASE_BIN and BASE_DESC.  BENCH_BASELINE=<binary> as is;
-# otherwise BENCH_BASELINE_REF (default HEAD~1) extracted with git archive into
-# $BASE_SRC and built there (kept, and reused while the ref names the same commit)
-build_baseline() {
-    if [[ -n ${BENCH_BASELINE:-} ]]; then
-        [[ -x $BENCH_BASELINE && -f $BENCH_BASELINE ]] || die "BENCH_BASELINE=$BENCH_BASELINE is not an executable file"
-        BASE_BIN=$BENCH_BASELINE
-        BASE_DESC="$BENCH_BASELINE (BENCH_BASELINE)"
-        return
-    fi
-    local ref=${BENCH_BASELINE_REF:-HEAD~1} sha log=$BIN/baseline-build.log
+# park_phase NAME KIND... (KIND: duplex|oneway|watch, each BENCH_PARK_N connections):
+# one row of park.tsv
+park_phase() {
+    local name=$1 n=${BENCH_PARK_N:-10000} ttl=${BENCH_PARK_TTL_MS:-30000} secs=${BENCH_PARK_SECONDS:-20}
+    shift
+    local ramp=${BENCH_PARK_RAMP:-2000} warm lgs=() k i=0 r0 f0 r1 f1 c0 c1 rc0 rc1 t0 t1
+    # connections ramp in, then the grants: 60 % more than the ramp alone, at least 5 s
+    warm=$(((n * 16 / 10) / ramp + 5))
+    start_masters
+    start_service
+    sleep 1
+    r0=$(rss_kib "$SVC_PID")
+    f0=$(fd_count "$SVC_PID")
+    t0=$(date +%s%N)
+    c0=$(cpu_ticks "$SVC_PID")
+    rc0=$(cpu_ticks "${REDIS_PIDS[@]}")
+    sleep 3
+    t1=$(date +%s%N)
+    c1=$(cpu_ticks "$SVC_PID")
+    rc1=$(cpu_ticks "${REDIS_PIDS[@]}")
+    local idle_svc idle_redis
+    idle_svc=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v t="$((t1 - t0))" 'BEGIN { printf "%.2f", 100 * (b - a) / hz / (t / 1e9) }')
+    idle_redis=$(awk -v a="$rc0" -v b="$rc1" -v hz="$HZ" -v t="$((t1 - t0))" 'BEGIN { printf "%.2f", 100 * (b - a) / hz / (t / 1e9) }')
+    for k in "$@"; do
+        local args=(-m park --park "$k" -c "$n" --ttl-ms "$ttl" --ramp "$ramp" -d "$secs" -w "$warm"
+            --timeout-ms 60000 --drain-ms 20000 --prefix "pk$$-" --json --label "$name-$k" --metrics
+            --cpu-pids "svc=$SVC_PID" --cpu-pids "redis=$(IFS=,; echo "${REDIS_PIDS[*]}")"
+            --redis-ports "$(IFS=,; echo "${REDIS_PORTS[*]}")")
+        [[ $k == watch ]] && args+=(--wait-ms 60000)
+        "$LOADGEN" -p "$SVC_PORT" "${args[@]}" >"$OUT/raw/$name-$k.json" 2>"$OUT/raw/$name-$k.err" &
+        lgs+=($!)
+        PIDS+=($!)
+        i=$((i + 1))
+    done
+    # RSS and descriptors halfway through the window
+    sleep $((warm + secs / 2))
+    r1=$(rss_kib "$SVC_PID")
+    f1=$(fd_count "$SVC_PID")
+    local ok=1
+    for k in "${lgs[@]}"; do wait "$k" || ok=0; done
+    stop_pids "${lgs[@]}"
+    check_alive redlockd "$SVC_PID" "$SVC_LOG"
+    ((ok)) || note "park $name: a load generator failed ($(cat "$OUT"/raw/"$name"-*.err | head -3))"
+    # one row: the phase's figures summed over its load generators
+    jq -s -r --arg name "$name" --argjson n "$n" --argjson r0 "$r0" --argjson r1 "$r1" --argjson f0 "$f0" \
+        --argjson f1 "$f1" --arg idle_svc "$idle_svc" --arg idle_redis "$idle_redis" --argjson ttl "$ttl" \
+        --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '
+        def r(n): . * pow(10; n) | round / pow(10; n);
+        (map(.window.parked_end // 0) | add) as $parked
+        | (.[0].window.secs) as $s
+        | (.[0].window.cpu_s.svc / $s) as $svc | (.[0].window.cpu_s.redis / $s) as $redis
+        | ([.[].window.metrics.extended // 0] | max) as $ext
+        | ([.[].window.metrics.batched_ops // 0] | max) as $bops | ([.[].window.metrics.batches // 0] | max) as $bat
+        | ([.[].window.redis_commands | to_entries[] | select(.key | startswith("eval")) | .value[0]] | add // 0) as $calls
+        | [$name, (map(.kind) | join("+")), $n * length, $parked, (map(.park.peak) | add),
+           (map(.park.dropped + .park.refused) | add), (map(.park.retries // 0) | add),
+           ($r0 / 1024 | r(1)), ($r1 / 1024 | r(1)), (if $parked > 0 then (($r1 - $r0) / $parked | r(2)) else "-" end),
+           $f0, $f1, $idle_svc, ($svc * 100 | r(2)), $idle_redis, ($redis * 100 | r(2)),
+           ($ext / $s | r(1)), (if $ext > 0 then ($redis * 1e6 * $s / $ext | r(1)) else "-" end),
+           (if $bat > 0 then ($bops / $bat | r(1)) else "-" end), ($calls / $s | r(1)),
+           ((([.[].ping.count] | add) / $s) | r(1)), ([.[].ping.p99_ms] | max | r(2)),
+           ((([.[].park.watch_answers] | add) / $s) | r(1)), $load]
+        | @tsv' "$OUT"/raw/"$name"-*.json >>"$OUT/park.tsv"
+    stop_pids "$SVC_PID"
+    stop_masters
+}
+
+bench_park() {
+    mkdir -p "$OUT/raw"
+    header "park: ${BENCH_PARK_N:-10000} connections per kind, ttl ${BENCH_PARK_TTL_MS:-30000} ms, ${BENCH_PARK_SECONDS:-20} s parked; service args: ${SVC_ARGS:-(defaults)}"
+    LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+    printf 'phase\tkinds\tconns\tparked\tpeak\tdropped_or_refused\tretried_503\trss_idle_mib\trss_parked_mib\tkib_per_parked\tfds_idle\tfds_parked\tsvc_idle_pct\tsvc_parked_pct\tredis_idle_pct\tredis_parked_pct\text_per_s\tredis_us_per_ext\tops_per_batch\tscript_calls_per_s\tpings_per_s\tping_p99_ms\twatch_answers_per_s\tload\n' >"$OUT/park.tsv"
+    local p
+    for p in ${BENCH_PARK_PHASES:-duplex oneway watch fleet}; do
+        echo "bench: park phase $p ($(cut -d' ' -f1-3 /proc/loadavg) load)"
+        case $p in
+        fleet) park_phase fleet duplex watch ;;
+        *) park_phase "$p" "$p" ;;
+        esac
+        tail -1 "$OUT/park.tsv" | awk -F'\t' '{ printf "  %s: %s of %s parked (peak %s, %s dropped or refused, %s 503s tried again); RSS %s -> %s MiB (%s KiB per parked); fds %s -> %s; service CPU %s%% idle, %s%% parked; masters %s%% -> %s%%; %s ext/s at %s us each (Redis), %s ops per batch; %s pings/s (p99 %s ms); %s watch answers/s\n", $1, $4, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $21, $22, $23 }'
+    done
+    load_line >/dev/null
+    {
+        echo
+        echo "== parked connections on one instance, ${BENCH_PARK_N:-10000} per kind; $(cat "$OUT/load.txt")"
+        column -t -s $'\t' "$OUT/park.tsv"
+        echo "raw results: $OUT"
+    } | tee "$OUT/report.txt"
+}
+
+# ---------------------------------------------------------------- compare
+# Builds of the service side by side: "base" (the baseline), "new" ($REDLOCKD) and
+# any BENCH_EXTRA_BUILDS.  Each target run starts 5 fresh redis-servers (the builds
+# keep different keys on the masters), starts that build, runs every point on it,
+# and stops both; the order of the targets rotates run by run, so that a slow spell
+# of the machine lands on each and the order favours none.  Reported: the median of
+# the runs, figure by figure, and each build's over base's, of the medians and run
+# by run.
+#
+# The points (BENCH_COMPARE_POINTS, default all; "name@conns" or a name), each with
+# the unit its costs are counted per ("op"):
+#   cycle      exclusive lock cycles (POST + DELETE) on random names, c = BENCH_CONNS
+#   shared     reader cycles (?mode=shared)
+#   sem8, sem1024   permit cycles of 8- and 1024-permit semaphores on random names
+#   sem1024one permit cycles of the clients sharing one 1024-permit semaphore
+#   semfull    acquires refused by a full 1024-permit semaphore (filled first): per 409
+#   reentrant  reentrant cycles: acquire, enter again, release twice (one cycle)
+#   set        two-name sets (POST /locks, DELETE /locks)
+#   extend     one-way streamed holds (300, ttl 1.5 s): per extension (/metrics)
+#   hot        no-wait clients on one name (c = 8, 64, 256): per grant, 409s beside
+#   handoff    waiters on one name: per grant
+#   acquire    exclusive acquires only (random names, ttl 2 s): per grant
+COMPARE_ALL_POINTS="cycle shared sem8 sem1024 sem1024one semfull reentrant set extend hot handoff acquire"
+
+# build_ref REF: builds git ref REF with its own make in $BIN/src-<sha> (kept, reused)
+# and sets BUILT_BIN, BUILT_SRC, BUILT_DESC
+build_ref() {
+    local ref=$1 sha dir log
     need git git
-    sha=$(git rev-parse --verify -q "$ref^{commit}") || die "BENCH_BASELINE_REF=$ref: no such commit in $(pwd)"
-    if [[ -x $BASE_SRC/bin/redlockd && $(cat "$BASE_SRC/.bench-ref" 2>/dev/null) == "$sha" ]]; then
-        note "baseline $ref (${sha:0:7}) already built: $BASE_SRC/bin/redlockd"
+    sha=$(git rev-parse --verify -q "$ref^{commit}") || die "$ref: no such commit in $(pwd)"
+    dir=$BIN/src-${sha:0:12}
+    log=$dir.build.log
+    if [[ -x $dir/bin/redlockd && -f $dir/.bench-ref ]]; then
+        note "$ref (${sha:0:7}) already built: $dir/bin/redlockd"
     else
-        note "building the baseline $ref (${sha:0:7}) in $BASE_SRC (log: $log)"
-        rm -rf "$BASE_SRC"
-        mkdir -p "$BASE_SRC"
-        git archive --format=tar "$sha" | tar -x -C "$BASE_SRC" || die "git archive $sha failed"
+        note "building $ref (${sha:0:7}) in $dir (log: $log)"
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        git archive --format=tar "$sha" | tar -x -C "$dir" || die "git archive $sha failed"
         # its own make, not this one's flags or job server
         if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
-            make -C "$BASE_SRC" -j"$(nproc)" bin/redlockd >"$log" 2>&1; then
+            nice -n 5 make -C "$dir" -j"$(nproc)" bin/redlockd >"$log" 2>&1; then
             tail -20 "$log" >&2
-            die "the baseline $ref (${sha:0:7}) did not build (log: $log)"
+            die "$ref (${sha:0:7}) did not build (log: $log)"
         fi
-        echo "$sha" >"$BASE_SRC/.bench-ref"
+        echo "$sha" >"$dir/.bench-ref"
     fi
-    BASE_BIN=$BASE_SRC/bin/redlockd
-    BASE_DESC="$BASE_SRC/bin/redlockd, built from $(git log -1 --format='%h %s' "$sha" | cut -c1-60)"
-    if [[ $sha != "$ref"* ]]; then BASE_DESC+=" ($ref)"; fi
+    BUILT_BIN=$dir/bin/redlockd
+    BUILT_SRC=$dir
+    BUILT_DESC="$BUILT_BIN, built from $(git log -1 --format='%h %s' "$sha" | cut -c1-60)"
+    if [[ $sha != "$ref"* ]]; then BUILT_DESC+=" ($ref)"; fi
+}
+
+# printscript_of SRC: its scripts printed by its own printscript.c (or this one's)
+# built against its service/scripts.c; empty when there is no source
+printscript_of() {
+    local src=$1 ps out
+    [[ -n $src && -f $src/service/scripts.c ]] || return 0
+    ps=$src/tests/bench/printscript.c
+    [[ -f $ps ]] || ps=tests/bench/printscript.c
+    out=$src/printscript
+    if [[ ! -x $out ]]; then
+        "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -I"$src/service" -o "$out" "$ps" "$src/service/scripts.c" 2>"$out.err" ||
+            { note "the scripts of $src did not build ($out.err): no ceiling for it"; return 0; }
+    fi
+    echo "$out"
+}
+
+# add_build LABEL SPEC: SPEC is a binary (its scripts from no source, unless
+# "binary@ref" names the commit it was built from) or a git ref to build
+declare -A COMPARE_BIN COMPARE_SCRIPTS COMPARE_DESC
+COMPARE_TARGETS=()
+add_build() {
+    local label=$1 spec=$2 bin ref=
+    [[ $label =~ ^[A-Za-z0-9_.-]+$ ]] || die "build label '$label': letters, digits, . _ - only"
+    if [[ $spec == *@* ]]; then
+        ref=${spec#*@}
+        spec=${spec%@*}
+    fi
+    if [[ -f $spec && -x $spec ]]; then
+        bin=$spec
+        COMPARE_DESC[$label]="$spec"
+        COMPARE_SCRIPTS[$label]=
+        if [[ -n $ref ]]; then
+            build_ref "$ref"
+            COMPARE_SCRIPTS[$label]=$(printscript_of "$BUILT_SRC")
+            COMPARE_DESC[$label]+=" (scripts of $ref)"
+        fi
+    else
+        build_ref "$spec"
+        bin=$BUILT_BIN
+        COMPARE_DESC[$label]=$BUILT_DESC
+        COMPARE_SCRIPTS[$label]=$(printscript_of "$BUILT_SRC")
+    fi
+    COMPARE_BIN[$label]=$bin
+    COMPARE_TARGETS+=("$label")
 }
 
 # new_desc: what $REDLOCKD was built from, as far as git knows
@@ -1304,16 +1519,44 @@ new_desc() {
     echo "$d"
 }
 
-declare -A COMPARE_BIN COMPARE_SCRIPTS
 COMPARE_CEIL=${BENCH_COMPARE_CEILING:-1}
 # BENCH_COMPARE_TLS=1 (make bench-tls): one build, $REDLOCKD, against masters reached
 # over TCP (base) and over TLS (new, rediss://), run by run alternately as above
 COMPARE_TLS=${BENCH_COMPARE_TLS:-0}
 COMPARE_CEIL_N=${BENCH_COMPARE_REDIS_N:-10000}
 COMPARE_HOT=
+declare -A POINT_UNIT
+FULL_PERMITS=1024
+
+# fill_semaphore NAME: every one of the FULL_PERMITS permits of semaphore NAME held
+# (ttl 10 min) on the current masters.  Written on the masters directly, as a grant
+# writes them (the record "redlock:#sem:NAME" holding the number of permits, each slot
+# "redlock:#sem:NAME#<i>" a lease, the count "redlock:#sem:NAME#h"): taking them through the service one by one gets
+# slower with every permit taken (each refusal and retry reads the slots), and near
+# the end its rounds outrun the node timeout on this machine.  The service's GET
+# then has to find none free; 0, or 1 (noted) when it does not.
+fill_semaphore() {
+    local name=$1 p free rec="redlock:#sem:$1" until
+    for p in "${REDIS_PORTS[@]}"; do
+        # the count of held slots ("#h", slot -> expiry in the master's clock, ms) as a
+        # grant keeps it since issue 23; a build without it ignores the key
+        until=$(($(redis-cli -p "$p" TIME | head -1) * 1000 + 600000))
+        {
+            printf 'SET %s %s PX 600000\n' "$rec" "$FULL_PERMITS"
+            awk -v n="$FULL_PERMITS" -v r="$rec" -v u="$until" 'BEGIN { for (i = 0; i < n; i++) printf "SET %s#%d fill%06dfill%06dfill PX 600000\nZADD %s#h %s %d\n", r, i, i, i, r, u, i }'
+            printf 'PEXPIRE %s#h 600000\n' "$rec"
+            printf 'SET redlock:#expiry 1 PX 600000\n'
+        } | redis-cli -p "$p" >/dev/null
+    done
+    free=$(curl -s "http://127.0.0.1:$SVC_PORT/semaphores/$name" | jq -r '.free // empty' 2>/dev/null || true)
+    [[ $free == 0 ]] && return 0
+    note "semaphore $name not full after the fill (free: ${free:-?}): its refusals are not all 'full'"
+    return 1
+}
+
 # compare_target_run RUN TARGET: fresh masters, that build, every point, all stopped
 compare_target_run() {
-    local run=$1 t=$2 spec e k p
+    local run=$1 t=$2 spec e k p point
     MASTERS_TLS=0
     if [[ $COMPARE_TLS == 1 && $t == new ]]; then MASTERS_TLS=1; fi
     start_masters
@@ -1325,6 +1568,8 @@ compare_target_run() {
     echo "bench: run $run of $RUNS, $t ($(cut -d' ' -f1-3 /proc/loadavg) load)"
     for spec in "${POINTS[@]}"; do
         [[ $spec == "$t|"* ]] || continue
+        IFS='|' read -r _ point _ _ <<<"$spec"
+        if [[ $point == semfull ]]; then fill_semaphore "${COMPARE_HOT}${run}f" || true; fi
         run_point "$run" "${spec//$COMPARE_HOT/$COMPARE_HOT$run}"
     done
     check_alive "$t" "$SVC_PID" "$SVC_LOG"
@@ -1364,19 +1609,6 @@ compare_ceiling() {
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$t" "$c1" "$u1" "$c3" "$u3" "$CEIL_SHAPE" >>"$OUT/ceiling-compare.tsv"
 }
 
-# printscript_for_base: the baseline's scripts printed by its own printscript.c
-# (or this one's) built against its service/scripts.c; empty when there is no source
-printscript_for_base() {
-    local src=$BASE_SRC/tests/bench/printscript.c out=$BIN/printscript-base
-    [[ -z ${BENCH_BASELINE:-} && -f $BASE_SRC/service/scripts.c ]] || return 0
-    [[ -f $src ]] || src=tests/bench/printscript.c
-    if [[ ! -x $out || $out -ot $BASE_SRC/.bench-ref ]]; then
-        "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -I"$BASE_SRC/service" -o "$out" "$src" "$BASE_SRC/service/scripts.c" 2>"$out.err" ||
-            { note "the baseline's printscript did not build ($out.err): no ceilings"; return 0; }
-    fi
-    echo "$out"
-}
-
 expires_db0() { # PORT...: keys with an expiry in db 0
     local p t=0 v
     for p in "$@"; do
@@ -1386,54 +1618,92 @@ expires_db0() { # PORT...: keys with an expiry in db 0
     echo "$t"
 }
 
+# point_wanted NAME CONNS: whether BENCH_COMPARE_POINTS asks for it
+point_wanted() {
+    local w
+    for w in ${BENCH_COMPARE_POINTS:-$COMPARE_ALL_POINTS}; do
+        [[ $w == "$1" || $w == "$1@$2" ]] && return 0
+    done
+    return 1
+}
+
+# compare_points T: the points of target T into POINTS (and their units)
+compare_points() {
+    local t=$1 c h=$COMPARE_HOT
+    add_p() { # NAME CONNS UNIT ARGS
+        point_wanted "$1" "$2" || return 0
+        POINTS+=("$t|$1|$2|$4")
+        POINT_UNIT[$1]=$3
+    }
+    for c in $CONNS; do add_p cycle "$c" cycle ""; done
+    add_p shared "$HOT_CONNS" cycle "-k shared"
+    add_p sem8 "$HOT_CONNS" cycle "-k sem --permits 8"
+    # (a 1024-permit semaphore's release reads every slot: at c=64 its rounds outrun
+    # the node timeout on this machine, and nothing is measured)
+    add_p sem1024 8 cycle "-k sem --permits 1024"
+    add_p sem1024one 8 cycle "-k sem --permits 1024 --name ${h}p"
+    add_p semfull 4 409 "-m contention -k sem --permits $FULL_PERMITS --name ${h}f --ttl-ms 600000"
+    add_p reentrant "$HOT_CONNS" cycle "-k reentrant --depth 2"
+    add_p set "$HOT_CONNS" cycle "-k set --set-size 2"
+    add_p extend 300 ext "-m park --park oneway --ttl-ms 1500 --prefix ${h}x"
+    for c in ${BENCH_HOT_NAME_CONNS:-8 64 256}; do
+        add_p hot "$c" grant "-m contention --name ${h}c$c --ttl-ms 10000"
+    done
+    add_p handoff "$HOT_CONNS" grant "-m handoff --name ${h}h --ttl-ms 10000 --wait-ms 5000"
+    add_p acquire "$HOT_CONNS" grant "-m acquire-only --ttl-ms 2000 --prefix ${h}a"
+}
+
 bench_compare() {
-    local run t c order
+    local run t c i n
     [[ -n ${BENCH_CONNS:-} ]] || CONNS="1 64 256"
     if [[ $COMPARE_TLS == 1 ]]; then
-        BASE_BIN=$REDLOCKD
-        BASE_DESC="$REDLOCKD, masters over TCP (host:port)"
+        # one build: its masters over TCP (base) and over TLS (new)
+        COMPARE_BIN[base]=$REDLOCKD
+        COMPARE_DESC[base]="$REDLOCKD, masters over TCP (host:port)"
+        COMPARE_SCRIPTS[base]=
         COMPARE_CEIL=0
+    elif [[ -n ${BENCH_BASELINE:-} ]]; then
+        [[ -x ${BENCH_BASELINE%@*} && -f ${BENCH_BASELINE%@*} ]] || die "BENCH_BASELINE=$BENCH_BASELINE is not an executable file"
+        add_build base "$BENCH_BASELINE"
     else
-        build_baseline
+        add_build base "${BENCH_BASELINE_REF:-HEAD~1}"
     fi
-    COMPARE_BIN[base]=$BASE_BIN
+    COMPARE_TARGETS=(base)
     COMPARE_BIN[new]=$REDLOCKD
-    if [[ $COMPARE_CEIL == 1 ]]; then
-        COMPARE_SCRIPTS[base]=$(printscript_for_base)
-        if [[ -x $PRINTSCRIPT ]]; then COMPARE_SCRIPTS[new]=$PRINTSCRIPT; fi
-        if [[ -z ${COMPARE_SCRIPTS[base]} || -z ${COMPARE_SCRIPTS[new]:-} ]]; then
-            note "no scripts of both builds (baseline source, $PRINTSCRIPT): no raw-Redis ceilings"
-            COMPARE_CEIL=0
-        fi
+    COMPARE_DESC[new]=$(new_desc)
+    if [[ $COMPARE_TLS == 1 ]]; then
+        COMPARE_DESC[new]+="; masters over TLS (rediss://, verified, with a client certificate; Redis on $(openssl version | cut -d' ' -f1-2), redlockd on GnuTLS $(pkg-config --modversion gnutls 2>/dev/null || echo '?'))"
     fi
-    [[ -x $BASE_BIN ]] || die "$BASE_BIN missing"
-    if [[ $COMPARE_TLS != 1 ]] && cmp -s "$BASE_BIN" "$REDLOCKD"; then
+    COMPARE_SCRIPTS[new]=
+    if [[ -x $PRINTSCRIPT ]]; then COMPARE_SCRIPTS[new]=$PRINTSCRIPT; fi
+    COMPARE_TARGETS+=(new)
+    local x
+    for x in ${BENCH_EXTRA_BUILDS:-}; do
+        [[ $x == *=* ]] || die "BENCH_EXTRA_BUILDS: '$x' is not label=binary|ref|binary@ref"
+        add_build "${x%%=*}" "${x#*=}"
+    done
+    for t in "${COMPARE_TARGETS[@]}"; do [[ -x ${COMPARE_BIN[$t]} ]] || die "${COMPARE_BIN[$t]} missing"; done
+    if [[ $COMPARE_TLS != 1 ]] && cmp -s "${COMPARE_BIN[base]}" "$REDLOCKD"; then
         note "the baseline and $REDLOCKD are the same binary: an A/A run (the noise floor)"
     fi
-    NEW_DESC=$(new_desc)
-    if [[ $COMPARE_TLS == 1 ]]; then
-        NEW_DESC="$NEW_DESC; masters over TLS (rediss://, verified, with a client certificate; Redis on $(openssl version | cut -d' ' -f1-2), redlockd on GnuTLS $(pkg-config --modversion gnutls 2>/dev/null || echo '?'))"
-    fi
-    printf 'base\t%s\nnew\t%s\n' "$BASE_DESC" "$NEW_DESC" >"$OUT/builds.tsv"
+    : >"$OUT/builds.tsv"
+    for t in "${COMPARE_TARGETS[@]}"; do printf '%s\t%s\n' "$t" "${COMPARE_DESC[$t]}" >>"$OUT/builds.tsv"; done
     printf 'run\ttarget\tmaster_error_replies\tkeys_left\tkeys_with_expiry\n' >"$OUT/masters.tsv"
     if [[ $COMPARE_CEIL == 1 ]]; then
         printf 'run\ttarget\tpipelined_cycles_per_s\tpipelined_redis_us_per_cycle\tbatched_cycles_per_s\tbatched_redis_us_per_cycle\tscript_shape\n' >"$OUT/ceiling-compare.tsv"
     fi
-    header "compare: base = $BASE_DESC
-compare: new  = $NEW_DESC
-compare: every target run on $NMASTERS fresh redis-servers; order per run alternates (base new, new base, ...)"
+    local desc=""
+    for t in "${COMPARE_TARGETS[@]}"; do desc+="compare: $t = ${COMPARE_DESC[$t]}"$'\n'; done
+    header "${desc}compare: every target run on $NMASTERS fresh redis-servers; the order of the targets rotates run by run"
     LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
     COMPARE_HOT="hot$$x$RANDOM"
-    for t in base new; do
+    for t in "${COMPARE_TARGETS[@]}"; do
         TARGET_ORDER+=("$t")
-        for c in $CONNS; do POINTS+=("$t|cycle|$c|"); done
-        POINTS+=("$t|contention|$HOT_CONNS|-m contention --name ${COMPARE_HOT}c --ttl-ms 10000")
-        POINTS+=("$t|handoff|$HOT_CONNS|-m handoff --name ${COMPARE_HOT}h --ttl-ms 10000 --wait-ms 5000")
+        compare_points "$t"
     done
+    n=${#COMPARE_TARGETS[@]}
     for ((run = 1; run <= RUNS; run++)); do
-        order=(base new)
-        if ((run % 2 == 0)); then order=(new base); fi
-        for t in "${order[@]}"; do compare_target_run "$run" "$t"; done
+        for ((i = 0; i < n; i++)); do compare_target_run "$run" "${COMPARE_TARGETS[$(((i + run - 1) % n))]}"; done
     done
     load_line
     summarize
@@ -1441,77 +1711,98 @@ compare: every target run on $NMASTERS fresh redis-servers; order per run altern
     report_compare | tee "$OUT/report.txt"
 }
 
-# the figures compared, as jq expressions over one run's JSON (null: not meaningful)
+# the figures compared, as jq expressions over one run's JSON (null: not
+# meaningful); "op" is the point's unit: a cycle, a grant, a 409 or an extension
 COMPARE_METRICS='
-  {cycles_per_s: .cycles_per_s,
-   grants_per_s: .grants_per_s,
-   conflicts_per_s: .conflicts_per_s,
-   acq_p50_ms: .acquire.p50_ms,
-   acq_p99_ms: .acquire.p99_ms,
-   rel_p99_ms: (if .release.count > 0 then .release.p99_ms else null end),
-   conflict_p99_ms: (if .conflict.count > 0 then .conflict.p99_ms else null end),
-   gap_p50_ms: (if .mode == "handoff" then .gap.p50_ms else null end),
-   gap_p99_ms: (if .mode == "handoff" then .gap.p99_ms else null end),
-   redis_cpu_cores: .redis_cpu_cores,
-   svc_cpu_cores: .target_cpu_cores,
-   redis_us_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 then .redis_cpu_cores * 1e6 / .cycles_per_s else null end),
-   redis_us_per_409: (if .mode == "contention" and .conflicts_per_s > 0 then .redis_cpu_cores * 1e6 / .conflicts_per_s else null end),
-   svc_us_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 then .target_cpu_cores * 1e6 / .cycles_per_s else null end),
-   svc_us_per_409: (if .mode == "contention" and .conflicts_per_s > 0 then .target_cpu_cores * 1e6 / .conflicts_per_s else null end),
-   redis_script_us_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 and .redis_cmdstats then .redis_cmdstats.script_usec / (.duration_s + .warmup_s) / .cycles_per_s else null end),
-   redis_script_us_per_409: (if .mode == "contention" and .conflicts_per_s > 0 and .redis_cmdstats then .redis_cmdstats.script_usec / (.duration_s + .warmup_s) / .conflicts_per_s else null end),
-   script_calls_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 and .redis_cmdstats then .redis_cmdstats.script_calls / (.duration_s + .warmup_s) / .cycles_per_s else null end),
-   redis_calls_per_cycle: (if .mode != "contention" and .cycles_per_s > 0 and .redis_cmdstats then .redis_cmdstats.inner_calls / (.duration_s + .warmup_s) / .cycles_per_s else null end),
-   redis_calls_per_409: (if .mode == "contention" and .conflicts_per_s > 0 and .redis_cmdstats then .redis_cmdstats.inner_calls / (.duration_s + .warmup_s) / .conflicts_per_s else null end),
-   errors: .errors.total}'
+  (.unit // "cycle") as $u
+  | (if $u == "cycle" then .cycles_per_s elif $u == "grant" then .grants_per_s
+     elif $u == "409" then .conflicts_per_s
+     elif $u == "ext" then (if (.window.metrics.extended // null) != null and .window.secs > 0
+                            then .window.metrics.extended / .window.secs else null end)
+     else null end) as $ops
+  | (if $ops != null and $ops > 0 then $ops else null end) as $o
+  | {ops_per_s: $ops,
+     grants_per_s: .grants_per_s,
+     conflicts_per_s: .conflicts_per_s,
+     acq_p50_ms: (if .acquire.count > 0 then .acquire.p50_ms else null end),
+     acq_p99_ms: (if .acquire.count > 0 then .acquire.p99_ms else null end),
+     rel_p99_ms: (if .release.count > 0 then .release.p99_ms else null end),
+     conflict_p99_ms: (if .conflict.count > 0 then .conflict.p99_ms else null end),
+     gap_p50_ms: (if .mode == "handoff" then .gap.p50_ms else null end),
+     gap_p99_ms: (if .mode == "handoff" then .gap.p99_ms else null end),
+     redis_cpu_cores: .redis_cpu_cores,
+     svc_cpu_cores: .target_cpu_cores,
+     redis_us_per_op: (if $o then .redis_cpu_cores * 1e6 / $o else null end),
+     svc_us_per_op: (if $o then .target_cpu_cores * 1e6 / $o else null end),
+     redis_script_us_per_op: (if $o and .redis_cmdstats then .redis_cmdstats.script_usec / .cmd_secs / $o else null end),
+     script_calls_per_op: (if $o and .redis_cmdstats then .redis_cmdstats.script_calls / .cmd_secs / $o else null end),
+     redis_calls_per_op: (if $o and .redis_cmdstats then .redis_cmdstats.inner_calls / .cmd_secs / $o else null end),
+     ops_per_batch: (if (.window.metrics.batches // 0) > 0 then .window.metrics.batched_ops / .window.metrics.batches else null end),
+     # per round: Redis CPU (all masters) per script call on one master (a round sends
+     # one to each); what a point costs when its requests fail (no op to count)
+     redis_us_per_round: (if .redis_cmdstats and .redis_cmdstats.script_calls > 0
+                          then .redis_cpu_cores * 1e6 / (.redis_cmdstats.script_calls / .cmd_secs / $nm) else null end),
+     held_local_per_s: (if (.window.metrics // null) != null and .window.secs > 0 then .window.metrics.held_local / .window.secs else null end),
+     errors: .errors.total}'
 
-# compare.tsv: point conns metric base new new/base (medians; errors summed over
-# runs) and the ratio run by run
+# compare.tsv: point conns metric target median over_base runs per_run_over_base
+# (medians; errors summed over runs)
 compare_summary() {
-    local spec point conns fa fb
-    printf 'point\tconns\tmetric\tbase\tnew\tnew_over_base\truns_base\truns_new\tper_run_new_over_base\n' >"$OUT/compare.tsv"
+    local spec t point conns files b
+    printf 'point\tconns\tmetric\ttarget\tvalue\tover_base\truns\tper_run_over_base\n' >"$OUT/compare.tsv"
     for spec in "${POINTS[@]}"; do
         IFS='|' read -r t point conns _ <<<"$spec"
         [[ $t == base ]] || continue
-        fa=("$OUT/raw/base-$point-c$conns"-run*.json)
-        fb=("$OUT/raw/new-$point-c$conns"-run*.json)
-        [[ -e ${fa[0]} && -e ${fb[0]} ]] || {
-            note "no results for $point c=$conns of both builds"
-            continue
-        }
-        jq -n -r --arg p "$point" --arg c "$conns" \
-            --slurpfile A <(cat "${fa[@]}") --slurpfile B <(cat "${fb[@]}") "
-            def med: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
-                     else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-            def r: if . == null then \"-\" elif (. | fabs) >= 100 then (. | round) elif (. | fabs) >= 10 then (. * 10 | round / 10)
-                   else (. * 1000 | round / 1000) end;
-            def q(a; b): if a == null or b == null or a == 0 then null else b / a end;
-            def r2: if . == null then \"-\" else (. * 100 | round / 100) end;
-            def m: $COMPARE_METRICS;
-            (\$A | map({run, v: m})) as \$a | (\$B | map({run, v: m})) as \$b |
-            (\$a[0].v | keys_unsorted)[] as \$k |
-            (\$a | map(.v[\$k]) | map(select(. != null))) as \$xa |
-            (\$b | map(.v[\$k]) | map(select(. != null))) as \$xb |
-            select((\$xa | length) > 0 or (\$xb | length) > 0) |
-            (if \$k == \"errors\" then (\$xa | add) else (\$xa | med) end) as \$va |
-            (if \$k == \"errors\" then (\$xb | add) else (\$xb | med) end) as \$vb |
-            [\$p, \$c, \$k, (\$va | r), (\$vb | r), (if \$k == \"errors\" then \"-\" else (q(\$va; \$vb) | r2) end),
-             (\$xa | map(r | tostring) | join(\",\")), (\$xb | map(r | tostring) | join(\",\")),
-             ([\$a[] as \$x | \$b[] | select(.run == \$x.run) | q(\$x.v[\$k]; .v[\$k]) | r2 | tostring] | join(\",\"))]
-            | @tsv" >>"$OUT/compare.tsv"
+        for t in "${COMPARE_TARGETS[@]}"; do
+            files=("$OUT/raw/$t-$point-c$conns"-run*.json)
+            b=("$OUT/raw/base-$point-c$conns"-run*.json)
+            [[ -e ${files[0]} ]] || { note "no results for $t $point c=$conns"; continue; }
+            [[ -e ${b[0]} ]] || b=("${files[@]}")
+            jq -n -r --arg p "$point" --arg c "$conns" --arg t "$t" \
+                --argjson nm "$NMASTERS" --slurpfile A <(cat "${b[@]}") --slurpfile B <(cat "${files[@]}") "
+                def med: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                         else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+                def r: if . == null then \"-\" elif (. | fabs) >= 100 then (. | round) elif (. | fabs) >= 10 then (. * 10 | round / 10)
+                       else (. * 1000 | round / 1000) end;
+                def q(a; b): if a == null or b == null or a == 0 then null else b / a end;
+                def r2: if . == null then \"-\" else (. * 100 | round / 100) end;
+                def m: $COMPARE_METRICS;
+                (\$A | map({run, v: m})) as \$a | (\$B | map({run, v: m})) as \$b |
+                (\$b[0].v | keys_unsorted)[] as \$k |
+                (\$a | map(.v[\$k]) | map(select(. != null))) as \$xa |
+                (\$b | map(.v[\$k]) | map(select(. != null))) as \$xb |
+                select((\$xb | length) > 0) |
+                (if \$k == \"errors\" then (\$xa | add) else (\$xa | med) end) as \$va |
+                (if \$k == \"errors\" then (\$xb | add) else (\$xb | med) end) as \$vb |
+                [\$p, \$c, \$k, \$t, (\$vb | r), (if \$k == \"errors\" or \$t == \"base\" then \"-\" else (q(\$va; \$vb) | r2) end),
+                 (\$xb | map(r | tostring) | join(\",\")),
+                 (if \$t == \"base\" then \"-\" else ([\$a[] as \$x | \$b[] | select(.run == \$x.run) | q(\$x.v[\$k]; .v[\$k]) | r2 | tostring] | join(\",\")) end)]
+                | @tsv" >>"$OUT/compare.tsv"
+        done
     done
 }
 
-# cmd_breakdown TARGET POINT CONNS: the commands the masters ran per operation
-# (cycle; 409 under contention), median of the runs, most frequent first
+# cmp_val POINT CONNS METRIC TARGET [ratio|runs|ratios]: one value of compare.tsv
+cmp_val() {
+    awk -F'\t' -v p="$1" -v c="$2" -v m="$3" -v t="$4" -v w="${5:-value}" '
+        NR > 1 && $1 == p && $2 == c && $3 == m && $4 == t {
+            print (w == "ratio" ? $6 : w == "runs" ? $7 : w == "ratios" ? $8 : $5); f = 1; exit }
+        END { if (!f) print "-" }' "$OUT/compare.tsv"
+}
+
+# cmd_breakdown TARGET POINT CONNS: the commands the masters ran per op (the point's
+# unit), median of the runs, most frequent first
 cmd_breakdown() {
     local files=("$OUT/raw/$1-$2-c$3"-run*.json)
     [[ -e ${files[0]} ]] || { echo -; return; }
-    jq -s -r '
+    jq -s -r --arg unit "${POINT_UNIT[$2]:-cycle}" '
         def med: sort | if length == 0 then 0 elif length % 2 == 1 then .[length / 2 | floor]
                  else (.[length / 2 - 1] + .[length / 2]) / 2 end;
         map(select(.redis_commands)
-            | ((if .mode == "contention" then .conflicts_per_s else .cycles_per_s end) * (.duration_s + .warmup_s)) as $ops
+            | (if $unit == "cycle" then .cycles_per_s elif $unit == "grant" then .grants_per_s
+               elif $unit == "409" then .conflicts_per_s
+               else ((.window.metrics.extended // 0) / (.window.secs // 1)) end) as $rate
+            | ($rate * .cmd_secs) as $ops
             | select($ops > 0)
             | .redis_commands | with_entries(select(.key | test("^(info|dbsize|ping)$") | not) | .value = .value[0] / $ops))
         | (map(keys[]) | unique) as $ks
@@ -1519,108 +1810,101 @@ cmd_breakdown() {
         | map("\(.k) \(.v * 10 | round / 10)") | join(", ")' "${files[@]}"
 }
 
-# cmp_val POINT CONNS METRIC COLUMN(base|new|ratio|runs): one value of compare.tsv
-cmp_val() {
-    awk -F'\t' -v p="$1" -v c="$2" -v m="$3" -v w="$4" '
-        NR > 1 && $1 == p && $2 == c && $3 == m {
-            if (w == "ratio" && $6 != "-") printf "%.2f\n", $6
-            else print (w == "base" ? $4 : w == "new" ? $5 : w == "ratio" ? $6 : $9)
-            f = 1; exit }
-        END { if (!f) print "-" }' "$OUT/compare.tsv"
-}
-
 report_compare() {
-    local spec point conns w c fmt line
-    fmt='%-11s %5s %-8s %9s %9s %9s %8s %8s %11s %10s %9s %7s\n'
+    local spec point conns t fmt line u h=$HOT_CONNS
+    fmt='%-11s %5s %-12s %10s %9s %9s %8s %8s %9s %9s %7s %7s %6s %8s %6s\n'
     echo
-    echo "== base vs new, median of $RUNS interleaved run(s) of ${SECS}s (+${WARM}s warm-up) each, fresh masters per target run; $(cat "$OUT/load.txt")"
-    echo "   base: $BASE_DESC"
-    echo "   new:  $NEW_DESC"
-    echo "   Redis CPU: all $NMASTERS masters together, per cycle (handoff: per cycle = per grant) and per 409 (contention)"
+    echo "== builds side by side, median of $RUNS interleaved run(s) of ${SECS}s (+${WARM}s warm-up) each, fresh masters per target run; $(cat "$OUT/load.txt")"
+    for t in "${COMPARE_TARGETS[@]}"; do echo "   $t: ${COMPARE_DESC[$t]}"; done
+    echo "   op: the point's unit (cycle, grant, 409, ext = a streamed hold's extension); Redis CPU: all $NMASTERS masters together, per op, over the measured window"
+    echo "   calls: script calls (EVALSHA) per op, all masters; r.call: the commands those scripts ran per op; b: operations per batched call;"
+    echo "   us/round: Redis CPU (all masters) per script call sent to each master (per op when each goes alone, per batch when batched)"
     # shellcheck disable=SC2059
-    printf "$fmt" point conns build "cycles/s" "grants/s" "409/s" "acq_p50" "acq_p99" "redis_us/cyc" "redis_us/409" "svc_us/op" errors
+    printf "$fmt" point conns build "ops/s" "grants/s" "409/s" "acq_p50" "acq_p99" "redis_us" "svc_us" "calls" "r.call" "b" "us/round" errors
     for spec in "${POINTS[@]}"; do
         IFS='|' read -r t point conns _ <<<"$spec"
         [[ $t == base ]] || continue
-        for w in base new ratio; do
-            local svc
-            svc=$(cmp_val "$point" "$conns" svc_us_per_cycle "$w")
-            [[ $point == contention ]] && svc=$(cmp_val "$point" "$conns" svc_us_per_409 "$w")
+        u=${POINT_UNIT[$point]:-cycle}
+        local first=1
+        for t in "${COMPARE_TARGETS[@]}"; do
             # shellcheck disable=SC2059
-            printf "$fmt" "$( [[ $w == base ]] && echo "$point" )" "$( [[ $w == base ]] && echo "$conns" )" \
-                "$( [[ $w == ratio ]] && echo new/base || echo "$w")" \
-                "$(cmp_val "$point" "$conns" cycles_per_s "$w")" "$(cmp_val "$point" "$conns" grants_per_s "$w")" \
-                "$(cmp_val "$point" "$conns" conflicts_per_s "$w")" \
-                "$(cmp_val "$point" "$conns" acq_p50_ms "$w")" "$(cmp_val "$point" "$conns" acq_p99_ms "$w")" \
-                "$(cmp_val "$point" "$conns" redis_us_per_cycle "$w")" "$(cmp_val "$point" "$conns" redis_us_per_409 "$w")" \
-                "$svc" "$(if [[ $w != ratio ]]; then cmp_val "$point" "$conns" errors "$w"; fi)"
+            printf "$fmt" "$( ((first)) && echo "$point" )" "$( ((first)) && echo "$conns" )" "$t" \
+                "$(cmp_val "$point" "$conns" ops_per_s "$t")/$u" "$(cmp_val "$point" "$conns" grants_per_s "$t")" \
+                "$(cmp_val "$point" "$conns" conflicts_per_s "$t")" \
+                "$(cmp_val "$point" "$conns" acq_p50_ms "$t")" "$(cmp_val "$point" "$conns" acq_p99_ms "$t")" \
+                "$(cmp_val "$point" "$conns" redis_us_per_op "$t")" "$(cmp_val "$point" "$conns" svc_us_per_op "$t")" \
+                "$(cmp_val "$point" "$conns" script_calls_per_op "$t")" "$(cmp_val "$point" "$conns" redis_calls_per_op "$t")" \
+                "$(cmp_val "$point" "$conns" ops_per_batch "$t")" "$(cmp_val "$point" "$conns" redis_us_per_round "$t")" \
+                "$(cmp_val "$point" "$conns" errors "$t")"
+            first=0
+        done
+        for t in "${COMPARE_TARGETS[@]:1}"; do
+            # shellcheck disable=SC2059
+            printf "$fmt" "" "" "$t/base" \
+                "$(cmp_val "$point" "$conns" ops_per_s "$t" ratio)" "$(cmp_val "$point" "$conns" grants_per_s "$t" ratio)" \
+                "$(cmp_val "$point" "$conns" conflicts_per_s "$t" ratio)" \
+                "$(cmp_val "$point" "$conns" acq_p50_ms "$t" ratio)" "$(cmp_val "$point" "$conns" acq_p99_ms "$t" ratio)" \
+                "$(cmp_val "$point" "$conns" redis_us_per_op "$t" ratio)" "$(cmp_val "$point" "$conns" svc_us_per_op "$t" ratio)" \
+                "$(cmp_val "$point" "$conns" script_calls_per_op "$t" ratio)" "$(cmp_val "$point" "$conns" redis_calls_per_op "$t" ratio)" "" \
+                "$(cmp_val "$point" "$conns" redis_us_per_round "$t" ratio)" ""
         done
     done
     echo
-    c=$HOT_CONNS
-    echo "handoff c=$c: release->next grant p50 $(cmp_val handoff "$c" gap_p50_ms base) / $(cmp_val handoff "$c" gap_p50_ms new) ms, p99 $(cmp_val handoff "$c" gap_p99_ms base) / $(cmp_val handoff "$c" gap_p99_ms new) ms (base / new)"
-    echo "contention c=$c: 409 p99 $(cmp_val contention "$c" conflict_p99_ms base) / $(cmp_val contention "$c" conflict_p99_ms new) ms (base / new)"
-    echo
-    echo "Inside Redis (INFO commandstats, all masters; base / new (new/base)): time in scripts, script calls and the commands they ran, per operation"
-    for spec in "${POINTS[@]}"; do
-        IFS='|' read -r t point conns _ <<<"$spec"
-        [[ $t == base ]] || continue
-        local u=cycle sfx=cycle
-        if [[ $point == contention ]]; then u=409; sfx=409; fi
-        printf '  %-10s c=%-4s per %-5s script us %s / %s (%s), script calls %s / %s, commands %s / %s (%s)\n' "$point" "$conns" "$u" \
-            "$(cmp_val "$point" "$conns" "redis_script_us_per_$sfx" base)" "$(cmp_val "$point" "$conns" "redis_script_us_per_$sfx" new)" \
-            "$(cmp_val "$point" "$conns" "redis_script_us_per_$sfx" ratio)" \
-            "$(cmp_val "$point" "$conns" script_calls_per_cycle base)" "$(cmp_val "$point" "$conns" script_calls_per_cycle new)" \
-            "$(cmp_val "$point" "$conns" "redis_calls_per_$sfx" base)" "$(cmp_val "$point" "$conns" "redis_calls_per_$sfx" new)" \
-            "$(cmp_val "$point" "$conns" "redis_calls_per_$sfx" ratio)"
+    echo "Against the exclusive cycle (c=$h) of the same build: each kind's Redis CPU per op / the cycle's (target: <= 2)"
+    for t in "${COMPARE_TARGETS[@]}"; do
+        local ex line=""
+        ex=$(cmp_val cycle "$h" redis_us_per_op "$t")
+        for spec in "${POINTS[@]}"; do
+            IFS='|' read -r _ point conns _ <<<"$spec"
+            [[ ${spec%%|*} == base && $point != cycle && ${POINT_UNIT[$point]} == cycle ]] || continue
+            line+="${line:+, }$point $(ratio "$(cmp_val "$point" "$conns" redis_us_per_op "$t")" "$ex")"
+        done
+        line+=", extension $(ratio "$(cmp_val extend 300 redis_us_per_op "$t")" "$ex")"
+        echo "  $t (cycle ${ex} us): $line"
     done
-    echo "  per command (calls per operation, all masters; median of the runs):"
+    echo "A refused permit of a full $FULL_PERMITS-permit semaphore against an exclusive acquire (grant, random names; target: <= 4):"
+    for t in "${COMPARE_TARGETS[@]}"; do
+        echo "  $t: refusal $(cmp_val semfull 4 redis_us_per_op "$t") us ($(cmp_val semfull 4 conflicts_per_s "$t") 409/s; per round sent, whatever its answer: $(cmp_val semfull 4 redis_us_per_round "$t") us), acquire $(cmp_val acquire "$h" redis_us_per_op "$t") us: $(ratio "$(cmp_val semfull 4 redis_us_per_round "$t")" "$(cmp_val acquire "$h" redis_us_per_op "$t")")x per round; $(cmp_val semfull 4 redis_calls_per_op "$t") commands in $(cmp_val semfull 4 script_calls_per_op "$t") script calls per 409"
+    done
+    echo "A hot name (no-wait clients on one name): grants/s at 64 and 256 against 8 (target: >= 0.5); 409s answered without the masters (held_local/s over 409/s)"
+    for t in "${COMPARE_TARGETS[@]}"; do
+        local g8 g64 g256
+        g8=$(cmp_val hot 8 grants_per_s "$t"); g64=$(cmp_val hot 64 grants_per_s "$t"); g256=$(cmp_val hot 256 grants_per_s "$t")
+        echo "  $t: grants/s $g8 / $g64 / $g256 (64: $(ratio "$g64" "$g8"), 256: $(ratio "$g256" "$g8")); local 409s at 64: $(ratio "$(cmp_val hot 64 held_local_per_s "$t")" "$(cmp_val hot 64 conflicts_per_s "$t")")"
+    done
+    echo
+    echo "Commands per op (all masters; median of the runs):"
     for spec in "${POINTS[@]}"; do
         IFS='|' read -r t point conns _ <<<"$spec"
-        [[ $t == base && ($point != cycle || $conns == "$HOT_CONNS") ]] || continue
-        for t in base new; do
-            printf '    %-10s c=%-4s %-4s %s\n' "$point" "$conns" "$t" "$(cmd_breakdown "$t" "$point" "$conns")"
+        [[ $t == base && ($point != cycle || $conns == "$h") && ($point != hot || $conns == 64) ]] || continue
+        for t in "${COMPARE_TARGETS[@]}"; do
+            printf '  %-10s c=%-4s %-8s %s\n' "$point" "$conns" "$t" "$(cmd_breakdown "$t" "$point" "$conns")"
         done
     done
     echo
-    echo "Redis CPU new/base run by run (each pair seconds apart):"
+    echo "Redis CPU per op over base's, run by run (each pair minutes apart at most):"
     for spec in "${POINTS[@]}"; do
         IFS='|' read -r t point conns _ <<<"$spec"
         [[ $t == base ]] || continue
-        if [[ $point == contention ]]; then
-            echo "  $point c=$conns per 409: $(cmp_val "$point" "$conns" redis_us_per_409 runs)"
-        else
-            echo "  $point c=$conns per cycle: $(cmp_val "$point" "$conns" redis_us_per_cycle runs)"
-        fi
+        line=""
+        for t in "${COMPARE_TARGETS[@]:1}"; do line+="  $t: $(cmp_val "$point" "$conns" redis_us_per_op "$t" ratios)"; done
+        echo "  $point c=$conns:$line"
     done
-    line=$(awk -F'\t' 'NR > 1 && (($1 == "cycle" || $1 == "handoff") && $3 == "redis_us_per_cycle" || $1 == "contention" && $3 == "redis_us_per_409") && $6 != "-" {
-            printf "%s%s c=%s %s", (n++ ? ", " : ""), $1, $2, $6; if ($6 + 0 > max) { max = $6 + 0; at = $1 " c=" $2 } }
-            END { if (n) printf "; highest %.2f (%s): %s", max, at, (max <= 1.10 ? "within +10 %" : "MORE than +10 %") }' "$OUT/compare.tsv")
-    echo "Redis CPU per operation, new/base of the medians: $line"
-    if [[ -f $OUT/ceiling-compare.tsv ]]; then
+    if [[ -f $OUT/ceiling-compare.tsv ]] && (($(wc -l <"$OUT/ceiling-compare.tsv") > 1)); then
         echo
-        echo "raw-Redis ceiling, each build's own scripts without the service (redis-benchmark, $COMPARE_CEIL_N operations of each kind per master, after each target run on its masters):"
-        echo "  script shapes (as the scripts answered to): $(awk -F'\t' 'NR > 1 && !seen[$2 "=" $7]++ { printf "%s%s %s", (n++ ? ", " : ""), $2, $7 }' "$OUT/ceiling-compare.tsv")"
+        echo "raw-Redis ceiling, each build's own scripts without the service (redis-benchmark, $COMPARE_CEIL_N operations of each kind per master, after each target run on its masters; medians):"
         awk -F'\t' '
             function med(a, n,   i, j, x) {
                 for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
                 return n == 0 ? 0 : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2)
             }
-            NR > 1 { k = $2; n[k]++; pc[k, n[k]] = $3; pu[k, n[k]] = $4; bc[k, n[k]] = $5; bu[k, n[k]] = $6; u[$1, k] = $4; v[$1, k] = $6; runs[$1] = 1 }
+            NR > 1 { k = $2; if (!(k in n)) order[++nk] = k; n[k]++; pc[k, n[k]] = $3; pu[k, n[k]] = $4; bc[k, n[k]] = $5; bu[k, n[k]] = $6; sh[k] = $7 }
             END {
-                for (t = 0; t < 2; t++) {
-                    k = t ? "new" : "base"
+                for (o = 1; o <= nk; o++) {
+                    k = order[o]
                     for (i = 1; i <= n[k]; i++) { a1[i] = pc[k, i]; a2[i] = pu[k, i]; a3[i] = bc[k, i]; a4[i] = bu[k, i] }
-                    m1[k] = med(a1, n[k]); m2[k] = med(a2, n[k]); m3[k] = med(a3, n[k]); m4[k] = med(a4, n[k])
+                    printf "  %-10s (%s shape) pipelined (-P 32) %.0f cycles/s %.1f us/cycle; batched (8 per call) %.0f cycles/s %.1f us/cycle\n", k, sh[k], med(a1, n[k]), med(a2, n[k]), med(a3, n[k]), med(a4, n[k])
                 }
-                printf "  pipelined (-P 32): base %.0f cycles/s %.1f us/cycle, new %.0f cycles/s %.1f us/cycle: Redis CPU per cycle new/base %.2f\n", m1["base"], m2["base"], m1["new"], m2["new"], (m2["base"] > 0 ? m2["new"] / m2["base"] : 0)
-                printf "  batched (8 per call): base %.0f cycles/s %.1f us/cycle, new %.0f cycles/s %.1f us/cycle: Redis CPU per cycle new/base %.2f\n", m3["base"], m4["base"], m3["new"], m4["new"], (m4["base"] > 0 ? m4["new"] / m4["base"] : 0)
-                s1 = ""; s2 = ""
-                for (r = 1; r in runs; r++) if (u[r, "base"] > 0 && v[r, "base"] > 0) {
-                    s1 = s1 sprintf("%s%.2f", (s1 == "" ? "" : ","), u[r, "new"] / u[r, "base"])
-                    s2 = s2 sprintf("%s%.2f", (s2 == "" ? "" : ","), v[r, "new"] / v[r, "base"])
-                }
-                printf "  run by run new/base: pipelined %s; batched %s\n", s1, s2
             }' "$OUT/ceiling-compare.tsv"
     fi
     local det
@@ -1628,7 +1912,13 @@ report_compare() {
     if [[ -n $det ]]; then printf 'errors by kind (all runs):\n%s\n' "$det"; fi
     det=$(awk -F'\t' 'NR > 1 && $3 > 0 { printf "  run %s %s: %s\n", $1, $2, $3 }' "$OUT/masters.tsv")
     if [[ -n $det ]]; then printf 'error replies from the masters:\n%s\n' "$det"; fi
-    echo "safety (one name, all runs): base contention $(col safety base contention "$c"), handoff $(col safety base handoff "$c"); new contention $(col safety new contention "$c"), handoff $(col safety new handoff "$c")"
+    line=""
+    for t in "${COMPARE_TARGETS[@]}"; do
+        line+="  $t: handoff $(col safety "$t" handoff "$h")"
+        for c in ${BENCH_HOT_NAME_CONNS:-8 64 256}; do line+=", hot c=$c $(col safety "$t" hot "$c")"; done
+        line+=$'\n'
+    done
+    printf 'safety (one name, all runs):\n%s' "$line"
     echo "results: $OUT/compare.tsv (every figure, run by run), summary.tsv, raw/"
 }
 
@@ -1642,6 +1932,10 @@ waiters)
     ;;
 soak)
     bench_soak
+    exit 0
+    ;;
+park)
+    bench_park
     exit 0
     ;;
 esac

@@ -52,7 +52,9 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
@@ -497,12 +499,22 @@ static size_t base64_enc(const char *in, size_t n, char *out)
 /* Configuration, stats                                                */
 /* ------------------------------------------------------------------ */
 
-enum mode { M_CYCLE, M_CONTENTION, M_HANDOFF, M_ACQUIRE_ONLY };
+enum mode { M_CYCLE, M_CONTENTION, M_HANDOFF, M_ACQUIRE_ONLY, M_PARK };
 enum proto { P_REDLOCK, P_ETCD };
-static const char *const mode_names[] = {"cycle", "contention", "handoff", "acquire-only"};
+static const char *const mode_names[] = {"cycle", "contention", "handoff", "acquire-only", "park"};
 
-enum kind { K_ACQUIRE, K_RELEASE, K_CONFLICT, K_GAP, K_NKINDS };
-static const char *const kind_names[] = {"acquire", "release", "conflict", "gap"};
+/* What is locked (--kind): a plain lock, a reader, a semaphore's permit, a reentrant
+ * lock entered --depth times, a set of --set-size names. */
+enum lkind { LK_LOCK, LK_SHARED, LK_SEM, LK_REENTRANT, LK_SET };
+static const char *const lkind_names[] = {"lock", "shared", "sem", "reentrant", "set"};
+
+/* What a parked connection is (--park): a duplex streamed hold (Upgrade: redlock-hold,
+ * pinging), a one-way streamed hold, a watch (GET ?index=&wait_ms=, again at each answer). */
+enum park { PK_DUPLEX, PK_ONEWAY, PK_WATCH };
+static const char *const park_names[] = {"duplex", "oneway", "watch"};
+
+enum kind { K_ACQUIRE, K_RELEASE, K_CONFLICT, K_GAP, K_PING, K_NKINDS };
+static const char *const kind_names[] = {"acquire", "release", "conflict", "gap", "ping"};
 
 struct config {
     enum mode mode;
@@ -516,8 +528,18 @@ struct config {
     const char *name, *prefix, *label;
     long ttl_ms, wait_ms, hold_ms, timeout_ms, drain_ms;
     long etcd_lease_ttl_s;
-    bool lease_in_body, json, quiet;
+    bool lease_in_body, json, quiet, name_given;
     uint64_t seed;
+    enum lkind lkind;
+    enum park park;
+    long permits, depth, set_size;
+    long ramp_per_s;             /* connects per second at the start (0: all at once) */
+    /* the window's figures (main thread): CPU of these processes, the service's
+     * /metrics, the masters' INFO commandstats */
+    char cpu_groups[2][16];
+    int cpu_pids[2][64], n_cpu_pids[2];
+    bool scrape_metrics;
+    int redis_ports[32], n_redis_ports;
 };
 
 #define ERR_CODES 32 /* distinct (status, error code) pairs kept; more go to "other" */
@@ -535,6 +557,14 @@ struct stats {
      * it had not yet released, and a fencing token not above every earlier one */
     uint64_t overlaps, fence_regress, fence_missing;
     uint64_t requests;
+    uint64_t cycles;             /* in the window: a hold taken and given back (all depths) */
+    /* park mode */
+    uint64_t park_dropped;       /* parked connections that ended before the stop */
+    uint64_t park_refused;       /* requests to park answered otherwise (status counted too) */
+    uint64_t park_retries;       /* requests to park answered 503, tried again */
+    uint64_t park_lines;         /* stream lines read (grant, alive, extended, ...) */
+    uint64_t park_ended;         /* streams that said lost/released before the stop */
+    uint64_t watch_answers;      /* watch answers (a change or wait_ms over) */
 };
 
 enum op { OP_NONE, OP_ACQUIRE, OP_RELEASE, OP_GRANT };
@@ -552,10 +582,20 @@ struct conn {
     bool done;           /* stopped: no more requests */
     bool hold_done;      /* this grant's --hold-ms has been served */
     bool holder;         /* counted in g_holders: granted, DELETE not yet sent */
+    bool parked;         /* park mode: counted in g_parked */
+    bool stream;         /* park mode: the stream (or the upgraded connection) is open */
+    bool ping_out;       /* duplex: a ping is unanswered */
+    bool releasing;      /* duplex: {"release":true} sent */
+    int holds;           /* reentrant: holds taken of the current lease */
+    int idx;             /* park mode: the connection's number (its name) */
     unsigned fails;      /* consecutive connect/IO failures */
+    uint64_t ping_n, ping_ms, index;
+    char carry[40];      /* one-way: the tail of the last read (an event split by a read) */
+    size_t carry_len;
     uint64_t t_start;    /* ns: request's first write */
     uint64_t wake_at;    /* ns: reconnect or end of hold, 0 = none */
     char name[300];
+    char name2[300];     /* set: the other names, '\n'-separated */
     char lease[512];     /* lease, or etcd lock key (base64) */
     char etcd_id[32];    /* etcd lease ID, "" until granted */
     char wbuf[1536];
@@ -587,6 +627,8 @@ static _Atomic uint64_t g_last_release_ns;
  * and carry a larger token, whichever thread reads it. */
 static _Atomic int g_holders;
 static _Atomic uint64_t g_max_fence;
+/* Park mode: connections parked now (granted stream, or watch in place), and the most. */
+static _Atomic int g_parked, g_parked_peak;
 static volatile sig_atomic_t g_interrupted;
 
 static uint64_t now_ns(void)
@@ -629,13 +671,24 @@ static void conn_close(struct conn *c)
     c->wdone = false;
 }
 
+static void park_end(struct conn *c, bool dropped);
+static void park_request(struct conn *c, uint64_t now);
+
 /* Drops the connection and schedules a new one; the request in flight is
- * forgotten, except a release, which is sent again on the new connection. */
+ * forgotten, except a release, which is sent again on the new connection.  A parked
+ * connection is not made again: it counts as dropped. */
 static void conn_reset(struct conn *c, uint64_t now, bool failure)
 {
+    if (c->w->cfg->mode == M_PARK) {
+        park_end(c, true);
+        return;
+    }
     conn_close(c);
-    if (c->op == OP_ACQUIRE)
+    if (c->op == OP_ACQUIRE) {
         c->held = false; /* a grant we never read expires by its TTL */
+        c->holds = 0;
+        c->releasing = false;
+    }
     c->op = OP_NONE;
     if (failure)
         c->fails++;
@@ -723,22 +776,57 @@ static void conn_send(struct conn *c, enum op op, uint64_t now)
             snprintf(body, sizeof body, "{\"key\":\"%s\"}", c->lease);
             rc = fmt_req(c, "POST", "/v3/lock/unlock", body);
         }
+    } else if (op == OP_ACQUIRE && cfg->lkind == LK_SET) {
+        /* POST /locks {"names":[...],"ttl_ms":..}: c->name, then c->name2's lines */
+        size_t bl = (size_t)snprintf(body, sizeof body, "{\"names\":[\"%s\"", c->name);
+        for (const char *p = c->name2; *p && bl < sizeof body;) {
+            const char *e = strchr(p, '\n');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            bl += (size_t)snprintf(body + bl, sizeof body - bl, ",\"%.*s\"", (int)l, p);
+            p += l + (e ? 1 : 0);
+        }
+        if (cfg->ttl_ms > 0 && bl < sizeof body)
+            bl += (size_t)snprintf(body + bl, sizeof body - bl, "],\"ttl_ms\":%ld", cfg->ttl_ms);
+        else if (bl < sizeof body)
+            bl += (size_t)snprintf(body + bl, sizeof body - bl, "]");
+        if (cfg->wait_ms > 0 && bl < sizeof body)
+            bl += (size_t)snprintf(body + bl, sizeof body - bl, ",\"wait_ms\":%ld", cfg->wait_ms);
+        if (bl < sizeof body)
+            snprintf(body + bl, sizeof body - bl, "}");
+        rc = bl < sizeof body - 1 ? fmt_req(c, "POST", "/locks", body) : -1;
     } else if (op == OP_ACQUIRE) {
-        char q[96] = "";
+        char q[700] = "";
         size_t ql = 0;
+#define QADD(...) ql += (size_t)snprintf(q + ql, ql < sizeof q ? sizeof q - ql : 0, __VA_ARGS__)
         if (cfg->ttl_ms > 0)
-            ql += (size_t)snprintf(q + ql, sizeof q - ql, "%cttl_ms=%ld", ql ? '&' : '?', cfg->ttl_ms);
+            QADD("%cttl_ms=%ld", ql ? '&' : '?', cfg->ttl_ms);
         if (cfg->wait_ms > 0)
-            snprintf(q + ql, sizeof q - ql, "%cwait_ms=%ld", ql ? '&' : '?', cfg->wait_ms);
-        snprintf(path, sizeof path, "/locks/%s%s", c->name, q);
-        rc = fmt_req(c, "POST", path, NULL);
+            QADD("%cwait_ms=%ld", ql ? '&' : '?', cfg->wait_ms);
+        if (cfg->lkind == LK_SHARED)
+            QADD("%cmode=shared", ql ? '&' : '?');
+        if (cfg->lkind == LK_SEM)
+            QADD("%cpermits=%ld", ql ? '&' : '?', cfg->permits);
+        if (cfg->lkind == LK_REENTRANT) {
+            QADD("%creentrant=true", ql ? '&' : '?');
+            if (c->holds > 0) /* a re-entry: the lease held */
+                QADD("&lease=%s", c->lease);
+        }
+#undef QADD
+        snprintf(path, sizeof path, "/%s/%s%s", cfg->lkind == LK_SEM ? "semaphores" : "locks", c->name,
+                 ql < sizeof q ? q : "");
+        rc = ql < sizeof q ? fmt_req(c, "POST", path, NULL) : -1;
     } else {
-        if (cfg->lease_in_body) {
-            snprintf(path, sizeof path, "/locks/%s", c->name);
+        const char *coll = cfg->lkind == LK_SEM ? "semaphores" : "locks";
+        if (cfg->lkind == LK_SET)
+            snprintf(path, sizeof path, "/locks?lease=%s", c->lease);
+        else if (cfg->lease_in_body)
+            snprintf(path, sizeof path, "/%s/%s", coll, c->name);
+        else
+            snprintf(path, sizeof path, "/%s/%s?lease=%s", coll, c->name, c->lease);
+        if (cfg->lease_in_body && cfg->lkind != LK_SET) {
             snprintf(body, sizeof body, "{\"lease\":\"%s\"}", c->lease);
             rc = fmt_req(c, "DELETE", path, body);
         } else {
-            snprintf(path, sizeof path, "/locks/%s?lease=%s", c->name, c->lease);
             rc = fmt_req(c, "DELETE", path, NULL);
         }
     }
@@ -750,6 +838,8 @@ static void conn_send(struct conn *c, enum op op, uint64_t now)
     }
     if (op == OP_RELEASE && cfg->mode == M_HANDOFF)
         atomic_store(&g_last_release_ns, now);
+    if (op == OP_RELEASE)
+        c->releasing = true;
     if (op == OP_RELEASE && c->holder) {
         atomic_fetch_sub(&g_holders, 1);
         c->holder = false;
@@ -768,11 +858,20 @@ static void conn_send(struct conn *c, enum op op, uint64_t now)
 static void pick_name(struct conn *c)
 {
     const struct config *cfg = c->w->cfg;
-    if (cfg->mode == M_CONTENTION || cfg->mode == M_HANDOFF)
+    if (cfg->mode == M_CONTENTION || cfg->mode == M_HANDOFF || cfg->name_given) {
         snprintf(c->name, sizeof c->name, "%s", cfg->name);
-    else
-        snprintf(c->name, sizeof c->name, "%s%" PRIu64, cfg->prefix,
-                 rng_next(&c->rng) % cfg->keyspace);
+        return;
+    }
+    uint64_t k = rng_next(&c->rng) % cfg->keyspace;
+    snprintf(c->name, sizeof c->name, "%s%" PRIu64, cfg->prefix, k);
+    if (cfg->lkind != LK_SET)
+        return;
+    /* the set's other names: distinct from each other (a set names each once) */
+    size_t l = 0;
+    c->name2[0] = '\0';
+    for (long i = 1; i < cfg->set_size && l < sizeof c->name2; i++)
+        l += (size_t)snprintf(c->name2 + l, sizeof c->name2 - l, "%s%s%" PRIu64 "x%ld", l ? "\n" : "",
+                              cfg->prefix, (k + (uint64_t)i * 7919) % cfg->keyspace, i);
 }
 
 /* Decides and sends a connection's next request, or parks it. */
@@ -782,12 +881,24 @@ static void conn_start_next(struct conn *c, uint64_t now)
     const struct config *cfg = w->cfg;
     if (c->state != CS_OPEN || c->op != OP_NONE || c->done)
         return;
+    if (cfg->mode == M_PARK) {
+        if (c->wake_at && now < c->wake_at)
+            return;
+        c->wake_at = 0;
+        if (!c->stream && !w->stopping)
+            park_request(c, now);
+        return;
+    }
     if (c->wake_at) { /* a hold, or a pause before retrying an etcd grant */
         if (now < c->wake_at && !w->stopping)
             return;
         c->wake_at = 0;
     }
     if (c->held) {
+        if (cfg->lkind == LK_REENTRANT && c->holds < cfg->depth && !c->releasing && !w->stopping) {
+            conn_send(c, OP_ACQUIRE, now); /* enter once more, with the lease */
+            return;
+        }
         if (cfg->hold_ms > 0 && !c->hold_done && !w->stopping) {
             c->hold_done = true;
             c->wake_at = now + (uint64_t)cfg->hold_ms * 1000000ull;
@@ -903,9 +1014,12 @@ static void conn_answer(struct conn *c, const struct http_resp *r, uint64_t now)
                 if (rel && rel < now && rec)
                     hist_record(&st->h[K_GAP], now - rel);
             }
+            bool reentry = c->held && c->holds > 0;
             c->held = cfg->mode != M_ACQUIRE_ONLY;
             c->hold_done = false;
-            if (cfg->proto == P_REDLOCK && (cfg->mode == M_CONTENTION || cfg->mode == M_HANDOFF))
+            c->holds++;
+            if (cfg->proto == P_REDLOCK && (cfg->mode == M_CONTENTION || cfg->mode == M_HANDOFF) &&
+                (cfg->lkind == LK_LOCK || cfg->lkind == LK_REENTRANT) && !reentry)
                 check_single_name_grant(c, body, r->body_len);
         } else if (r->status == 409) {
             if (rec)
@@ -915,11 +1029,21 @@ static void conn_answer(struct conn *c, const struct http_resp *r, uint64_t now)
         }
         return;
     }
-    /* OP_RELEASE */
-    c->held = false;
-    if (r->status == 200) {
+    /* OP_RELEASE: a reentrant lock is held until its last hold is given back */
+    if (r->status == 200 && cfg->lkind == LK_REENTRANT && c->holds > 1) {
+        c->holds--;
         if (rec)
             hist_record(&st->h[K_RELEASE], lat);
+        return;
+    }
+    c->held = false;
+    c->holds = 0;
+    c->releasing = false;
+    if (r->status == 200) {
+        if (rec) {
+            hist_record(&st->h[K_RELEASE], lat);
+            st->cycles++;
+        }
     } else {
         count_status(st, r->status, body, r->body_len);
     }
@@ -1020,6 +1144,258 @@ static void conn_readable(struct conn *c, uint64_t now)
     conn_start_next(c, now);
 }
 
+/* ------------------------------------------------------------------ */
+/* Park mode: connections that stay (streamed holds, watches)          */
+/* ------------------------------------------------------------------ */
+
+static void park_count(int delta)
+{
+    int now = atomic_fetch_add(&g_parked, delta) + delta;
+    int peak = atomic_load(&g_parked_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&g_parked_peak, &peak, now))
+        ;
+}
+
+/* The parked connection is over (dropped by the service, refused, or stopped by us). */
+static void park_end(struct conn *c, bool dropped)
+{
+    if (c->parked) {
+        park_count(-1);
+        c->parked = false;
+    }
+    if (dropped && !c->w->stopping)
+        c->w->st.park_dropped++;
+    conn_close(c);
+    c->done = true;
+    c->stream = false;
+}
+
+/* The request that parks c: the hold, or the watch (with the index seen, if any). */
+static void park_request(struct conn *c, uint64_t now)
+{
+    const struct config *cfg = c->w->cfg;
+    char path[512];
+    int n;
+    if (cfg->park == PK_WATCH) {
+        if (c->index == UINT64_MAX)
+            snprintf(path, sizeof path, "/locks/%s", c->name);
+        else
+            snprintf(path, sizeof path, "/locks/%s?index=%" PRIu64 "&wait_ms=%ld", c->name, c->index,
+                     cfg->wait_ms > 0 ? cfg->wait_ms : 60000);
+        n = snprintf(c->wbuf, sizeof c->wbuf, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, cfg->host_hdr);
+    } else {
+        snprintf(path, sizeof path, "/locks/%s?hold=stream%s%ld", c->name, cfg->ttl_ms > 0 ? "&ttl_ms=" : "",
+                 cfg->ttl_ms > 0 ? cfg->ttl_ms : 0L);
+        if (cfg->ttl_ms <= 0) /* (the %ld above printed a 0 after nothing: cut it) */
+            path[strlen(path) - 1] = '\0';
+        n = snprintf(c->wbuf, sizeof c->wbuf,
+                     "POST %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: 0\r\n\r\n", path, cfg->host_hdr,
+                     cfg->park == PK_DUPLEX ? "Connection: Upgrade\r\nUpgrade: redlock-hold\r\n" : "");
+    }
+    if (n < 0 || (size_t)n >= sizeof c->wbuf) {
+        c->w->st.parse_err++;
+        park_end(c, false);
+        return;
+    }
+    c->wlen = (size_t)n;
+    c->woff = 0;
+    c->wdone = false;
+    c->op = OP_ACQUIRE;
+    c->t_start = now;
+    c->w->st.requests++;
+    conn_flush(c, now);
+}
+
+static void park_write(struct conn *c, const char *line, uint64_t now)
+{
+    size_t l = strlen(line);
+    if (c->woff < c->wlen || l >= sizeof c->wbuf) /* (never: one line in flight at a time) */
+        return;
+    memcpy(c->wbuf, line, l);
+    c->wlen = l;
+    c->woff = 0;
+    c->wdone = false;
+    conn_flush(c, now);
+}
+
+static void park_ping(struct conn *c, uint64_t now)
+{
+    char line[64];
+    snprintf(line, sizeof line, "{\"ping\":%" PRIu64 "}\n", c->ping_n);
+    c->ping_out = true;
+    c->t_start = now;
+    park_write(c, line, now);
+}
+
+/* One line of a stream. */
+static void park_line(struct conn *c, const char *l, size_t n, uint64_t now)
+{
+    struct worker *w = c->w;
+    char ev[32];
+    if (!memchr(l, '{', n))
+        return; /* a chunk's size line (one-way streams are chunked) */
+    w->st.park_lines++;
+    if (json_get_string(l, n, "event", ev, sizeof ev) < 0) {
+        /* the grant line: duplex pings from now on */
+        uint64_t p = 0;
+        c->ping_ms = json_get_uint(l, n, "ping_ms", &p) && p > 0 ? p : 1000;
+        if (w->cfg->park == PK_DUPLEX && !w->stopping)
+            park_ping(c, now);
+        return;
+    }
+    if (strcmp(ev, "alive") == 0) {
+        if (c->ping_out && in_window(w, now))
+            hist_record(&w->st.h[K_PING], now - c->t_start);
+        c->ping_out = false;
+        c->ping_n++;
+        c->wake_at = now + c->ping_ms * 1000000ull;
+        return;
+    }
+    if (strcmp(ev, "extended") == 0)
+        return;
+    /* lost or released: the stream ends */
+    if (!c->releasing && !w->stopping)
+        w->st.park_ended++;
+}
+
+static void park_readable(struct conn *c, uint64_t now)
+{
+    struct worker *w = c->w;
+    const struct config *cfg = w->cfg;
+    bool eof = false;
+    for (;;) {
+        if (!rbuf_reserve(c, 2048)) {
+            w->st.parse_err++;
+            park_end(c, true);
+            return;
+        }
+        ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+        if (n > 0) {
+            c->rlen += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            eof = true;
+            break;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            break;
+        w->st.conn_err++;
+        park_end(c, true);
+        return;
+    }
+    while (!c->stream && c->rlen > 0) {
+        /* an answer: the hold's header (101 / 201 streamed), or a whole watch answer */
+        char *hend = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
+        if (!hend)
+            break;
+        int status = c->rlen >= 12 ? atoi(c->rbuf + 9) : 0;
+        size_t hl = (size_t)(hend - c->rbuf) + 4;
+        if ((status == 101 && cfg->park == PK_DUPLEX) || (status == 201 && cfg->park == PK_ONEWAY)) {
+            if (in_window(w, now))
+                hist_record(&w->st.h[K_ACQUIRE], now - c->t_start);
+            c->op = OP_NONE;
+            c->stream = true;
+            c->parked = true;
+            park_count(1);
+            memmove(c->rbuf, c->rbuf + hl, c->rlen - hl);
+            c->rlen -= hl;
+            break;
+        }
+        struct http_resp r;
+        int pr = http_parse(c->rbuf, c->rlen, eof, &r);
+        if (pr == 0)
+            break;
+        if (pr < 0) {
+            w->st.parse_err++;
+            park_end(c, true);
+            return;
+        }
+        const char *body = c->rbuf + r.body_off;
+        if (cfg->park == PK_WATCH && status == 200) {
+            char idx[32];
+            uint64_t v = 0;
+            if (json_get_string(body, r.body_len, "index", idx, sizeof idx) <= 0) {
+                w->st.parse_err++;
+                park_end(c, true);
+                return;
+            }
+            for (const char *p = idx; *p >= '0' && *p <= '9'; p++)
+                v = v * 10 + (uint64_t)(*p - '0');
+            if (c->index != UINT64_MAX && in_window(w, now))
+                w->st.watch_answers++;
+            if (!c->parked) {
+                c->parked = true;
+                park_count(1);
+            }
+            c->index = v;
+            c->op = OP_NONE;
+            memmove(c->rbuf, c->rbuf + r.total, c->rlen - r.total);
+            c->rlen -= r.total;
+            if (r.close) {
+                park_end(c, true);
+                return;
+            }
+            if (!w->stopping)
+                park_request(c, now);
+            continue;
+        }
+        if (r.status == 503 && !r.close && !w->stopping) {
+            /* the service could not answer now (no quorum in time): again in 0.5..1 s,
+             * as a client would */
+            w->st.park_retries++;
+            c->op = OP_NONE;
+            c->wake_at = now + 500000000ull + rng_next(&c->rng) % 500000000ull;
+            memmove(c->rbuf, c->rbuf + r.total, c->rlen - r.total);
+            c->rlen -= r.total;
+            continue;
+        }
+        count_status(&w->st, r.status, body, r.body_len);
+        w->st.park_refused++;
+        park_end(c, false);
+        return;
+    }
+    if (c->stream) {
+        size_t off = 0;
+        for (;;) {
+            char *nl = memchr(c->rbuf + off, '\n', c->rlen - off);
+            if (!nl)
+                break;
+            size_t ll = (size_t)(nl - (c->rbuf + off));
+            park_line(c, c->rbuf + off, ll, now);
+            off += ll + 1;
+        }
+        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+        c->rlen -= off;
+    }
+    if (eof)
+        park_end(c, !c->releasing);
+}
+
+/* A parked connection's timers: the next ping (duplex), the stop. */
+static void park_tick(struct conn *c, uint64_t now)
+{
+    struct worker *w = c->w;
+    if (c->done || c->state != CS_OPEN)
+        return;
+    if (w->stopping) {
+        if (w->cfg->park == PK_DUPLEX && c->stream && !c->releasing) {
+            c->releasing = true; /* the service answers "released" and closes */
+            park_write(c, "{\"release\":true}\n", now);
+        } else if (!c->stream || w->cfg->park != PK_DUPLEX) {
+            park_end(c, false); /* one-way, watches: the hang-up ends them */
+        }
+        return;
+    }
+    if (w->cfg->park == PK_DUPLEX && c->stream && !c->ping_out && !c->releasing && c->wake_at &&
+        now >= c->wake_at) {
+        c->wake_at = 0;
+        park_ping(c, now);
+    }
+}
+
 static void conn_event(struct conn *c, uint32_t ev, uint64_t now)
 {
     if (c->state == CS_CONNECTING) {
@@ -1040,6 +1416,16 @@ static void conn_event(struct conn *c, uint32_t ev, uint64_t now)
     }
     if (c->state != CS_OPEN)
         return;
+    if (c->w->cfg->mode == M_PARK) {
+        if ((ev & EPOLLOUT) && !c->wdone && c->wlen) {
+            conn_flush(c, now);
+            if (c->state != CS_OPEN)
+                return;
+        }
+        if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            park_readable(c, now);
+        return;
+    }
     if ((ev & EPOLLOUT) && c->op != OP_NONE && !c->wdone) {
         conn_flush(c, now);
         if (c->state != CS_OPEN)
@@ -1079,6 +1465,8 @@ static void worker_tick(struct worker *w, uint64_t now)
             conn_reset(c, now, true);
             continue;
         }
+        if (cfg->mode == M_PARK)
+            park_tick(c, now);
         if (c->state == CS_OPEN && c->op == OP_NONE)
             conn_start_next(c, now);
     }
@@ -1088,6 +1476,11 @@ static bool worker_idle(const struct worker *w)
 {
     for (int i = 0; i < w->nconns; i++) {
         const struct conn *c = &w->conns[i];
+        if (w->cfg->mode == M_PARK) {
+            if (!c->done && c->state != CS_CLOSED)
+                return false;
+            continue;
+        }
         if (!c->done && (c->op != OP_NONE || c->held || c->state == CS_CONNECTING))
             return false;
     }
@@ -1101,10 +1494,17 @@ static void *worker_run(void *arg)
     struct epoll_event evs[256];
     uint64_t now = now_ns(), last_tick = 0;
     uint64_t drain_end = 0;
-    for (int i = 0; i < w->nconns; i++)
-        conn_connect(&w->conns[i], now);
+    /* park mode keeps many connections that rarely speak: a coarser tick */
+    uint64_t tick_ns = cfg->mode == M_PARK ? 20000000ull : 1000000ull;
+    for (int i = 0; i < w->nconns; i++) {
+        if (cfg->ramp_per_s > 0) /* connected by worker_tick, at the ramp's pace */
+            w->conns[i].wake_at =
+                now + 1 + (uint64_t)(i * cfg->threads + w->id) * 1000000000ull / (uint64_t)cfg->ramp_per_s;
+        else
+            conn_connect(&w->conns[i], now);
+    }
     for (;;) {
-        int n = epoll_wait(w->epfd, evs, 256, 2);
+        int n = epoll_wait(w->epfd, evs, 256, cfg->mode == M_PARK ? 20 : 2);
         if (n < 0 && errno != EINTR) {
             perror("loadgen: epoll_wait");
             break;
@@ -1114,7 +1514,7 @@ static void *worker_run(void *arg)
             conn_event(evs[i].data.ptr, evs[i].events, now);
         }
         now = now_ns();
-        if (now - last_tick >= 1000000ull || n <= 0) {
+        if (now - last_tick >= tick_ns || n <= 0) {
             worker_tick(w, now);
             last_tick = now;
         }
@@ -1173,9 +1573,13 @@ static void report_text(const struct config *cfg, const struct stats *st, double
                (double)h->count / secs, ms(hist_quantile(h, 0.5)), ms(hist_quantile(h, 0.99)),
                ms(hist_quantile(h, 0.999)), ms(h->max), h->count ? h->sum / (double)h->count / 1e6 : 0.0);
     }
-    double cycles = cfg->mode == M_ACQUIRE_ONLY ? (double)st->h[K_ACQUIRE].count
-                                                : (double)st->h[K_RELEASE].count;
+    double cycles = cfg->mode == M_ACQUIRE_ONLY ? (double)st->h[K_ACQUIRE].count : (double)st->cycles;
     printf("  %s/s: %.1f\n", cfg->mode == M_ACQUIRE_ONLY ? "grants" : "cycles", cycles / secs);
+    if (cfg->mode == M_PARK)
+        printf("  park %s: peak %d parked, %" PRIu64 " dropped, %" PRIu64 " refused, %" PRIu64
+               " ended by the service, %" PRIu64 " lines, %" PRIu64 " watch answers\n",
+               park_names[cfg->park], atomic_load(&g_parked_peak), st->park_dropped, st->park_refused,
+               st->park_ended, st->park_lines, st->watch_answers);
     uint64_t stt;
     uint64_t tot = errors_total(st, &stt);
     printf("  errors (whole run): %" PRIu64, tot);
@@ -1204,15 +1608,32 @@ static void json_str(const char *s)
     putchar('"');
 }
 
-static void report_json(const struct config *cfg, const struct stats *st, double secs)
+struct wsample;
+static void report_window(const struct config *cfg, const struct wsample *a, const struct wsample *b);
+
+static void report_json(const struct config *cfg, const struct stats *st, double secs,
+                        const struct wsample *wa, const struct wsample *wb)
 {
-    printf("{\"mode\":\"%s\",\"proto\":\"%s\",\"label\":", mode_names[cfg->mode],
+    printf("{\"mode\":\"%s\",\"kind\":\"%s\",\"proto\":\"%s\",\"label\":", mode_names[cfg->mode],
+           cfg->mode == M_PARK ? park_names[cfg->park] : lkind_names[cfg->lkind],
            cfg->proto == P_ETCD ? "etcd" : "redlock");
     json_str(cfg->label ? cfg->label : "");
     printf(",\"port\":%u,\"conns\":%d,\"threads\":%d,\"duration_s\":%.3f,\"warmup_s\":%.3f",
            ntohs(cfg->addr.sin_port), cfg->conns, cfg->threads, secs, cfg->warmup_s);
-    double cycles = cfg->mode == M_ACQUIRE_ONLY ? (double)st->h[K_ACQUIRE].count
-                                                : (double)st->h[K_RELEASE].count;
+    if (cfg->lkind == LK_SEM)
+        printf(",\"permits\":%ld", cfg->permits);
+    if (cfg->lkind == LK_REENTRANT)
+        printf(",\"depth\":%ld", cfg->depth);
+    if (cfg->lkind == LK_SET)
+        printf(",\"set_size\":%ld", cfg->set_size);
+    if (cfg->mode == M_PARK)
+        printf(",\"park\":{\"peak\":%d,\"dropped\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"retries\":%" PRIu64
+               ",\"ended\":%" PRIu64 ",\"lines\":%" PRIu64 ",\"watch_answers\":%" PRIu64 ",\"ttl_ms\":%ld}",
+               atomic_load(&g_parked_peak), st->park_dropped, st->park_refused, st->park_retries, st->park_ended,
+               st->park_lines, st->watch_answers, cfg->ttl_ms);
+    if (wa && wb)
+        report_window(cfg, wa, wb);
+    double cycles = cfg->mode == M_ACQUIRE_ONLY ? (double)st->h[K_ACQUIRE].count : (double)st->cycles;
     printf(",\"cycles_per_s\":%.1f,\"grants_per_s\":%.1f,\"conflicts_per_s\":%.1f", cycles / secs,
            (double)st->h[K_ACQUIRE].count / secs, (double)st->h[K_CONFLICT].count / secs);
     for (int k = 0; k < K_NKINDS; k++) {
@@ -1243,6 +1664,259 @@ static void report_json(const struct config *cfg, const struct stats *st, double
            st->requests, st->overlaps, st->fence_regress, st->fence_missing, cpu_seconds());
 }
 
+
+/* ------------------------------------------------------------------ */
+/* The measurement window's figures (taken by the main thread)         */
+/* ------------------------------------------------------------------ */
+
+/* /metrics lines summed: a key with labels matches that line exactly; one without
+ * matches the metric whatever its labels. */
+static const struct {
+    const char *key, *name;
+} metric_keys[] = {
+    {"redlockd_extend_total{outcome=\"extended\"}", "extended"},
+    {"redlockd_held_local_total", "held_local"},
+    {"redlockd_master_batches_total", "batches"},
+    {"redlockd_master_batched_ops_total", "batched_ops"},
+    {"redlockd_grants_total", "grants"},
+    {"redlockd_refusals_total", "refusals"},
+    {"redlockd_handoffs_total", "handoffs"},
+    {"redlockd_split_rounds_total", "splits"},
+    {"redlockd_fencing_raise_rounds_total", "raise_rounds"},
+    {"redlockd_release_total{outcome=\"released\"}", "released"},
+};
+#define N_METRICS (sizeof metric_keys / sizeof metric_keys[0])
+#define MAX_CMDSTATS 96
+
+struct wsample {
+    uint64_t t_ns;
+    double cpu_s[2];
+    bool metrics_ok;
+    double m[N_METRICS];
+    int ncs;
+    struct {
+        char name[48];
+        uint64_t calls, usec;
+    } cs[MAX_CMDSTATS];
+    int parked;
+};
+
+/* CPU seconds of a process, all threads: the scheduler's run time (ns) when the
+ * kernel keeps it, else utime + stime in clock ticks. */
+static double proc_cpu_s(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    double ns = 0;
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.')
+                continue;
+            char f[300];
+            snprintf(f, sizeof f, "/proc/%d/task/%s/schedstat", pid, e->d_name);
+            FILE *fp = fopen(f, "r");
+            unsigned long long v = 0;
+            if (fp) {
+                if (fscanf(fp, "%llu", &v) == 1)
+                    ns += (double)v;
+                fclose(fp);
+            }
+        }
+        closedir(d);
+    }
+    if (ns > 0)
+        return ns / 1e9;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 0;
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+        return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    return 0;
+}
+
+/* A blocking request/answer on loopback with a 3 s bound: what came back, NUL-ended
+ * (malloc'd), or NULL. */
+static char *fetch(const struct sockaddr_in *a, const char *req, size_t *len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf || connect(fd, (const struct sockaddr *)a, sizeof *a) < 0 ||
+        send(fd, req, strlen(req), MSG_NOSIGNAL) < 0) {
+        free(buf);
+        close(fd);
+        return NULL;
+    }
+    for (;;) {
+        if (cap - n < 4096) {
+            char *nb = cap < (1u << 24) ? realloc(buf, cap * 2) : NULL;
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        /* Redis: a bulk string "$<len>\r\n...\r\n" is whole once len bytes are in */
+        if (buf[0] == '$') {
+            buf[n] = '\0';
+            char *e = strstr(buf, "\r\n");
+            if (e && n >= (size_t)(e - buf) + 2 + strtoul(buf + 1, NULL, 10) + 2)
+                break;
+        }
+    }
+    close(fd);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void sample_metrics(const struct config *cfg, struct wsample *ws)
+{
+    char req[128];
+    size_t n;
+    snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", cfg->host_hdr);
+    char *t = fetch(&cfg->addr, req, &n);
+    if (!t)
+        return;
+    ws->metrics_ok = strstr(t, "HTTP/1.1 200") == t;
+    for (char *line = t; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (*line == '#' || *line == '\n')
+            continue;
+        for (size_t k = 0; k < N_METRICS; k++) {
+            size_t kl = strlen(metric_keys[k].key);
+            if (strncmp(line, metric_keys[k].key, kl) != 0)
+                continue;
+            char next = line[kl];
+            bool labels = strchr(metric_keys[k].key, '{') != NULL;
+            if (next == ' ' || (!labels && next == '{')) {
+                char *sp = strchr(line + kl, ' ');
+                if (sp)
+                    ws->m[k] += strtod(sp + 1, NULL);
+            }
+        }
+    }
+    free(t);
+}
+
+static void sample_cmdstats(const struct config *cfg, struct wsample *ws)
+{
+    for (int i = 0; i < cfg->n_redis_ports; i++) {
+        struct sockaddr_in a = cfg->addr;
+        a.sin_port = htons((uint16_t)cfg->redis_ports[i]);
+        size_t n;
+        char *t = fetch(&a, "INFO commandstats\r\n", &n);
+        if (!t)
+            continue;
+        for (char *line = strstr(t, "cmdstat_"); line; line = strstr(line + 1, "\ncmdstat_")) {
+            if (*line == '\n')
+                line++;
+            char name[48];
+            unsigned long long calls = 0, usec = 0;
+            if (sscanf(line, "cmdstat_%47[^:]:calls=%llu,usec=%llu", name, &calls, &usec) != 3)
+                continue;
+            int k = 0;
+            while (k < ws->ncs && strcmp(ws->cs[k].name, name) != 0)
+                k++;
+            if (k == ws->ncs) {
+                if (ws->ncs == MAX_CMDSTATS)
+                    continue;
+                snprintf(ws->cs[k].name, sizeof ws->cs[k].name, "%s", name);
+                ws->ncs++;
+            }
+            ws->cs[k].calls += calls;
+            ws->cs[k].usec += usec;
+        }
+        free(t);
+    }
+}
+
+static void take_sample(const struct config *cfg, struct wsample *ws)
+{
+    memset(ws, 0, sizeof *ws);
+    ws->t_ns = now_ns();
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < cfg->n_cpu_pids[g]; i++)
+            ws->cpu_s[g] += proc_cpu_s(cfg->cpu_pids[g][i]);
+    if (cfg->scrape_metrics)
+        sample_metrics(cfg, ws);
+    sample_cmdstats(cfg, ws);
+    ws->parked = atomic_load(&g_parked);
+}
+
+static void sleep_until(uint64_t t)
+{
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= t || g_interrupted)
+            return;
+        uint64_t d = t - now;
+        struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static bool window_wanted(const struct config *cfg)
+{
+    return cfg->n_cpu_pids[0] || cfg->n_cpu_pids[1] || cfg->scrape_metrics || cfg->n_redis_ports;
+}
+
+/* "window":{...}: what the window cost (CPU per group), the service's counters and the
+ * masters' commands in it. */
+static void report_window(const struct config *cfg, const struct wsample *a, const struct wsample *b)
+{
+    double secs = (double)(b->t_ns - a->t_ns) / 1e9;
+    printf(",\"window\":{\"secs\":%.4f,\"parked_start\":%d,\"parked_end\":%d,\"cpu_s\":{", secs, a->parked,
+           b->parked);
+    bool first = true;
+    for (int g = 0; g < 2; g++)
+        if (cfg->n_cpu_pids[g]) {
+            printf("%s\"%s\":%.6f", first ? "" : ",", cfg->cpu_groups[g], b->cpu_s[g] - a->cpu_s[g]);
+            first = false;
+        }
+    printf("}");
+    if (a->metrics_ok && b->metrics_ok) {
+        printf(",\"metrics\":{");
+        for (size_t k = 0; k < N_METRICS; k++)
+            printf("%s\"%s\":%.0f", k ? "," : "", metric_keys[k].name, b->m[k] - a->m[k]);
+        printf("}");
+    }
+    if (cfg->n_redis_ports) {
+        printf(",\"redis_commands\":{");
+        first = true;
+        for (int k = 0; k < b->ncs; k++) {
+            uint64_t c0 = 0, u0 = 0;
+            for (int j = 0; j < a->ncs; j++)
+                if (strcmp(a->cs[j].name, b->cs[k].name) == 0) {
+                    c0 = a->cs[j].calls;
+                    u0 = a->cs[j].usec;
+                }
+            if (b->cs[k].calls <= c0)
+                continue;
+            printf("%s\"%s\":[%" PRIu64 ",%" PRIu64 "]", first ? "" : ",", b->cs[k].name, b->cs[k].calls - c0,
+                   b->cs[k].usec - u0);
+            first = false;
+        }
+        printf("}");
+    }
+    printf("}");
+}
 
 /* ------------------------------------------------------------------ */
 /* Self-test of the pure parts                                         */
@@ -1346,6 +2020,18 @@ static void usage(FILE *f)
             "      --drain-ms N      time allowed to release held locks at the end (default 3000)\n"
             "      --lease-in-body   DELETE with {\"lease\":...} instead of ?lease=\n"
             "      --proto P         redlock (default) | etcd (v3 JSON gateway lock API)\n"
+            "  -k, --kind K          lock (default) | shared (?mode=shared) | sem (/semaphores,\n"
+            "                        --permits) | reentrant (?reentrant=true, entered --depth times,\n"
+            "                        released as often) | set (POST /locks, --set-size names)\n"
+            "      --permits N       sem: permits of the semaphore (default 8)\n"
+            "      --depth N         reentrant: holds taken per cycle (default 2)\n"
+            "      --set-size N      set: names per set (default 2)\n"
+            "      --park P          park mode: duplex | oneway (hold=stream) | watch (GET ?index=&wait_ms=);\n"
+            "                        connection i parks on name <prefix><i>; duplex pings as asked\n"
+            "      --ramp N          connects per second at the start (default: all at once; park 4000)\n"
+            "      --cpu-pids G=P,P  CPU of these processes over the window, as group G (twice at most)\n"
+            "      --metrics         the service's /metrics counters over the window\n"
+            "      --redis-ports P,P the masters' INFO commandstats over the window\n"
             "      --label S         free text copied into the report\n"
             "      --seed N          random seed (default: time)\n"
             "      --json            one JSON object instead of the text report\n"
@@ -1385,12 +2071,13 @@ int main(int argc, char **argv)
     struct config cfg = {
         .mode = M_CYCLE, .proto = P_REDLOCK, .conns = 16, .threads = 1, .duration_s = 5,
         .keyspace = 1000000, .name = "bench-hot", .prefix = "b", .wait_ms = -1, .timeout_ms = -1,
-        .drain_ms = 3000, .etcd_lease_ttl_s = 300,
+        .drain_ms = 3000, .etcd_lease_ttl_s = 300, .permits = 8, .depth = 2, .set_size = 2,
     };
     const char *host = "127.0.0.1";
     long port = 0, v;
     enum { O_HOST = 256, O_KEYSPACE, O_PREFIX, O_NAME, O_TTL, O_WAIT, O_HOLD, O_TIMEOUT, O_DRAIN,
-           O_BODY, O_PROTO, O_LABEL, O_SEED, O_JSON, O_SELFTEST, O_HELP };
+           O_BODY, O_PROTO, O_LABEL, O_SEED, O_JSON, O_SELFTEST, O_HELP, O_PERMITS, O_DEPTH, O_SETSIZE,
+           O_PARK, O_RAMP, O_CPUPIDS, O_METRICS, O_REDISPORTS };
     static const struct option lo[] = {
         {"port", 1, 0, 'p'}, {"host", 1, 0, O_HOST}, {"mode", 1, 0, 'm'}, {"conns", 1, 0, 'c'},
         {"threads", 1, 0, 't'}, {"duration", 1, 0, 'd'}, {"warmup", 1, 0, 'w'},
@@ -1399,10 +2086,15 @@ int main(int argc, char **argv)
         {"hold-ms", 1, 0, O_HOLD}, {"timeout-ms", 1, 0, O_TIMEOUT}, {"drain-ms", 1, 0, O_DRAIN},
         {"lease-in-body", 0, 0, O_BODY}, {"proto", 1, 0, O_PROTO}, {"label", 1, 0, O_LABEL},
         {"seed", 1, 0, O_SEED}, {"json", 0, 0, O_JSON}, {"self-test", 0, 0, O_SELFTEST},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"help", 0, 0, O_HELP}, {"kind", 1, 0, 'k'}, {"permits", 1, 0, O_PERMITS},
+        {"depth", 1, 0, O_DEPTH}, {"set-size", 1, 0, O_SETSIZE}, {"park", 1, 0, O_PARK},
+        {"ramp", 1, 0, O_RAMP}, {"cpu-pids", 1, 0, O_CPUPIDS}, {"metrics", 0, 0, O_METRICS},
+        {"redis-ports", 1, 0, O_REDISPORTS}, {0, 0, 0, 0}};
+    int ncpug = 0;
+    bool ramp_given = false;
     int o;
     const char *bad = NULL;
-    while ((o = getopt_long(argc, argv, "p:m:c:t:d:w:n:", lo, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "p:m:c:t:d:w:n:k:", lo, NULL)) != -1) {
         switch (o) {
         case 'p': if (!parse_long(optarg, 1, 65535, &port)) bad = "--port"; break;
         case O_HOST: host = optarg; break;
@@ -1411,7 +2103,45 @@ int main(int argc, char **argv)
             else if (!strcmp(optarg, "contention")) cfg.mode = M_CONTENTION;
             else if (!strcmp(optarg, "handoff")) cfg.mode = M_HANDOFF;
             else if (!strcmp(optarg, "acquire-only")) cfg.mode = M_ACQUIRE_ONLY;
+            else if (!strcmp(optarg, "park")) cfg.mode = M_PARK;
             else bad = "--mode";
+            break;
+        case 'k': {
+            int k = -1;
+            for (int i = 0; i < (int)(sizeof lkind_names / sizeof lkind_names[0]); i++)
+                if (!strcmp(optarg, lkind_names[i])) k = i;
+            if (k < 0) bad = "--kind"; else cfg.lkind = (enum lkind)k;
+            break;
+        }
+        case O_PARK:
+            if (!strcmp(optarg, "duplex")) cfg.park = PK_DUPLEX;
+            else if (!strcmp(optarg, "oneway")) cfg.park = PK_ONEWAY;
+            else if (!strcmp(optarg, "watch")) cfg.park = PK_WATCH;
+            else bad = "--park";
+            break;
+        case O_PERMITS: if (!parse_long(optarg, 1, 1024, &cfg.permits)) bad = "--permits"; break;
+        case O_DEPTH: if (!parse_long(optarg, 1, 64, &cfg.depth)) bad = "--depth"; break;
+        case O_SETSIZE: if (!parse_long(optarg, 2, 16, &cfg.set_size)) bad = "--set-size"; break;
+        case O_RAMP: if (!parse_long(optarg, 0, 10000000, &cfg.ramp_per_s)) bad = "--ramp"; else ramp_given = true; break;
+        case O_METRICS: cfg.scrape_metrics = true; break;
+        case O_CPUPIDS: {
+            char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || eq - optarg >= 16 || ncpug == 2) { bad = "--cpu-pids"; break; }
+            snprintf(cfg.cpu_groups[ncpug], sizeof cfg.cpu_groups[ncpug], "%.*s", (int)(eq - optarg), optarg);
+            for (char *q = eq + 1, *e; *q; q = *e ? e + 1 : e) {
+                long pid = strtol(q, &e, 10);
+                if (e == q || pid <= 0 || (*e && *e != ',' && *e != ' ') || cfg.n_cpu_pids[ncpug] == 64) { bad = "--cpu-pids"; break; }
+                cfg.cpu_pids[ncpug][cfg.n_cpu_pids[ncpug]++] = (int)pid;
+            }
+            ncpug++;
+            break;
+        }
+        case O_REDISPORTS:
+            for (char *q = optarg, *e; *q; q = *e ? e + 1 : e) {
+                long pt = strtol(q, &e, 10);
+                if (e == q || pt <= 0 || pt > 65535 || (*e && *e != ',' && *e != ' ') || cfg.n_redis_ports == 32) { bad = "--redis-ports"; break; }
+                cfg.redis_ports[cfg.n_redis_ports++] = (int)pt;
+            }
             break;
         case 'c': if (!parse_long(optarg, 1, 100000, &v)) bad = "--conns"; else cfg.conns = (int)v; break;
         case 't': if (!parse_long(optarg, 1, 64, &v)) bad = "--threads"; else cfg.threads = (int)v; break;
@@ -1420,7 +2150,7 @@ int main(int argc, char **argv)
         case 'n': if (!parse_long(optarg, 1, LONG_MAX, &v)) bad = "--requests"; else cfg.max_requests = (uint64_t)v; break;
         case O_KEYSPACE: if (!parse_long(optarg, 1, 4000000000L, &v)) bad = "--keyspace"; else cfg.keyspace = (uint32_t)v; break;
         case O_PREFIX: cfg.prefix = optarg; break;
-        case O_NAME: cfg.name = optarg; break;
+        case O_NAME: cfg.name = optarg; cfg.name_given = true; break;
         case O_TTL: if (!parse_long(optarg, 1, 3600000, &cfg.ttl_ms)) bad = "--ttl-ms"; break;
         case O_WAIT: if (!parse_long(optarg, 0, 3600000, &cfg.wait_ms)) bad = "--wait-ms"; break;
         case O_HOLD: if (!parse_long(optarg, 0, 3600000, &cfg.hold_ms)) bad = "--hold-ms"; break;
@@ -1472,8 +2202,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "loadgen: --proto etcd supports cycle and acquire-only\n");
         return 2;
     }
+    if (cfg.proto == P_ETCD && cfg.lkind != LK_LOCK) {
+        fprintf(stderr, "loadgen: --proto etcd takes plain locks only\n");
+        return 2;
+    }
+    if (cfg.mode == M_PARK && !ramp_given)
+        cfg.ramp_per_s = 4000;
     if (cfg.wait_ms < 0)
-        cfg.wait_ms = cfg.mode == M_HANDOFF ? 5000 : 0;
+        cfg.wait_ms = cfg.mode == M_HANDOFF ? 5000 : cfg.mode == M_PARK && cfg.park == PK_WATCH ? 60000 : 0;
     if (cfg.timeout_ms < 0)
         cfg.timeout_ms = cfg.wait_ms + (cfg.mode == M_HANDOFF ? 5000 : 10000);
     if (cfg.threads > cfg.conns)
@@ -1485,6 +2221,12 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* many connections (park mode): as many descriptors as the hard limit allows */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     struct worker *ws = calloc((size_t)cfg.threads, sizeof *ws);
     if (!ws) {
@@ -1521,6 +2263,10 @@ int main(int argc, char **argv)
                 c->rng = 1;
             for (int k = 0; k < 4; k++)
                 rng_next(&c->rng);
+            c->idx = j * cfg.threads + i;
+            c->index = UINT64_MAX;
+            if (cfg.mode == M_PARK)
+                snprintf(c->name, sizeof c->name, "%s%d", cfg.prefix, c->idx);
         }
         if (pthread_create(&w->tid, NULL, worker_run, w) != 0) {
             perror("loadgen: pthread_create");
@@ -1528,6 +2274,14 @@ int main(int argc, char **argv)
             break;
         }
         started++;
+    }
+    static struct wsample wa, wb;
+    bool window = window_wanted(&cfg) && !rc;
+    if (window) { /* the window's figures, taken while the workers run */
+        sleep_until(t_meas);
+        take_sample(&cfg, &wa);
+        sleep_until(t_end);
+        take_sample(&cfg, &wb);
     }
     for (int i = 0; i < started; i++)
         pthread_join(ws[i].tid, NULL);
@@ -1554,6 +2308,13 @@ int main(int argc, char **argv)
         total.fence_regress += st->fence_regress;
         total.fence_missing += st->fence_missing;
         total.requests += st->requests;
+        total.cycles += st->cycles;
+        total.park_dropped += st->park_dropped;
+        total.park_refused += st->park_refused;
+        total.park_retries += st->park_retries;
+        total.park_ended += st->park_ended;
+        total.park_lines += st->park_lines;
+        total.watch_answers += st->watch_answers;
         if (ws[i].t_stop > t_stop)
             t_stop = ws[i].t_stop;
         close(ws[i].epfd);
@@ -1564,7 +2325,7 @@ int main(int argc, char **argv)
     if (secs <= 0)
         secs = 1e-9;
     if (cfg.json)
-        report_json(&cfg, &total, secs);
+        report_json(&cfg, &total, secs, window ? &wa : NULL, window ? &wb : NULL);
     else
         report_text(&cfg, &total, secs);
     return 0;

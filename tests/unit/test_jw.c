@@ -347,3 +347,29 @@ Test(jw, broken_utf8_becomes_replacement_characters)
     jw_obj_close(&w);
     cr_assert_str_eq(buf, "{\"m\":\"a\\ufffdb\xc3\xa9" "c\\ufffd\\ufffd\"}");
 }
+
+/* A duration in ms of a whole number of microseconds (the request log's duration_ms)
+ * comes out exactly as "%.3f" wrote it, and so do the numbers around it. */
+Test(jw, a_duration_has_the_digits_printf_gave_it)
+{
+    for (long long us = 0; us < 3000000; us += (us < 20000 ? 1 : 997)) {
+        double v = (double)us / 1000.0;
+        char buf[96], want[64];
+        jw w;
+        jw_init(&w, buf, sizeof buf);
+        jw_key_double(&w, "d", v);
+        snprintf(want, sizeof want, "\"d\":%.3f", v);
+        buf[jw_len(&w)] = '\0';
+        cr_assert_str_eq(buf, want, "%lld us", us);
+    }
+    const double others[] = {0.0004, 0.0006, 1.2345678, 99.9995, 123456.789, 5e11, -1.5, -0.0004, 1e13};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        char buf[96], want[64];
+        jw w;
+        jw_init(&w, buf, sizeof buf);
+        jw_key_double(&w, "d", others[i]);
+        snprintf(want, sizeof want, "\"d\":%.3f", others[i]);
+        buf[jw_len(&w)] = '\0';
+        cr_assert_str_eq(buf, want, "%.9g", others[i]);
+    }
+}

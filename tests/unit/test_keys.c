@@ -99,3 +99,45 @@ Test(keys, the_scan_pattern_matches_lock_names_only_and_escapes_the_prefix)
     name[255] = '\0';
     cr_assert_eq(keys_scan_pattern(prefix, name, 255, b, sizeof b), 254 + 255 + 1, "fits KEYS_MAX");
 }
+
+/* The builders write what snprintf wrote before them (they no longer use it: they run
+ * for every key of every operation), cut the same way at every size of buffer. */
+Test(keys, the_builders_write_exactly_what_snprintf_would_at_every_size)
+{
+    const char *name = "jobs/nightly.v2", *pfx = "redlock:";
+    size_t nl = strlen(name);
+    for (size_t cap = 0; cap <= 40; cap++) {
+        char got[64], want[64];
+        memset(got, 'x', sizeof got);
+        memset(want, 'x', sizeof want);
+        size_t n = keys_lock(pfx, name, nl, got, cap);
+        int k = snprintf(want, cap, "%s%.*s", pfx, (int)nl, name);
+        cr_assert_eq(n, (size_t)k < cap ? (size_t)k : (cap ? cap - 1 : 0), "lock cap %zu", cap);
+        cr_assert(memcmp(got, want, cap) == 0, "lock cap %zu", cap);
+        n = keys_shared(pfx, KEYS_READERS, name, nl, got, cap);
+        k = snprintf(want, cap, "%s%s%.*s", pfx, KEYS_READERS, (int)nl, name);
+        cr_assert_eq(n, (size_t)k < cap ? (size_t)k : (cap ? cap - 1 : 0), "shared cap %zu", cap);
+        cr_assert(memcmp(got, want, cap) == 0, "shared cap %zu", cap);
+        n = keys_released(pfx, name, nl, got, cap);
+        k = snprintf(want, cap, "%s" KEYS_RELEASED "%.*s", pfx, (int)nl, name);
+        cr_assert_eq(n, (size_t)k < cap ? (size_t)k : (cap ? cap - 1 : 0), "released cap %zu", cap);
+        cr_assert(memcmp(got, want, cap) == 0, "released cap %zu", cap);
+        /* a name cut short by its length, and one with a NUL inside it */
+        n = keys_lock(pfx, "abc\0def", 7, got, cap);
+        k = snprintf(want, cap, "%s%.*s", pfx, 7, "abc\0def");
+        cr_assert_eq(n, (size_t)k < cap ? (size_t)k : (cap ? cap - 1 : 0), "nul cap %zu", cap);
+        cr_assert(memcmp(got, want, cap) == 0, "nul cap %zu", cap);
+        n = keys_bucket(name, nl, got, cap);
+        k = snprintf(want, cap, "b%llu", (unsigned long long)(keys_name_hash(name, nl) % KEYS_BUCKETS));
+        cr_assert_eq(n, (size_t)k < cap ? (size_t)k : (cap ? cap - 1 : 0), "bucket cap %zu", cap);
+        cr_assert(memcmp(got, want, cap) == 0, "bucket cap %zu", cap);
+    }
+    char b[KEYS_BUCKET_MAX];
+    for (unsigned i = 0; i < 2000; i++) { /* every bucket number's digits */
+        char nm[16], want[KEYS_BUCKET_MAX];
+        int l = snprintf(nm, sizeof nm, "n%u", i);
+        keys_bucket(nm, (size_t)l, b, sizeof b);
+        snprintf(want, sizeof want, "b%llu", (unsigned long long)(keys_name_hash(nm, (size_t)l) % KEYS_BUCKETS));
+        cr_assert_str_eq(b, want);
+    }
+}

@@ -62,6 +62,21 @@ int __wrap_master_eval(master_conn *m, int script, int nkeys, int nargs, const c
     return 0;
 }
 
+/* A round formats a batched operation once for all its masters (round_send); faked,
+ * it is the command of master_eval above. */
+int __real_master_eval_op(master_conn *m, int script, int nkeys, int nargs, const char **argv,
+                          const size_t *lens, const resp_op *op, void *priv);
+int __wrap_master_eval_op(master_conn *m, int script, int nkeys, int nargs, const char **argv,
+                          const size_t *lens, const resp_op *op, void *priv);
+
+int __wrap_master_eval_op(master_conn *m, int script, int nkeys, int nargs, const char **argv,
+                          const size_t *lens, const resp_op *op, void *priv)
+{
+    if (!faking)
+        return __real_master_eval_op(m, script, nkeys, nargs, argv, lens, op, priv);
+    return __wrap_master_eval(m, script, nkeys, nargs, argv, lens, priv);
+}
+
 static loop L;
 static config cfg;
 static master_conn masters[N];

@@ -349,3 +349,47 @@ Test(resp, a_freed_batch_is_empty_and_can_be_used_again)
     join_expect(&b, SHA, "p:#master", 9, OPS, 1, 0);
     resp_batch_free(&b);
 }
+
+/* An operation formatted once (a round does, for all its masters) adds exactly the
+ * bytes resp_batch_add() would write, batched with others or alone. */
+Test(resp, an_operation_formatted_once_joins_as_if_added_argument_by_argument)
+{
+    for (size_t first = 0; first < NOPS; first++) {
+        resp_batch a = {0}, b = {0};
+        for (size_t i = first; i < NOPS; i++) {
+            size_t need = resp_op_size(OPS[i].nkeys, OPS[i].nargs, OPS[i].lens);
+            char *buf = malloc(need);
+            cr_assert_not_null(buf);
+            resp_op fo;
+            resp_op_format(&fo, buf, OPS[i].code, OPS[i].nkeys, OPS[i].nargs, OPS[i].argv, OPS[i].lens);
+            cr_assert_leq(fo.keys_len + fo.args_len, need);
+            cr_assert_eq(resp_batch_add_op(&b, &fo), 0);
+            free(buf); /* the batch holds its own copy */
+            cr_assert_eq(resp_batch_add(&a, OPS[i].code, OPS[i].nkeys, OPS[i].nargs, OPS[i].argv, OPS[i].lens), 0);
+        }
+        cr_assert_eq(a.nkeys, b.nkeys);
+        cr_assert_eq(a.nargs, b.nargs);
+        for (int skip = 0; skip < 2; skip++) {
+            resp_batch a2 = {0}, b2 = {0};
+            size_t la = 0, lb = 0;
+            /* the same contents in fresh batches, joined with and without the first code */
+            for (size_t i = first; i < NOPS; i++) {
+                resp_op fo;
+                char buf[1024];
+                resp_op_format(&fo, buf, OPS[i].code, OPS[i].nkeys, OPS[i].nargs, OPS[i].argv, OPS[i].lens);
+                resp_batch_add_op(&b2, &fo);
+                resp_batch_add(&a2, OPS[i].code, OPS[i].nkeys, OPS[i].nargs, OPS[i].argv, OPS[i].lens);
+            }
+            const char *ca = resp_batch_join(&a2, SHA, "p:#master", 9, "1:2", 3, skip, &la);
+            const char *cb = resp_batch_join(&b2, SHA, "p:#master", 9, "1:2", 3, skip, &lb);
+            cr_assert(ca && cb);
+            cr_assert_eq(la, lb);
+            cr_assert(memcmp(ca, cb, la) == 0);
+            resp_batch_free(&a2);
+            resp_batch_free(&b2);
+        }
+        join_expect(&b, SHA, "p:#master", 9, OPS + first, NOPS - first, 0);
+        resp_batch_free(&a);
+        resp_batch_free(&b);
+    }
+}
