@@ -63,6 +63,8 @@ found-phantom|test|found|reentrant|-DCOUNT_ANYTIME|the count: a release answered
 old-reentry-count|test|fail|reentrant|-DOLD_REENTRY_COUNT|old rules (a re-entry takes free keys: its release takes a hold the master never counted)
 old-reentry-ttl|test|fail|reentrant|-DOLD_REENTRY_TTL|old rules (a re-entry sets the key's expiry to its own ttl: issue 22 finding 1)
 old-release-early|test|fail|reentrant|-DOLD_RELEASE_EARLY|old rules (a release decided at the first Q answers: issue 22 finding 3)
+delay|test|pass|delay||the lock-delay's rest: a hold that ends without its holder's word rests D, a resting key is no longer its lease's
+old-rest-mine|test|fail|delay|-DOLD_REST_MINE|old rules (a DELETE by the lease took its key while it rested: section 14, test_delayfault.c)
 shared|test|pass|shared||readers and a waiting writer: marks removed at every exit, short expiry
 old-marks|test|fail|shared|-DOLD_MARKS|old rules (a mark lives until the writer's deadline: issue 22 finding 2)
 old-marks-reader|test|fail|shared|-DOLD_MARKS -DNO_EXIT_CHECK|old rules (the same, seen by a reader refused after its writer left)
