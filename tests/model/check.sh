@@ -19,32 +19,36 @@ NEW_FLAGS=${NEW_FLAGS:-}
 SET=${SET:-test}
 
 # name | set | expect | model | spin flags | what it is.
-# set: test (`make test-model`, part of `make test`: about 3 minutes on 2 free cores)
-# or full (`make test-model-full` adds them: the large configurations).
+# set: test (`make test-model`, part of `make test`: small configurations, one for each
+# rule, about a minute on 2 free cores) or full (`make test-model-full` adds them: the
+# large configurations, about 15 minutes).
 # expect: pass (no counterexample: the new rules), fail (one: an old rule, which is
 # the new ones with one rule of an earlier build put back), found (one: a defect of
-# the service as it runs today, found by this model; its trail is printed each run).
+# the service as it runs today, found by this model; README.md has its trail).
 # Listed longest first (JOBS at a time, in this order).
 variants() {
   cat <<EOF
-new-faults|full|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=1 -DMAXZ=1|new rules: a retry, 1 fault, 1 freeze
-new-fine|full|pass|redlock|$NEW_FLAGS -DFINE_ACQ -DRDELAY -DMAXF=1 -DMAXZ=0|new rules: every acquire request its own step, 1 fault, lowered quarantine (R-delay, R-late)
-new-2faults|full|pass|redlock|$NEW_FLAGS -DRDELAY -DMAXF=2 -DMAXZ=1|new rules: 2 faults, 1 freeze, lowered quarantine (R-delay)
+new-faults|full|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=1 -DMAXZ=1|new rules: a retry, 1 fault of any kind, 1 freeze
+new-fine|full|pass|redlock|$NEW_FLAGS -DFINE_ACQ -DRDELAY -DMAXF=1 -DMAXZ=0|new rules: every acquire request its own step, 1 fault of any kind, lowered quarantine (R-delay, R-late)
+new-2faults|full|pass|redlock|$NEW_FLAGS -DRDELAY -DMAXF=2 -DMAXZ=1|new rules: 2 faults of any kind, 1 freeze, lowered quarantine (R-delay)
 new-retries|full|pass|redlock|$NEW_FLAGS -DRETRY1 -DRETRY2 -DMAXF=0 -DMAXZ=0|new rules: both clients retry, no faults
+new-retry-fault|full|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=1 -DMAXZ=0|new rules: a retry, 1 fault of any kind
+new-views-all|full|pass|redlock|$NEW_FLAGS -DVIEW_DOWN -DMAXF=1 -DMAXZ=0|new rules: 1 fault of any kind, instances' own views that go stale and down
+new-stale-all|full|pass|redlock|$NEW_FLAGS -DVIEWS -DMAXF=2 -DMAXZ=0|new rules: 2 faults of any kind, instances' own views that go stale
+draft-boot|full|fail|redlock|-DADOPT_FIX -DFINE -DMAXF=1 -DMAXZ=0|first draft (a bare master joined while no counter showed a grant), every request its own step
 reentrant-tags-2|full|pass|reentrant|-DTAGS -DMAXRE=2|reentrant holds by per-hold tags (the alternative): two re-entries
-draft-boot|full|fail|redlock|-DADOPT_FIX -DFINE -DMAXF=1 -DMAXZ=0|first draft (a bare master joined while no counter showed a grant)
 reentrant-stop|full|pass|reentrant|-DFINISHER -DUNCONFIRMED_LOST|reentrant holds, the count with the service's finisher, a client that stops at a 503 to a release
-new-retry-fault|test|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=1 -DMAXZ=0|new rules: a retry (through the other instance), 1 fault
-new-retry-freeze|test|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=0 -DMAXZ=1|new rules: a retry, 1 freeze
-new-fine-1|test|pass|redlock|$NEW_FLAGS -DFINE_ACQ -DRDELAY -DNO_DAMAGE -DMAXF=1 -DMAXZ=0|new rules: every acquire request its own step, 1 fault (no deleted counter), lowered quarantine (R-delay, R-late)
-new-2faults-0|test|pass|redlock|$NEW_FLAGS -DRDELAY -DMAXF=2 -DMAXZ=0|new rules: 2 faults, lowered quarantine (R-delay)
-new-views|test|pass|redlock|$NEW_FLAGS -DVIEW_DOWN -DMAXF=1 -DMAXZ=0|new rules: 1 fault, instances' own views that go stale and down
-new-stale|test|pass|redlock|$NEW_FLAGS -DVIEWS -DMAXF=2 -DMAXZ=0|new rules: 2 faults, instances' own views that go stale
-new-freeze|test|pass|redlock|$NEW_FLAGS -DMAXF=1 -DMAXZ=1|new rules: 1 fault, 1 freeze
-old-late|test|fail|redlock|$NEW_FLAGS -DRDELAY -DOLD_LATE -DFINE_ACQ -DNO_DAMAGE -DMAXF=1 -DMAXZ=0|old rules (a reply read after the round's deadline counts; R-delay)
-old-gap|test|fail|redlock|$NEW_FLAGS -DOLD_GAP -DVIEW_DOWN -DRETRY1 -DMAXF=1 -DMAXZ=0|old rules (fallback: max of those that answer + a fixed gap, issue 21 finding 3)
-draft-boot-acq|test|fail|redlock|-DADOPT_FIX -DFINE_ACQ -DMAXF=1 -DMAXZ=0|first draft (a bare master joined while no counter showed a grant)
-old-21|test|fail|redlock|$NEW_FLAGS -DOLD_21 -DNO_DAMAGE -DMAXF=2 -DMAXZ=0|old rules (the repair of ed2a291: findings 1-3 together)
+new-late|test|pass|redlock|$NEW_FLAGS -DFINE_ACQ -DRDELAY -DNO_DAMAGE -DFAULTS=1 -DMAXF=1 -DMAXZ=0|new rules: every acquire request its own step, a restart that loses everything, lowered quarantine (R-delay, R-late)
+new-retry-freeze|test|pass|redlock|$NEW_FLAGS -DRETRY1 -DMAXF=0 -DMAXZ=1|new rules: a retry (through the other instance), 1 freeze (adopted keys)
+new-views|test|pass|redlock|$NEW_FLAGS -DVIEW_DOWN -DFAULTS=1 -DMAXF=1 -DMAXZ=0|new rules: a restart that loses everything, instances' own views that go stale and down
+new-stale|test|pass|redlock|$NEW_FLAGS -DVIEWS -DFAULTS=5 -DMAXF=2 -DMAXZ=0|new rules: 2 restarts or wipes, instances' own views that go stale
+new-damage|test|pass|redlock|$NEW_FLAGS -DRDELAY -DFAULTS=9 -DMAXF=2 -DMAXZ=0|new rules: 2 faults, restarts or deleted counters (R-proof's intact record), lowered quarantine (R-delay)
+new-wipes|test|pass|redlock|$NEW_FLAGS -DRDELAY -DFAULTS=5 -DMAXF=2 -DMAXZ=0|new rules: 2 faults, restarts or wipes (R-repair, R-fallback, a new cluster), lowered quarantine (R-delay)
+new-freeze|test|pass|redlock|$NEW_FLAGS -DMAXF=1 -DMAXZ=1|new rules: 1 fault of any kind (a lost write too), 1 freeze
+old-late|test|fail|redlock|$NEW_FLAGS -DRDELAY -DOLD_LATE -DFINE_ACQ -DNO_DAMAGE -DFAULTS=1 -DMAXF=1 -DMAXZ=0|old rules (a reply read after the round's deadline counts; R-delay)
+old-gap|test|fail|redlock|$NEW_FLAGS -DOLD_GAP -DVIEW_DOWN -DRETRY1 -DFAULTS=1 -DMAXF=1 -DMAXZ=0|old rules (fallback: max of those that answer + a fixed gap, issue 21 finding 3)
+draft-boot-acq|test|fail|redlock|-DADOPT_FIX -DFINE_ACQ -DFAULTS=4 -DMAXF=1 -DMAXZ=0|first draft (a bare master joined while no counter showed a grant)
+old-21|test|fail|redlock|$NEW_FLAGS -DOLD_21 -DNO_DAMAGE -DFAULTS=5 -DMAXF=2 -DMAXZ=0|old rules (the repair of ed2a291: findings 1-3 together)
 old-proof-view|test|fail|redlock|$NEW_FLAGS -DOLD_PROOF_VIEW -DMAXF=2 -DMAXZ=0|old rules (a peer trusted from the instance's view, q not read: issue 21 finding 1)
 old-proof-integrity|test|fail|redlock|$NEW_FLAGS -DOLD_PROOF_INTEGRITY -DMAXF=2 -DMAXZ=0|old rules (a peer's record not checked intact: issue 21 finding 2)
 old-all|test|fail|redlock|-DOLD_RULES -DRETRY1 -DMAXF=1 -DMAXZ=0|old rules (all of the rules before issue 10)
@@ -76,22 +80,31 @@ command -v "$SPIN" >/dev/null 2>&1 || {
 
 # check one variant: writes OUTDIR/NAME/result (one line: clean|cex|error ...)
 check_one() {
-  name=$1 expect=$2 model=$3 flags=$4
+  name=$1 expect=$2 model=$3 flags=$4 set=$5
   d=$out/$name
-  rm -rf "$d" && mkdir -p "$d" || return 1
+  # a verifier built before from the same pan.c with the same options is kept
+  mkdir -p "$d" && (cd "$d" && rm -f -- *.pml *.trail pan.out result spin.log cc.log flags) || return 1
   cp "$here/$model.pml" "$d/$model.pml"
   echo "$model.pml $flags" > "$d/flags"
   (
     cd "$d" || exit 1
     # shellcheck disable=SC2086
     "$SPIN" $flags -a "$model.pml" > spin.log 2>&1 || { echo "error spin -a failed (see $d/spin.log)"; exit 0; }
-    # A search that must be complete is built -O2 (about twice as fast as -O0, and
-    # 6 s more to compile); COLLAPSE stores it in about a third of the memory.  A
-    # counterexample comes within a few hundred thousand states: -O0 compiles in 1 s.
-    if [ "$expect" = pass ]; then opt="-O2 -DMEMLIM=6144 -DCOLLAPSE"; hash=-w26
+    # Compiling pan.c costs more CPU than most searches here (-O2 8 s, -O1 4 s, -O0
+    # 2 s); a state costs about 5 us at -O1 or -O2, 9 us at -O0.  So: -O0 for a
+    # counterexample (it comes within a few hundred thousand states), -O1 for the
+    # small complete searches of `make test-model`, -O2 with COLLAPSE (a third of
+    # the memory) for the large ones of test-model-full (new-faults: about 4 GB).
+    if [ "$expect" = pass ] && [ "$set" = full ]; then opt="-O2 -DMEMLIM=4608 -DCOLLAPSE"; hash=-w25
+    elif [ "$expect" = pass ]; then opt="-O1 -DMEMLIM=2048"; hash=-w24
     else opt="-O0 -DMEMLIM=2048"; hash=-w24; fi
-    # shellcheck disable=SC2086
-    "$MODEL_CC" -w $opt -DSAFETY -DNOFAIR -o pan pan.c > cc.log 2>&1 || { echo "error cc failed (see $d/cc.log)"; exit 0; }
+    { echo "$MODEL_CC -w $opt -DSAFETY -DNOFAIR"; cat pan.[bchmpt]; } > pan.src
+    if [ -x pan ] && cmp -s pan.src pan.src.built; then :; else
+      rm -f pan pan.src.built
+      # shellcheck disable=SC2086
+      "$MODEL_CC" -w $opt -DSAFETY -DNOFAIR -o pan pan.c > cc.log 2>&1 || { echo "error cc failed (see $d/cc.log)"; exit 0; }
+      mv pan.src pan.src.built
+    fi
     ./pan -m1000000 -E $hash > pan.out 2>&1
     states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.out | head -1)
     secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' pan.out | head -1)
@@ -126,7 +139,7 @@ if [ "${1:-}" = --one ]; then          # internal: check one variant (run by xar
   IFS='|' read -r n s e mo f w <<EOF2
 $line
 EOF2
-  check_one "$n" "$e" "$mo" "$f"
+  check_one "$n" "$e" "$mo" "$f" "$s"
   exit 0
 fi
 
@@ -162,8 +175,7 @@ while IFS='|' read -r n s e mo f w; do
     passed=$((passed + 1))
   elif [ "$verdict" = cex ] && [ "$e" = found ]; then
     states=$1 secs=$2; shift 2
-    echo "model: $n: $w: counterexample found ($*; $states states): a defect of the service today (README, \"Found\"); the trail:"
-    trail "$n" "$mo" "$f"
+    echo "model: $n: $w: counterexample found ($*; $states states): a defect of the service today (README, \"Found\"; the trail: cd $out/$n && $SPIN -t $f $mo.pml)"
     passed=$((passed + 1)) found=$((found + 1))
   elif [ "$verdict" = clean ]; then
     echo "model: FAIL $n: $w: no counterexample in $1 states, one was expected"
