@@ -25,8 +25,8 @@ O1="new-late new-retry-freeze new-views"
 
 # name | set | expect | model | spin flags | what it is.
 # set: test (`make test-model`, part of `make test`: small configurations, one for each
-# rule, about a minute on 2 free cores) or full (`make test-model-full` adds them: the
-# large configurations, about 15 minutes).
+# rule, about 75 CPU-seconds) or full (`make test-model-full` adds them: the large
+# configurations, about 12 CPU-minutes).
 # expect: pass (no counterexample: the new rules), fail (one: an old rule, which is
 # the new ones with one rule of an earlier build put back), found (one: a defect of
 # the service as it runs today, found by this model; README.md has its trail).

@@ -7,7 +7,7 @@
 #                                   built already): no counterexample for the new rules,
 #                                   one for each old rule; ends with "N passed, M failed"
 #   make test-model-full            every variant, with the large configurations (about
-#                                   25 CPU-minutes more, up to 4.1 GB for one search; not
+#                                   12 CPU-minutes more, up to 4.1 GB for one search; not
 #                                   part of `make test`; MODEL_JOBS=1 on a shared machine)
 #   make test-model MODEL_VARIANTS="new-faults old-proof-view"   only those
 #   make test-model MODEL_NEW=""   redlock.pml without the two amendments of issue 10
