@@ -58,7 +58,9 @@
  * request a step of its own, see "Rounds"; FINE_ACQ: the acquire requests only), VIEW_DOWN (an instance may mark a
  * master down at any time: a request timed out; off by default, as the rules of
  * issue 21 never read the view to decide trust), VIEWS (the views kept, stale, but
- * never marked down), NO_DAMAGE (no deleted counters).
+ * never marked down), NO_DAMAGE (no deleted counters), FAULTS (the kinds of fault
+ * a run may have, a mask: 1 a restart that loses everything, 2 a restart that keeps
+ * it, 4 a wipe, 8 a deleted counter, 16 a lost write; default 31: all of them).
  * ONLY_EXCL / ONLY_TOKENS check one property only.
  *
  * Faults, at most MAXF per run: a restart that loses everything, a restart that
@@ -274,6 +276,10 @@ byte M; byte o;
 /* The model is symmetric in the masters: the first fault may as well hit m0 and
  * a second one m0 or m1. */
 #define FAULTOK(m) (nf < MAXF && (m) <= nf)
+#ifndef FAULTS
+#define FAULTS 31
+#endif
+#define FK(k) ((FAULTS & (k)) != 0)
 
 #define POP(x) (((x) & 1) + (((x) >> 1) & 1) + (((x) >> 2) & 1))
 #define P1(m) (((m) + 1) % N)     /* the two peers of m */
@@ -436,7 +442,7 @@ inline req_acquire(m, a) {
   if
   :: USABLE(INST(a), m) && !LATE(a) -> o = O_OK
   :: USABLE(INST(a), m) && FREE(m, a) -> o = O_NOREPLY
-  :: USABLE(INST(a), m) && FREE(m, a) && FAULTOK(m) && !LATE(a) -> o = O_LOSTWRITE
+  :: USABLE(INST(a), m) && FREE(m, a) && FK(16) && FAULTOK(m) && !LATE(a) -> o = O_LOSTWRITE
   :: USABLE(INST(a), m) && zA == 0 && nz < MAXZ -> o = O_FROZEN
   :: !USABLE(INST(a), m) || FREE(m, a) -> o = O_LOST
   fi;
@@ -479,7 +485,7 @@ inline req_raise(m, a) {
   if
   :: (araise[a] & (1 << m)) && USABLE(INST(a), m) -> o = O_OK
   :: (araise[a] & (1 << m)) && USABLE(INST(a), m) -> o = O_NOREPLY
-  :: (araise[a] & (1 << m)) && USABLE(INST(a), m) && FAULTOK(m) && EFF(m) < aT[a] ->
+  :: (araise[a] & (1 << m)) && USABLE(INST(a), m) && FK(16) && FAULTOK(m) && EFF(m) < aT[a] ->
        o = O_LOSTWRITE
   :: o = O_LOST
   fi;
@@ -888,8 +894,9 @@ inline thaw() {
                      :: C(1, 1) -> ci = 1; cm = 1 :: C(1, 2) -> ci = 1; cm = 2 fi
 #define ISTEP(C, body) :: atomic { ANYIM(C) -> PICKIM(C); body; ci = 0; cm = 0 }
 
-#define C_FAULT(m)  FAULTOK(m)
-#define C_KEEP(m)   (FAULTOK(m) && mk[m])
+#define C_FAULT(m)  (FK(1) && FAULTOK(m))
+#define C_KEEP(m)   (FK(2) && FAULTOK(m) && mk[m])
+#define C_WIPE(m)   (FK(4) && FAULTOK(m))
 #define C_HS(i, m)  NEEDHS(i, m)
 #define C_QEND(m)   (qt[m] && !OLDHOLD(qep[m]))
 
@@ -897,7 +904,7 @@ inline thaw() {
 #define ENV_DAMAGE
 #else
 /* HDEL P#master b<k>: the counter goes, the record's HLEN falls below nb */
-#define C_DMG(m)    (FAULTOK(m) && mk[m] && !dmg[m] && F[m] != 0)
+#define C_DMG(m)    (FK(8) && FAULTOK(m) && mk[m] && !dmg[m] && F[m] != 0)
 #define ENV_DAMAGE \
   MSTEP(C_DMG, forget(cm); F[cm] = 0; dmg[cm] = 1; \
                printf("MSC: FAULT m%d: its counter is deleted by hand (HDEL)\n", cm))
@@ -945,7 +952,7 @@ inline thaw() {
                  printf("MSC: FAULT m%d restarts empty\n", cm)) \
   MSTEP(C_KEEP, forget(cm); rid[cm]++; \
                 printf("MSC: FAULT m%d restarts, data kept\n", cm)) \
-  MSTEP(C_FAULT, forget(cm); erase(cm); \
+  MSTEP(C_WIPE, forget(cm); erase(cm); \
                  printf("MSC: FAULT m%d wiped (FLUSHALL), no restart\n", cm)) \
   ENV_DAMAGE \
   ISTEP(C_HS, handshake(ci, cm)) \

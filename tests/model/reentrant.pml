@@ -1,249 +1,483 @@
-/* reentrant.pml -- reentrant holds (issue 22, findings 1 and 3): one name, N = 3
+/* reentrant.pml -- reentrant holds (issue 22, findings 1 and 3, and the rule "a
+ * re-entry never takes a free key" of 8f844cb, DESIGN.md section 12): one name, N = 3
  * masters (quorum 2), a reentrant holder H and a competitor C, time in ticks.
  * Checked by tests/model/check.sh (`make test-model`); README.md says more.
  *
- * H makes its first acquire, then up to MAXRE nested ones (re-entries), each with
- * a ttl of 1 or 3 ticks, and releases them innermost first: its code holds the name
- * from its first grant until the release of its first hold, and each hold until its
- * own release.  A hold's validity is what its answer said.
+ * H makes its first acquire, then up to MAXRE re-entries (each with a ttl of 1 or 3
+ * ticks) and releases, in any order its code may nest them: a release lets go of the
+ * innermost hold.  C tries once, at any moment.
+ *
+ * Two clients read H's answers:
+ *   the nesting client believes it holds from its first grant until the release of
+ *     its first hold (or until a release answers "released"), each hold up to the
+ *     validity its grant told;
+ *   the count client believes it holds while its code is in a section and the
+ *     count the service last answered is at least 1 (a grant's holds, a release's
+ *     holds left; a release answered 503 release_unconfirmed takes one off), up to
+ *     the validity the latest grant told (a re-entry answers the lock's own).
+ *     COUNT_ANYTIME: also after its code let go of its last hold, if the count says
+ *     one is left.
+ * Either client may re-enter at any time while its code is in a section
+ * (REENTER_VALID: only while it believes it holds), and goes on after a 503 to a
+ * release (UNCONFIRMED_LOST: it stops there and believes nothing, README
+ * "Releases": "the caller stops using the resource").
  *
  * Properties:
- *   (a) one holder: when C is granted, H holds no hold within the validity it was
- *       told; and at every tick, while H holds a hold within its validity, at least
- *       Q masters keep H's key alive (a holder's key outlives the validity it was
- *       told);
- *   (b) a release that answers "released" leaves fewer than Q masters on which H's
- *       key is alive (a master that did not answer may still hold).
+ *   (a) one holder: when C is granted, the nesting client does not believe it holds;
+ *       a holder's key outlives the validity it was told: at every tick, while the
+ *       nesting client believes it holds, at least Q masters keep H's key alive;
+ *   (b) released means free: a release answered "released" leaves fewer than Q
+ *       masters on which H's key is alive (a master that did not answer may hold);
+ *   (c) the count client never believes it holds when it does not: while it
+ *       believes it holds, at every tick at least Q masters keep H's key alive, and C
+ *       is not granted (not with TAGS, which answer no count).
+ * NO_NEST_CHECK, NO_COUNT_CHECK leave out (a), (c).
  *
- * Rules (the new ones by default):
- *   holds:     the value records each hold by its own tag (a set); a re-entry adds
- *              its tag where it finds H's lease holding (or sets the key with it
- *              where the key is free), a release removes its own tag and deletes
- *              the key when no tag is left.  OLD_REENTRY_COUNT: the value carries a
- *              count (today's `*<n>`): a re-entry adds 1, a release takes 1 off, so
- *              a release deletes the key on a master that missed the re-entry, the
- *              key the first hold relies on (found by this model).
- *   re-entry:  the key's expiry := max(its expiry, now + ttl); the answer's validity
- *              is the lock's own: the one a quorum of the granting masters' keys
- *              outlives.  OLD_REENTRY_TTL: expiry := now + ttl, validity from the
- *              re-entry's own ttl (finding 1).
- *   release:   "released" only when at least N - Q + 1 masters answered that the key
- *              is gone; a master that did not answer may still hold.
- *              OLD_RELEASE_EARLY: decided at the first Q answers, counting the
- *              answered masters only: released when fewer than Q of them still
- *              count a hold (finding 3).
+ * Rules (the service's by default: the hold count in the lock value, and a re-entry
+ * never takes a free key):
+ *   acquire:  a master where H's key is alive counts one hold more (the value is
+ *             rewritten, marked adopted: no clean-up by exact value takes it) and
+ *             keeps expiry := max(expiry, now + ttl); a free master gets H's key
+ *             (count 1, the attempt's exact value).  The round waits for every
+ *             master.  If some master answered that it added a hold, it is a
+ *             re-entry: the free keys it set (those that answered) are deleted at
+ *             once by their exact value and count for nothing; it is granted by a
+ *             quorum of added holds, and otherwise answered 503, not retried, its
+ *             increments left where they landed and its exact-value clean-up sent to
+ *             the masters that did not answer.  Otherwise it is a first acquire
+ *             (granted by Q free keys; else a clean-up by exact value).  A grant
+ *             answers the count a quorum agrees on (the Q-th largest count among
+ *             the granting masters) and the lock's own validity (the Q-th largest
+ *             expiry, less the tick of elapsed time and drift).
+ *   release:  one hold less where H's key is (deleted at 0), sent to every master.
+ *             Each master answers the holds left (0: gone, or not H's); a master
+ *             that did not answer may still hold any count.  Decided when the Q-th
+ *             largest count is the same whether the silent masters count 0 or any
+ *             number: "released" at 0, else "holds c"; otherwise 503
+ *             release_unconfirmed.  (The purge by lease of stale counts after
+ *             "released" is not modelled: it only removes keys of a lease whose
+ *             holder believes nothing.)
+ *   FINISHER: a release answered 503 also sends `<lease>*<t>` to the masters that
+ *             did not answer: lower the holds to t (0: delete); t is the most that
+ *             a master that had the key answered left, -1 when none did (then a key
+ *             with one hold is deleted, more are left alone): finisher_start in
+ *             service/lockop.c.  Off by default: it breaks (a) on its own
+ *             (README: found-finisher).
+ *   OLD_REENTRY_COUNT: a re-entry is granted by Q masters that added a hold or
+ *             took a free key (the count before 8f844cb).
+ *   TAGS:     the value records each hold by its own tag (a set), the rule proposed
+ *             before 8f844cb: a re-entry adds its tag where H's key is and sets the
+ *             key with it where it is free, granted by Q of either; a release
+ *             removes its own tag, deletes the key when none is left, and answers
+ *             "released" only when N - Q + 1 masters answered the key gone.  No
+ *             clean-ups.
+ *   OLD_REENTRY_TTL: a re-entry sets expiry := now + ttl and answers a validity
+ *             from its own ttl (finding 1).
+ *   OLD_RELEASE_EARLY: a release decided at the first Q answers, counting the
+ *             answered masters only (finding 3).
+ *
+ * Requests: an acquire request is applied with its reply counted, applied with its
+ * reply lost (a timeout), or lost.  A release request, a clean-up, a finisher's
+ * request that did not answer before its round was decided may be applied at any
+ * later moment, or never (two instances, a slow master: no order is kept between
+ * connections).  A late acquire request is not modelled (its clean-up follows it on
+ * the connection).
  *
  * Time: a tick is the smallest unit; a round takes no time (its elapsed time and
  * the drift allowance are the one tick a validity is short of its keys' expiry).
- * A key is alive while now < its expiry.  Requests: applied with the reply counted,
- * applied with the reply lost, or lost; a release request that did not answer
- * before its round was decided may still be applied at any later moment, or never.
+ * A key is alive while now < its expiry; an expired key is cleared at the tick.
+ * TMAX: the last tick (4).
  */
 
 #define N 3
 #define Q 2
+#ifdef TAGS
+#define NO_COUNT_CHECK
+#endif
 #ifndef TMAX
 #define TMAX 4
 #endif
 #define TSHORT 1
 #define TLONG 3
 #ifndef MAXRE
-#define MAXRE 1           /* re-entries by H */
+#define MAXRE 1           /* re-entries tried by H */
 #endif
-#define NHOLD (MAXRE + 1)
+#define NA (MAXRE + 1)    /* H's acquire attempts: 0 its first, then re-entries */
+#define INF 99
 
 /* the properties, named in the assertions (check.sh reads the name) */
 bool P_one_holder = 1;
 bool P_key_outlives_validity = 1;
 bool P_released_means_free = 1;
+bool P_count_belief_true = 1;
 
 byte now;
-byte kv[N];       /* the lease whose key it is: 0 none, 1 H, 2 C                */
-byte kt[N];       /* H's holds on that master: a set of tags (bit k: hold k), or  */
-                  /* OLD_REENTRY_COUNT: a count                                   */
-byte kx[N];       /* expiry: alive while now < kx                               */
-byte lr[N];       /* H's release requests to m not yet applied: bit k = hold k  */
-#define ALIVE(m)  (kv[m] != 0 && now < kx[m])
-#define HKEY(m)   (ALIVE(m) && kv[m] == 1)
+byte kv[N];       /* the lease whose key it is: 0 none, 1 H, 2 C                   */
+byte kc[N];       /* H's holds there: a count, or with TAGS a set of tags (bit a)    */
+byte kx[N];       /* expiry: alive while now < kx                                  */
+byte ka[N];       /* 1 + the attempt whose exact value the key still has (set free, */
+                  /* untouched since: a clean-up by that value deletes it), or 0   */
+byte lr[N];       /* release requests not yet applied: a number (TAGS: bit a)      */
+byte lc[N];       /* clean-ups by exact value not yet applied: bit a (attempt a)   */
+byte lt[N];       /* finisher requests not yet applied: bit t + 1 (`*t`, t >= -1)  */
+#define HKEY(m)   (kv[m] == 1)
 #define NH        (HKEY(0) + HKEY(1) + HKEY(2))
 
-byte hn;          /* H's holds (depth); hold k = 0 .. hn - 1                    */
-byte HV[NHOLD];   /* the validity each hold was told: it holds up to that tick  */
-bool hfree;       /* H was told "released": it believes it holds nothing         */
-bool hgo;         /* H's first acquire is still to come                         */
-byte nre;         /* re-entries tried so far (at most MAXRE)                    */
-bool cgo;         /* C's acquire is still to come                               */
+byte hn;          /* H's holds as its code nests them                             */
+#ifdef TAGS
+byte hs[NA];      /* hold i was granted to attempt hs[i]                           */
+#endif
+byte na;          /* H's acquire attempts so far                                   */
+byte bc;          /* the count the service last answered (the count client)        */
+byte HV[NA];      /* the validity the grant of the nesting client's hold i told    */
+byte BV;          /* the validity the latest grant told                            */
+bool hfree;       /* told "released": H believes it holds nothing                  */
+bool hgo;         /* H's first acquire is still to come                            */
+bool cgo;         /* C's acquire is still to come                                  */
 
-/* H holds a hold within its validity */
-#define HVALID (hn >= 1 && !hfree && (now <= HV[0] || (hn >= 2 && now <= HV[1])))
-
-/* scratch */
-byte m; byte o; byte got; byte V; byte c1; byte c2; byte gone; byte ans; byte k;
-
-#define POP(b) (((b) & 1) + (((b) >> 1) & 1) + (((b) >> 2) & 1))
-
-/* the Q-th largest (the 2nd) of the values v(m) over the masters in set b */
-#define V0(b, v) ((b) & 1 -> v(0) : 0)
-#define V1(b, v) ((b) & 2 -> v(1) : 0)
-#define V2(b, v) ((b) & 4 -> v(2) : 0)
-#define MAX2(a, b) ((a) > (b) -> (a) : (b))
-#define MIN2(a, b) ((a) < (b) -> (a) : (b))
-#define SECOND(b, v) MAX2(MAX2(MIN2(V0(b, v), V1(b, v)), MIN2(V0(b, v), V2(b, v))), \
-                          MIN2(V1(b, v), V2(b, v)))
-#define KX(m) kx[m]
-
-#ifdef OLD_REENTRY_COUNT
-#define ADDHOLD(m, k)  kt[m]++
-#define DROPHOLD(m, k) kt[m]--
-#define NEWHOLD(m, k)  kt[m] = 1
-#define HOLDS(m)       kt[m]
+/* the nesting client holds: a hold of its code within the validity its grant told */
+#if MAXRE >= 2
+#define HBD (!hfree && ((hn >= 1 && now <= HV[0]) || (hn >= 2 && now <= HV[1]) || \
+                        (hn >= 3 && now <= HV[2])))
 #else
-#define ADDHOLD(m, k)  kt[m] = kt[m] | (1 << (k))
-#define DROPHOLD(m, k) kt[m] = kt[m] & ~(1 << (k))
-#define NEWHOLD(m, k)  kt[m] = 1 << (k)
-#define HOLDS(m)       POP(kt[m])
+#define HBD (!hfree && ((hn >= 1 && now <= HV[0]) || (hn >= 2 && now <= HV[1])))
+#endif
+/* the count client holds, while its code is in a section (COUNT_ANYTIME: also
+ * after its code let go of its last hold, if the count says one is left) */
+#ifdef COUNT_ANYTIME
+#define HBK (bc >= 1 && !hfree && now <= BV)
+#else
+#define HBK (bc >= 1 && hn >= 1 && !hfree && now <= BV)
 #endif
 
-/* H's acquire script for hold k on master m with ttl t: o = granted */
-inline h_script(m, k, t) {
+/* REENTER_VALID: the client re-enters only while it believes it holds */
+#if defined(NO_NEST_CHECK)
+#define HBSELF HBK
+#elif defined(NO_COUNT_CHECK)
+#define HBSELF HBD
+#else
+#define HBSELF (HBD && HBK)
+#endif
+
+/* scratch */
+byte m; byte r; byte o; byte f; byte A; byte F; byte W; byte V; byte c; byte a; byte t;
+byte lo0; byte lo1; byte lo2; byte hi0; byte hi1; byte hi2; byte ans; byte gone;
+
+#define POP(b) (((b) & 1) + (((b) >> 1) & 1) + (((b) >> 2) & 1))
+#define MAX2(x, y) ((x) > (y) -> (x) : (y))
+#define MIN2(x, y) ((x) < (y) -> (x) : (y))
+/* the second largest (the Q-th) of three values */
+#define SEC3(x, y, z) MAX2(MAX2(MIN2(x, y), MIN2(x, z)), MIN2(y, z))
+/* the Q-th largest of v(m) over the masters in set b (0 for a missing one) */
+#define VB(b, i, v) ((b) & (1 << i) -> v[i] : 0)
+#define SECOND(b, v) SEC3(VB(b, 0, v), VB(b, 1, v), VB(b, 2, v))
+
+#ifdef TAGS
+#define ADDHOLD(m, a)  kc[m] = kc[m] | (1 << (a))
+#define NEWHOLD(m, a)  kc[m] = 1 << (a)
+#define HOLDS(m)       POP(kc[m])
+#else
+#define ADDHOLD(m, a)  kc[m]++
+#define NEWHOLD(m, a)  kc[m] = 1
+#define HOLDS(m)       kc[m]
+#endif
+#define DEL(m) kv[m] = 0; kc[m] = 0; kx[m] = 0; ka[m] = 0
+
+/* H's acquire script for attempt a on master m with ttl t: r = 0 refused, 1 a free
+ * key set, 2 a hold added to H's key */
+inline h_script() {
   if
-  :: !ALIVE(m) -> kv[m] = 1; NEWHOLD(m, k); kx[m] = now + t; o = 1
+  :: kv[m] == 0 -> kv[m] = 1; NEWHOLD(m, a); kx[m] = now + t; ka[m] = a + 1; r = 1
   :: HKEY(m) ->
 #ifdef OLD_REENTRY_TTL
        kx[m] = now + t;
 #else
        if :: kx[m] < now + t -> kx[m] = now + t :: else -> skip fi;
 #endif
-       ADDHOLD(m, k); o = 1
-  :: else -> o = 0
+       ADDHOLD(m, a); ka[m] = 0; r = 2
+  :: else -> r = 0
   fi
 }
 
-/* H's acquire round for hold k (0: its first) with ttl t */
-inline h_acquire(k, t) {
-  got = 0;
+/* a clean-up by attempt a's exact value, to the masters in set b (applied later, or
+ * never) */
+#define CLEANUP(b) \
+  if :: (b) & 1 -> lc[0] = lc[0] | (1 << a) :: else -> skip fi; \
+  if :: (b) & 2 -> lc[1] = lc[1] | (1 << a) :: else -> skip fi; \
+  if :: (b) & 4 -> lc[2] = lc[2] | (1 << a) :: else -> skip fi
+
+/* H's acquire round, attempt a = na, with ttl t */
+inline h_acquire() {
+  a = na; na++;
+  A = 0; F = 0; W = 0;
   for (m : 0 .. N - 1) {
     if
-    :: true -> h_script(m, k, t);                            /* counted */
-       if :: o -> got = got | (1 << m);
-                  printf("MSC:   m%d: holds %d, expires at %d\n", m, HOLDS(m), kx[m])
+    :: true -> h_script();                                   /* counted */
+       if :: r == 2 -> A = A | (1 << m) :: r == 1 -> F = F | (1 << m) :: else -> skip fi;
+       if :: r == 2 -> printf("MSC:   m%d: a hold added (holds %d, expires at %d)\n", m, HOLDS(m), kx[m])
+          :: r == 1 -> printf("MSC:   m%d: free: H's key set (holds %d, expires at %d)\n", m, HOLDS(m), kx[m])
           :: else -> printf("MSC:   m%d: refused\n", m) fi
-    :: true -> h_script(m, k, t);                            /* applied, reply lost */
+    :: true -> h_script();                                   /* applied, reply lost */
+       if :: r != 0 -> W = W | (1 << m) :: else -> skip fi;
        printf("MSC:   m%d: applied (holds %d, expires at %d), its reply lost\n", m, HOLDS(m), kx[m])
     :: true -> printf("MSC:   m%d: lost\n", m)               /* lost */
     fi
   };
-  m = 0; o = 0;
+  m = 0; r = 0;
+#if defined(TAGS) || defined(OLD_REENTRY_COUNT)
+  /* granted by Q masters that added a hold or took a free key */
+  A = A | F; F = 0;
+  if :: !(POP(A) >= Q) -> CLEANUP(A | W) :: else -> skip fi;
+#else
   if
-  :: POP(got) >= Q ->
+  :: A != 0 ->
+       /* a re-entry: the free keys it took go (their exact value), count for nothing */
+       if :: F != 0 -> printf("MSC:   a re-entry: its free keys on %d deleted by their value\n", F)
+          :: else -> skip fi;
+       CLEANUP(F);
+       if :: !(POP(A) >= Q) -> CLEANUP(W) :: else -> skip fi
+  :: else ->
+       A = F;                                  /* a first acquire */
+       if :: !(POP(A) >= Q) -> CLEANUP(A | W) :: else -> skip fi
+  fi;
+  F = 0;
+#endif
+  if
+  :: POP(A) >= Q ->
 #ifdef OLD_REENTRY_TTL
        V = now + t - 1;
 #else
-       V = SECOND(got, KX) - 1;        /* the lock's own validity */
+       V = SECOND(A, kx) - 1;                  /* the lock's own validity */
 #endif
-       printf("MSC: H acquire %d (ttl %d) at %d: granted on %d, validity to %d\n",
-              k, t, now, got, V);
-       HV[k] = V; hn++
-  :: else -> printf("MSC: H acquire %d (ttl %d) at %d: fails\n", k, t, now)
+#ifndef TAGS
+       c = SECOND(A, kc);                      /* the count a quorum agrees on */
+#else
+       c = 0; hs[hn] = a;
+#endif
+       printf("MSC: H acquire %d (ttl %d) at %d: granted on %d, holds %d, validity to %d\n",
+              a, t, now, A, c, V);
+       HV[hn] = V; BV = V; bc = c; hn++
+  :: else -> printf("MSC: H acquire %d (ttl %d) at %d: refused (503)\n", a, t, now)
   fi;
-  got = 0; V = 0
+  A = 0; W = 0; V = 0; c = 0; a = 0; t = 0
 }
 
-/* H's release script for hold k on master m: o = holds left (0: gone) */
-inline h_rel_script(m, k) {
+/* H's release script on master m (one hold less; TAGS: tag a off): o = holds left,
+ * f = it had H's key */
+inline h_rel_script() {
   if
-  :: HKEY(m) ->
-       DROPHOLD(m, k);
-       if :: HOLDS(m) == 0 -> kv[m] = 0; kt[m] = 0; kx[m] = 0 :: else -> skip fi;
+  :: HKEY(m) -> f = 1;
+#ifdef TAGS
+       kc[m] = kc[m] & ~(1 << a);
+       if :: kc[m] == 0 -> DEL(m) :: else -> ka[m] = 0 fi;
+#else
+       if :: kc[m] > 1 -> kc[m]-- :: else -> DEL(m) fi;
+#endif
        o = HOLDS(m)
-  :: else -> o = 0
+  :: else -> f = 0; o = 0
   fi
 }
 
-/* H releases its innermost hold */
-inline h_release() {
-  k = hn - 1;
-  ans = 0; gone = 0; c1 = 0; c2 = 0;
-  for (m : 0 .. N - 1) {
-    if
-    :: true -> h_rel_script(m, k); ans = ans | (1 << m);     /* answered in time */
-       printf("MSC:   m%d: answered, holds %d left\n", m, o);
-       if :: o == 0 -> gone++ :: else -> skip fi;
-       /* c1 >= c2: the two largest counts answered */
-       if :: o > c1 -> c2 = c1; c1 = o :: o > c2 && o <= c1 -> c2 = o :: else -> skip fi
-    :: true -> lr[m] = lr[m] | (1 << k);                     /* not (yet) answered */
-       printf("MSC:   m%d: no answer (yet)\n", m)
-    fi
-  };
-  m = 0; o = 0;
-  hn--; HV[hn] = 0;
-#ifdef OLD_RELEASE_EARLY
-  /* decided at the first Q answers: the others came later (or never) */
+/* the release's verdict from its answers (lo*, hi*: the holds left, a silent master
+ * counting 0 or any number) */
+inline h_judge() {
+#ifdef TAGS
   if
-  :: POP(ans) == Q && c2 == 0 ->
-       printf("MSC: H release %d at %d: the first two answers count %d and %d: released\n",
-              k, now, c1, c2);
+  :: gone >= N - Q + 1 ->
+       printf("MSC: H release at %d: %d masters answered the key gone: released\n", now, gone);
        assert(P_released_means_free && NH < Q);   /* (b) */
        hfree = 1
-  :: else -> printf("MSC: H release %d at %d: holds left (answered: %d)\n", k, now, ans)
+  :: else -> printf("MSC: H release at %d: not released (%d answered gone)\n", now, gone)
   fi;
 #else
   if
-  :: gone >= N - Q + 1 ->
-       printf("MSC: H release %d at %d: %d masters answered the key gone: released\n",
-              k, now, gone);
+  :: SEC3(lo0, lo1, lo2) == SEC3(hi0, hi1, hi2) && SEC3(lo0, lo1, lo2) == 0 ->
+       printf("MSC: H release at %d: released (answered %d)\n", now, ans);
        assert(P_released_means_free && NH < Q);   /* (b) */
-       hfree = 1
-  :: else -> printf("MSC: H release %d at %d: not released (%d answered gone)\n", k, now, gone)
+       hfree = 1; bc = 0
+  :: SEC3(lo0, lo1, lo2) == SEC3(hi0, hi1, hi2) && SEC3(lo0, lo1, lo2) > 0 ->
+       bc = SEC3(lo0, lo1, lo2);
+       printf("MSC: H release at %d: released false, holds %d\n", now, bc)
+  :: else ->
+#ifdef UNCONFIRMED_LOST
+       hfree = 1; bc = 0;                     /* the client stops: it believes nothing */
+#else
+       if :: bc > 0 -> bc-- :: else -> skip fi;
+#endif
+       printf("MSC: H release at %d: 503 release_unconfirmed (answered %d)\n", now, ans);
+#ifdef FINISHER
+       /* `<lease>*<t>` to the masters that did not answer; t + 1 in bits, 0: t = -1 */
+       printf("MSC:   the finisher sends *%d to the masters that did not answer\n", t - 1);
+       if :: !(ans & 1) -> lt[0] = lt[0] | (1 << t) :: else -> skip fi;
+       if :: !(ans & 2) -> lt[1] = lt[1] | (1 << t) :: else -> skip fi;
+       if :: !(ans & 4) -> lt[2] = lt[2] | (1 << t) :: else -> skip fi;
+#endif
+       skip
   fi;
 #endif
-  ans = 0; gone = 0; c1 = 0; c2 = 0; k = 0
+}
+
+/* H lets go of its innermost hold */
+inline h_release() {
+#ifdef TAGS
+  a = hs[hn - 1]; hs[hn - 1] = 0;
+#endif
+  ans = 0; gone = 0; c = 0; t = 0;
+  lo0 = 0; lo1 = 0; lo2 = 0; hi0 = INF; hi1 = INF; hi2 = INF;
+  for (m : 0 .. N - 1) {
+    if
+    :: true -> h_rel_script(); ans = ans | (1 << m);         /* answered in time */
+       printf("MSC:   m%d: answered, holds %d left\n", m, o);
+       if :: o == 0 -> gone++ :: else -> skip fi;
+       /* t: 1 + the most a master that had the key answered left */
+       if :: f && o + 1 > t -> t = o + 1 :: else -> skip fi;
+       if :: m == 0 -> lo0 = o; hi0 = o :: m == 1 -> lo1 = o; hi1 = o :: else -> lo2 = o; hi2 = o fi
+    :: true ->                                               /* not (yet) answered */
+#ifdef TAGS
+       lr[m] = lr[m] | (1 << a);
+#else
+       lr[m]++;
+#endif
+       printf("MSC:   m%d: no answer (yet)\n", m)
+    fi
+  };
+  m = 0; o = 0; f = 0;
+  hn--; HV[hn] = 0;
+#ifdef OLD_RELEASE_EARLY
+  /* decided at the first Q answers, the others came later (or never): released when
+   * fewer than Q of those count a hold */
+  if
+  :: POP(ans) == Q && SEC3(lo0, lo1, lo2) == 0 ->
+       printf("MSC: H release at %d: the first two answers count no quorum: released\n", now);
+       assert(P_released_means_free && NH < Q);   /* (b) */
+       hfree = 1; bc = 0
+  :: else -> h_judge()
+  fi;
+#else
+  h_judge();
+#endif
+  ans = 0; gone = 0; c = 0; t = 0; a = 0;
+  lo0 = 0; lo1 = 0; lo2 = 0; hi0 = 0; hi1 = 0; hi2 = 0
 }
 
 /* C's acquire round (ttl TLONG) */
 inline c_acquire() {
-  got = 0;
+  A = 0;
   for (m : 0 .. N - 1) {
     if
-    :: !ALIVE(m) -> kv[m] = 2; kt[m] = 0; kx[m] = now + TLONG; got = got | (1 << m);
+    :: kv[m] == 0 -> kv[m] = 2; kc[m] = 0; ka[m] = 0; kx[m] = now + TLONG; A = A | (1 << m);
        printf("MSC:   m%d: C's key set\n", m)
     :: else -> skip
     fi
   };
   m = 0;
   if
-  :: POP(got) >= Q ->
-       printf("MSC: C granted at %d (H holds %d, told up to %d and %d)\n",
-              now, hn, HV[0], HV[1]);
-       assert(P_one_holder && !HVALID)      /* (a) */
+  :: POP(A) >= Q ->
+       printf("MSC: C granted at %d (H's code nests %d holds, the count says %d, validity to %d)\n",
+              now, hn, bc, BV);
+#ifndef NO_NEST_CHECK
+       assert(P_one_holder && !HBD);        /* (a) */
+#endif
+#ifndef NO_COUNT_CHECK
+       assert(P_count_belief_true && !HBK); /* (c) */
+#endif
+       skip
   :: else -> skip
   fi;
-  got = 0
+  A = 0
 }
 
-/* a release request of hold k to m that had not answered is applied now */
-#define LATE(mm, kk) \
-  :: atomic { lr[mm] & (1 << kk) -> lr[mm] = lr[mm] & ~(1 << kk); \
-              printf("MSC: a late release of hold %d reaches m%d\n", kk, mm); \
-              h_rel_script(mm, kk); \
-              printf("MSC:   m%d: holds %d left\n", mm, o); o = 0 }
+/* a release request to mm that had not answered is applied now */
+#ifdef TAGS
+#define LATE(mm, aa) \
+  :: atomic { lr[mm] & (1 << aa) -> lr[mm] = lr[mm] & ~(1 << aa); \
+              printf("MSC: a late release (of attempt %d's hold) reaches m%d\n", aa, mm); \
+              m = mm; a = aa; h_rel_script(); \
+              printf("MSC:   m%d: holds %d left\n", mm, o); m = 0; a = 0; o = 0; f = 0 }
+#else
+#define LATE(mm) \
+  :: atomic { lr[mm] > 0 -> lr[mm]--; \
+              printf("MSC: a late release reaches m%d\n", mm); \
+              m = mm; h_rel_script(); \
+              printf("MSC:   m%d: holds %d left\n", mm, o); m = 0; o = 0; f = 0 }
+#endif
+
+/* attempt aa's clean-up by its exact value reaches mm */
+#define LATECLEAN(mm, aa) \
+  :: atomic { lc[mm] & (1 << aa) -> lc[mm] = lc[mm] & ~(1 << aa); \
+              if \
+              :: HKEY(mm) && ka[mm] == aa + 1 -> DEL(mm); \
+                 printf("MSC: attempt %d's clean-up reaches m%d: its key deleted\n", aa, mm) \
+              :: else -> printf("MSC: attempt %d's clean-up reaches m%d: not its value\n", aa, mm) \
+              fi }
+
+/* a finisher's `*t` (bit tt = t + 1) reaches mm: the holds lowered to t, at 0 the key
+ * deleted; t = -1: a single hold (count 1) deleted, more left alone */
+#define LATEFIN(mm, tt) \
+  :: atomic { lt[mm] & (1 << tt) -> lt[mm] = lt[mm] & ~(1 << tt); \
+              printf("MSC: the finisher's *%d reaches m%d\n", tt - 1, mm); \
+              if \
+              :: HKEY(mm) && tt == 0 && kc[mm] == 1 -> DEL(mm) \
+              :: HKEY(mm) && tt == 1 -> DEL(mm) \
+              :: HKEY(mm) && tt >= 2 && kc[mm] > tt - 1 -> kc[mm] = tt - 1 \
+              :: else -> skip \
+              fi; \
+              printf("MSC:   m%d: holds %d left\n", mm, kc[mm]) }
+
+/* an expired key is cleared */
+#define EXPIRE(mm) if :: kv[mm] != 0 && kx[mm] <= now -> DEL(mm) :: else -> skip fi
 
 init {
   hgo = 1; cgo = 1;
   do
   /* H: its first acquire, re-entries, releases (innermost first) */
   :: atomic { hgo -> hgo = 0;
-       if :: h_acquire(0, TSHORT) :: h_acquire(0, TLONG) fi;
+       if :: t = TSHORT :: t = TLONG fi;
+       h_acquire();
        if :: hn == 0 -> hfree = 1 :: else -> skip fi }
-  :: atomic { hn >= 1 && hn < NHOLD && !hfree && nre < MAXRE -> nre++;
-       if :: h_acquire(hn, TSHORT) :: h_acquire(hn, TLONG) fi }
+#ifdef REENTER_VALID
+  :: atomic { HBSELF && na <= MAXRE ->       /* only while it believes it holds */
+#else
+  :: atomic { hn >= 1 && !hfree && na <= MAXRE ->
+#endif
+       if :: t = TSHORT :: t = TLONG fi;
+       h_acquire() }
   :: atomic { hn >= 1 && !hfree -> h_release() }
   /* C */
   :: atomic { cgo -> cgo = 0; c_acquire() }
+  /* requests that come late */
+#ifdef TAGS
   LATE(0, 0) LATE(1, 0) LATE(2, 0)
   LATE(0, 1) LATE(1, 1) LATE(2, 1)
+#if MAXRE >= 2
+  LATE(0, 2) LATE(1, 2) LATE(2, 2)
+#endif
+#else
+  LATE(0) LATE(1) LATE(2)
+  LATECLEAN(0, 0) LATECLEAN(1, 0) LATECLEAN(2, 0)
+  LATECLEAN(0, 1) LATECLEAN(1, 1) LATECLEAN(2, 1)
+#if MAXRE >= 2
+  LATECLEAN(0, 2) LATECLEAN(1, 2) LATECLEAN(2, 2)
+#endif
+#ifdef FINISHER
+  LATEFIN(0, 0) LATEFIN(1, 0) LATEFIN(2, 0)
+  LATEFIN(0, 1) LATEFIN(1, 1) LATEFIN(2, 1)
+  LATEFIN(0, 2) LATEFIN(1, 2) LATEFIN(2, 2)
+  LATEFIN(0, 3) LATEFIN(1, 3) LATEFIN(2, 3)
+#if MAXRE >= 2
+  LATEFIN(0, 4) LATEFIN(1, 4) LATEFIN(2, 4)
+#endif
+#endif
+#endif
   /* time passes */
   :: atomic { now < TMAX -> now++; printf("MSC: tick %d\n", now);
-       assert(P_key_outlives_validity && (!HVALID || NH >= Q)) }   /* (a) */
+       EXPIRE(0); EXPIRE(1); EXPIRE(2);
+#ifndef NO_NEST_CHECK
+       assert(P_key_outlives_validity && (!HBD || NH >= Q));   /* (a) */
+#endif
+#ifndef NO_COUNT_CHECK
+       assert(P_count_belief_true && (!HBK || NH >= Q));       /* (c) */
+#endif
+       skip }
   od
 }
