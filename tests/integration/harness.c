@@ -444,6 +444,13 @@ int h_service_term(h_service *s, int timeout_ms)
     return -1;
 }
 
+void h_tmpdir(char *out, size_t cap, const char *stem)
+{
+    const char *base = getenv("REDLOCK_TEST_TMPDIR");
+    snprintf(out, cap, "%s/%s-XXXXXX", base && *base ? base : "/tmp", stem);
+    cr_assert(mkdtemp(out), "mkdtemp %s: %s", out, strerror(errno));
+}
+
 void h_require_local(h_cluster *c)
 {
     if (c->external)
@@ -468,8 +475,7 @@ void h_cluster_start(h_cluster *c, int n, int appendonly, const char *extra)
             cr_skip_test("needs its own masters or flags (external stack)");
         return;
     }
-    snprintf(c->tmp, sizeof c->tmp, "/tmp/redlockd-test-XXXXXX");
-    cr_assert(mkdtemp(c->tmp), "mkdtemp");
+    h_tmpdir(c->tmp, sizeof c->tmp, "redlockd-test");
     c->n = n;
     for (int i = 0; i < n; i++)
         redis_start(c, i, appendonly);

@@ -141,6 +141,12 @@ double h_now_ms(void);
 /* Wait until cond(arg) is true or timeout_ms passes; returns 1 if it became true. */
 int h_wait_until(int (*cond)(void *), void *arg, int timeout_ms);
 
+/* A fresh temporary directory <base>/<stem>-XXXXXX into out (cr_assert on failure); base
+ * is $REDLOCK_TEST_TMPDIR or /tmp.  With REDLOCK_TEST_KEEP set, tests leave theirs (the
+ * masters' and services' logs) behind: a tmpdir of one's own keeps them apart from the
+ * runs of others on a shared machine. */
+void h_tmpdir(char *out, size_t cap, const char *stem);
+
 /* Skip the current test when running against an external stack. */
 void h_require_local(h_cluster *c);
 

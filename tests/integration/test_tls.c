@@ -214,8 +214,7 @@ static void masters(int n, const char *const *certs, int appendonly)
     if (getenv("REDLOCK_TEST_URL"))
         cr_skip_test("starts its own TLS masters (external stack)");
     memset(&C, 0, sizeof C);
-    snprintf(C.tmp, sizeof C.tmp, "/tmp/redlockd-tls-XXXXXX");
-    cr_assert(mkdtemp(C.tmp));
+    h_tmpdir(C.tmp, sizeof C.tmp, "redlockd-tls");
     make_certs();
     C.n = n;
     for (int i = 0; i < n; i++)
