@@ -85,20 +85,23 @@ static const char *redis_password;
 
 void h_set_redis_password(const char *pw) { redis_password = pw; }
 
-static int redis_ping(int port)
+int h_redis_is(int port, pid_t pid, const char *password)
 {
     struct timeval tv = {0, 200000};
     redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
     int ok = 0;
     if (rc && !rc->err) {
         redisSetTimeout(rc, tv);
-        if (redis_password) {
-            redisReply *a = redisCommand(rc, "AUTH %s", redis_password);
+        if (password) {
+            redisReply *a = redisCommand(rc, "AUTH %s", password);
             if (a)
                 freeReplyObject(a);
         }
-        redisReply *r = redisCommand(rc, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
+        redisReply *r = redisCommand(rc, "INFO server");
+        if (r && r->type == REDIS_REPLY_STRING) {
+            const char *p = strstr(r->str, "\nprocess_id:");
+            ok = p && atol(p + strlen("\nprocess_id:")) == (long)pid;
+        }
         if (r)
             freeReplyObject(r);
     }
@@ -126,7 +129,7 @@ static int redis_launch(h_redis *r)
     r->pid = spawn(argv, log, clock);
     double end = h_now_ms() + 10000;
     while (h_now_ms() < end) {
-        if (redis_ping(r->port))
+        if (h_redis_is(r->port, r->pid, redis_password))
             return 0;
         int st;
         if (waitpid(r->pid, &st, WNOHANG) == r->pid) {

@@ -69,6 +69,13 @@ void h_service_stop(h_service *s);
 /* SIGTERM the service and wait for it; returns its exit status (or -1). */
 int h_service_term(h_service *s, int timeout_ms);
 
+/* Whether the redis-server answering on 127.0.0.1:port is process pid (INFO's
+ * process_id; password: AUTH first, NULL: none).  A port found free and then given to
+ * redis-server may be taken in between by a redis-server of another test or of
+ * another user of the machine: its "Address already in use" then ends ours, and a mere
+ * PING would be answered by theirs. */
+int h_redis_is(int port, pid_t pid, const char *password);
+
 /* Master faults. */
 void h_redis_freeze(h_redis *r);   /* SIGSTOP */
 void h_redis_thaw(h_redis *r);     /* SIGCONT */

@@ -58,6 +58,8 @@ static void start(void)
                 int ok = r && r->type == REDIS_REPLY_STATUS;
                 if (r)
                     freeReplyObject(r);
+                /* ours, not another's that took the port between pick_port() and now */
+                ok = ok && h_redis_is(port, redis_pid, NULL);
                 if (ok) {
                     R = c;
                     break;

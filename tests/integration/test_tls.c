@@ -133,28 +133,6 @@ static pid_t spawn(char *const argv[], const char *log)
     return pid;
 }
 
-static int plain_ping(int port, const char *pw)
-{
-    struct timeval tv = {0, 200000};
-    redisContext *rc = redisConnectWithTimeout("127.0.0.1", port, tv);
-    int ok = 0;
-    if (rc && !rc->err) {
-        redisSetTimeout(rc, tv);
-        if (pw) {
-            redisReply *a = redisCommand(rc, "AUTH %s", pw);
-            if (a)
-                freeReplyObject(a);
-        }
-        redisReply *r = redisCommand(rc, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r)
-            freeReplyObject(r);
-    }
-    if (rc)
-        redisFree(rc);
-    return ok;
-}
-
 static const char *password; /* masters' requirepass, if any */
 
 /* (Re)start master i on its ports, with its certificate; 0 or -1. */
@@ -179,7 +157,7 @@ static int launch(int i)
     }
     r->pid = spawn(argv, log);
     for (double end = h_now_ms() + 10000; h_now_ms() < end; usleep(5000)) {
-        if (plain_ping(r->port, password))
+        if (h_redis_is(r->port, r->pid, password)) /* ours, not another's on a port taken meanwhile */
             return 0;
         int st;
         if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
