@@ -441,9 +441,25 @@ Test(watch, a_grant_through_another_instance_is_seen_by_its_wait_ms)
             n, g->done - t1, g->ms);
     cr_assert_eq(st, 201);
     cr_assert_eq(g->status, 200, "%s", g->body);
-    cr_assert(g->held, "held: %s", g->body);
     cr_assert_str_neq(g->index, s.index, "%s", g->body);
     cr_assert_lt(g->ms, 1500 + 1000, "answered after %.0f ms", g->ms);
+    if (!g->held) {
+        /* The watch looked at the masters while b's round was on its way: each master
+         * that takes the key publishes the grant ('+' and b's origin, scripts.c), the
+         * first such message wakes the watch (worker.c, granted_here), and on a busy
+         * machine its look can come before a quorum has the key -- the counter has
+         * moved, so the index differs, and the lock is not held yet.  A client watches
+         * again from the index it was given: then it sees the grant. */
+        fprintf(stderr, "watch: %s: an intermediate state first (%s); watching again from it\n", n, g->body);
+        char again[32];
+        snprintf(again, sizeof again, "%s", g->index);
+        watch_start(&w, C.svc.url, n, again, 1500);
+        g = watch_end(&w);
+        cr_assert_eq(g->status, 200, "%s", g->body);
+        cr_assert_str_neq(g->index, again, "%s", g->body);
+        cr_assert_lt(g->done - t1, 1500 + 1000, "seen %.0f ms after the grant", g->done - t1);
+    }
+    cr_assert(g->held, "held: %s", g->body);
     h_service_stop(&b);
 }
 
