@@ -217,7 +217,8 @@ static void show_keys(const char *name, const char *when)
 
 Test(delayfault, reacquire_after_masters_lost_the_key_extends_past_max_hold)
 {
-    h_cluster_start(&C, 3, 0, NULL);
+    /* The node timeout well below the 800 ms that master 2 stays frozen below. */
+    h_cluster_start(&C, 3, 0, "--node-timeout-ms 250");
     const char *name = "a.bound", *lease = "delayfault-bounded-lease-0001";
     const long M = 8000;
     /* 1. Master 2 frozen: the grant is made on masters 0 and 1 (Q = 2), deadline g + M. */

@@ -17,10 +17,10 @@ static void teardown(void) { h_cluster_stop(&C); }
 
 TestSuite(faults, .fini = teardown, .timeout = 120);
 
-/* Bound for one call that may wait on a frozen master: the node timeout (250 ms in
- * these tests) for each of at most two rounds, plus a wide margin for a busy 2-core
- * machine.  A hang would be the client's 30 s timeout. */
-#define CALL_BOUND_MS (2 * 250 + 1500)
+/* Bound for one call that may wait on a frozen master: the node timeout (the harness's
+ * 1000 ms in these tests) for each of at most two rounds, plus a wide margin for a busy
+ * 2-core machine.  A hang would be the client's 30 s timeout. */
+#define CALL_BOUND_MS (2 * 1000 + 1500)
 
 static int ready_count(void)
 {
