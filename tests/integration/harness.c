@@ -97,7 +97,14 @@ int h_redis_is(int port, pid_t pid, const char *password)
             if (a)
                 freeReplyObject(a);
         }
-        redisReply *r = redisCommand(rc, "INFO server");
+        /* PING first: it answers -LOADING while the server loads its AOF (INFO does
+         * not wait for that) */
+        redisReply *r = redisCommand(rc, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r)
+            freeReplyObject(r);
+        r = ok ? redisCommand(rc, "INFO server") : NULL;
+        ok = 0;
         if (r && r->type == REDIS_REPLY_STRING) {
             const char *p = strstr(r->str, "\nprocess_id:");
             ok = p && atol(p + strlen("\nprocess_id:")) == (long)pid;
@@ -368,6 +375,12 @@ void h_service_start_nowait(h_cluster *c, h_service *s, const char *extra)
     service_start(c, s, extra, svc_listening);
 }
 
+int h_node_timeout_ms(void)
+{
+    const char *nt = getenv("REDLOCK_TEST_NODE_TIMEOUT_MS"); /* e.g. longer under valgrind */
+    return nt && atoi(nt) > 0 ? atoi(nt) : 1000;
+}
+
 static void service_start(h_cluster *c, h_service *s, const char *extra, int (*ready)(void *))
 {
     static int seq;
@@ -399,9 +412,8 @@ static void service_start(h_cluster *c, h_service *s, const char *extra, int (*r
      * reply read after the deadline counts as none, docs/DESIGN.md §4 R-late), and a
      * test not about faults then saw a 503 quorum_unavailable; the tests that time a
      * round against the node timeout pass their own --node-timeout-ms. */
-    const char *nt = getenv("REDLOCK_TEST_NODE_TIMEOUT_MS"); /* e.g. longer under valgrind */
     char ntflag[64];
-    snprintf(ntflag, sizeof ntflag, " --node-timeout-ms %s", nt && *nt ? nt : "1000");
+    snprintf(ntflag, sizeof ntflag, " --node-timeout-ms %d", h_node_timeout_ms());
     snprintf(extra_copy, sizeof extra_copy, "%s%s", extra ? extra : "",
              extra && strstr(extra, "--node-timeout-ms") ? "" : ntflag);
     {

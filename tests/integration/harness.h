@@ -57,6 +57,10 @@ void h_set_redis_password(const char *pw);
 void h_cluster_start(h_cluster *c, int n, int appendonly, const char *extra_flags);
 void h_cluster_stop(h_cluster *c);
 
+/* The --node-timeout-ms services get unless their flags say one: 1000, or
+ * $REDLOCK_TEST_NODE_TIMEOUT_MS (test-valgrind: 2000). */
+int h_node_timeout_ms(void);
+
 /* Start another service instance on the same masters. */
 void h_service_start(h_cluster *c, h_service *s, const char *extra_flags);
 /* The same, waiting only for /readyz to answer 200 (a quorum of masters in quorums),
@@ -70,7 +74,8 @@ void h_service_stop(h_service *s);
 int h_service_term(h_service *s, int timeout_ms);
 
 /* Whether the redis-server answering on 127.0.0.1:port is process pid (INFO's
- * process_id; password: AUTH first, NULL: none).  A port found free and then given to
+ * process_id; password: AUTH first, NULL: none) and serves commands (PING answers
+ * PONG, not -LOADING).  A port found free and then given to
  * redis-server may be taken in between by a redis-server of another test or of
  * another user of the machine: its "Address already in use" then ends ours, and a mere
  * PING would be answered by theirs. */
