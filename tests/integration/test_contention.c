@@ -511,6 +511,11 @@ static size_t hot_unjustified(const hot_run *run, double *worst_ms, double *exam
     return bad;
 }
 
+/* The longest stretch without a grant that is not a livelock: a livelock grants nothing
+ * for the rest of the run (3 or 5 s); 1 s was reached by mere CPU starvation (1006 ms,
+ * ASan build, two instances and 64 clients on 2 busy cores). */
+#define HOT_GAP_MS 2000
+
 static void hot_free(hot_run *run)
 {
     free(run->g);
@@ -536,7 +541,7 @@ Test(contention, hot_lock_keeps_granting_and_never_says_held_when_free)
             run.rel_404, first, gap);
 
     cr_assert(run.ng > 0 && first <= 2000, "the first grant came after %.0f ms (%zu grants)", first, run.ng);
-    cr_assert(gap <= 1000, "%.0f ms went by without a grant (livelock?)", gap);
+    cr_assert(gap <= HOT_GAP_MS, "%.0f ms went by without a grant (livelock?)", gap);
     cr_assert_eq(bad, 0,
                  "%zu of %zu 409 lock_held were answered while no lease held the name (farthest %.0f ms "
                  "from any grant)",
@@ -566,7 +571,7 @@ Test(contention, hot_lock_is_granted_through_both_instances)
     cr_assert(run.grants_per[0] >= 1, "instance A granted nothing in 5 s (B: %ld)", run.grants_per[1]);
     cr_assert(run.grants_per[1] >= 1, "instance B granted nothing in 5 s (A: %ld)", run.grants_per[0]);
     cr_assert(first <= 2000, "the first grant came after %.0f ms", first);
-    cr_assert(gap <= 1000, "%.0f ms went by without a grant through either instance (livelock?)", gap);
+    cr_assert(gap <= HOT_GAP_MS, "%.0f ms went by without a grant through either instance (livelock?)", gap);
     cr_assert_eq(bad, 0, "%zu of %zu 409 lock_held were answered while no lease held the name", bad, run.nr);
     hot_free(&run);
     h_service_stop(&b);
@@ -601,7 +606,10 @@ Test(contention, split_vote_is_not_answered_lock_held)
         cr_assert(!(r.status == 409 && strcmp(err, "lock_held") == 0),
                   "%s %s answered 409 lock_held while no lease held the name (a split vote): %s", reqs[k][0],
                   reqs[k][1], r.body);
-        cr_assert(r.ms < 5000, "a no-wait request is answered promptly (%.0f ms)", r.ms);
+        /* A split vote is retried for 4 node timeouts (lockop.c), then answered: well
+         * before the keys' 20 s, with room for a busy machine. */
+        cr_assert(r.ms < 4 * h_node_timeout_ms() + 3000, "a no-wait request is answered promptly (%.0f ms)",
+                  r.ms);
         h_resp_free(&r);
     }
     cr_assert_eq(held_at(C.svc.url, &curl, "split.other", NULL), 0, "nothing of a refused set is kept");
