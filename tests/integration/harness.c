@@ -681,6 +681,36 @@ long long h_metric(const char *base, void **curl, const char *metric)
     return v;
 }
 
+unsigned long long h_replies_read(const char *base, void **curl)
+{
+    h_resp r;
+    h_http_to(base, curl, "GET", "/metrics", NULL, &r);
+    unsigned long long n = 0;
+    const char *key = "redlockd_master_rtt_seconds_count{";
+    for (const char *p = strstr(r.body, key); p; p = strstr(p + 1, key)) {
+        const char *v = strchr(p, '}');
+        if (v)
+            n += strtoull(v + 1, NULL, 10);
+    }
+    h_resp_free(&r);
+    return n;
+}
+
+void h_waiter_settle(const char *base, void **curl, long long wakeups0, unsigned long long replies0)
+{
+    double end = h_now_ms() + 5000;
+    while (h_metric(base, curl, "redlockd_waiter_wakeups_total") < wakeups0 + 1)
+        if (h_now_ms() > end)
+            return; /* no wake (a name already followed): no attempt after it */
+        else
+            usleep(5000);
+    /* its first attempt's 5 replies and 5 of the one after the wake, less the 2 that
+     * may be late of each decided round before (the holder's, or the first attempt's) */
+    end = h_now_ms() + 3000;
+    while (h_replies_read(base, curl) < replies0 + 10 - 2 && h_now_ms() < end)
+        usleep(5000);
+}
+
 void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out)
 {
     h_http_to(c->svc.url, &c->curl, method, path, body, out);

@@ -113,6 +113,19 @@ void h_resp_free(h_resp *r);
 /* A gauge or counter without labels from base's /metrics (-1 if absent). */
 long long h_metric(const char *base, void **curl, const char *metric);
 
+/* The replies base's rounds have read, over every master (the counts of
+ * redlockd_master_rtt_seconds). */
+unsigned long long h_replies_read(const char *base, void **curl);
+/* A waiter of a name on base (5 masters) has parked: wait until what follows its
+ * parking is over.  Its queue is woken once when its first SUBSCRIBE is confirmed
+ * and tries again (docs/DESIGN.md, handoff); a release while that attempt is in
+ * flight is a plain one, and the retry takes the lock -- correct, but not the
+ * handoff a test may want to see.  Waits (deadlines, nothing asserted: a name already
+ * followed is not woken) until redlockd_waiter_wakeups_total passed wakeups0 and a
+ * quorum of the retry's replies was read; wakeups0 and replies0 (h_replies_read) are
+ * taken before the waiter is started. */
+void h_waiter_settle(const char *base, void **curl, long long wakeups0, unsigned long long replies0);
+
 /* Convenience: POST a lock; returns status; copies lease and token. */
 long h_acquire(h_cluster *c, const char *name, const char *query, char *lease, size_t leaselen,
                long long *token);

@@ -676,39 +676,6 @@ static unsigned long long metric_one(const char *metric)
     return v;
 }
 
-/* The replies the service's rounds have read, over every master (the counts of
- * redlockd_master_rtt_seconds). */
-static unsigned long long replies_read(void)
-{
-    h_resp r;
-    h_http(&C, "GET", "/metrics", NULL, &r);
-    unsigned long long n = 0;
-    const char *key = "redlockd_master_rtt_seconds_count{";
-    for (const char *p = strstr(r.body, key); p; p = strstr(p + 1, key)) {
-        const char *v = strchr(p, '}');
-        if (v)
-            n += strtoull(v + 1, NULL, 10);
-    }
-    h_resp_free(&r);
-    return n;
-}
-
-struct settle {
-    unsigned long long wakeups, replies;
-};
-
-/* The waiter's queue was woken by its subscription's confirmation. */
-static int woken(void *arg)
-{
-    return metric_one("redlockd_waiter_wakeups_total") >= ((struct settle *)arg)->wakeups;
-}
-
-/* Its attempt after that wake was decided: a quorum of its replies are in. */
-static int retried(void *arg)
-{
-    return replies_read() >= ((struct settle *)arg)->replies;
-}
-
 Test(locking, release_hands_the_lock_to_the_parked_waiter)
 {
     h_require_local(&C); /* reads this service's counters */
@@ -716,22 +683,16 @@ Test(locking, release_hands_the_lock_to_the_parked_waiter)
     long long t1;
     cr_assert_eq(h_acquire(&C, "hand.over", "ttl_ms=30000", lease, sizeof lease, &t1), 201);
     unsigned long long before = metric_one("redlockd_handoffs_total");
-    /* its first attempt's 5 replies and 5 of the one after the wake, less the 2 that
-     * may be late of each decided round before (the holder's, or the first attempt's) */
-    struct settle st = {metric_one("redlockd_waiter_wakeups_total") + 1, replies_read() + 10 - 2};
+    long long wakeups0 = h_metric(C.svc.url, &C.curl, "redlockd_waiter_wakeups_total");
+    unsigned long long replies0 = h_replies_read(C.svc.url, &C.curl);
     struct waiter w = {C.svc.url, "/locks/hand.over?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0, "", ""};
     pthread_t th;
     pthread_create(&th, NULL, waiter_main, &w);
     long one = 1;
     cr_assert(h_wait_until(parked, &one, 5000), "the waiter parks");
-    /* A parked waiter's queue is woken once when its first SUBSCRIBE is confirmed, and
-     * tries again (docs/DESIGN.md, handoff): a release while that attempt is in flight
-     * is a plain one, and the retry takes the lock.  That window is a round trip, hit
-     * on a busy machine (1 of 5 ASan runs under load): wait until the wake has come and
-     * the attempt after it has been refused (a quorum of its replies read).  Neither is
-     * asserted (a name already followed is not woken): the handoff below is. */
-    if (h_wait_until(woken, &st, 5000))
-        h_wait_until(retried, &st, 3000);
+    /* Not inside the attempt its subscription's wake makes (1 of 5 ASan runs under
+     * load released there: then the retry took the lock, and no handoff was made). */
+    h_waiter_settle(C.svc.url, &C.curl, wakeups0, replies0);
     cr_assert_eq(h_release(&C, "hand.over", lease), 200);
     pthread_join(th, NULL);
     cr_assert_eq(w.status, 201);
