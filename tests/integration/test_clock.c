@@ -145,11 +145,16 @@ Test(clock, a_fast_clock_and_a_step_back_are_caught)
     clock_file(1, f1, sizeof f1);
     double t0 = h_now_ms();
     cr_assert_eq(clockshim_set_rate(f0, 1500000), 0);
-    cr_assert_eq(clockshim_jump(f1, -2000), 0);
+    /* 1.5 s back: a step (caught as one, far above the ~170 ms a second allows) that
+     * leaves the clock within the default --clock-max-skew-ms of 2000 of the others'.
+     * A step of exactly 2000 left it on that edge, and whether its offset then counted
+     * as skewed (and it never came back) was decided by the noise of the measured
+     * offsets: it stayed out for 20 s in 1 of 9 runs under load. */
+    cr_assert_eq(clockshim_jump(f1, -1500), 0);
     struct want w0 = {0, "quarantined"}, w1 = {1, "quarantined"};
     cr_assert(h_wait_until(in_state, &w0, 5000), "a clock at 1.5x is caught");
     cr_log_info("clock: a 1.5x clock quarantined %.0f ms after it sped up", h_now_ms() - t0);
-    cr_assert(h_wait_until(in_state, &w1, 5000), "a step back of 2 s is caught");
+    cr_assert(h_wait_until(in_state, &w1, 5000), "a step back of 1.5 s is caught");
     /* The fast clock stays out (never steady), the stepped one comes back once its clock
      * has been sane for a while and its repair ran. */
     struct want r1 = {1, "ready"};
