@@ -470,6 +470,20 @@ void h_tmpdir(char *out, size_t cap, const char *stem)
     cr_assert(mkdtemp(out), "mkdtemp %s: %s", out, strerror(errno));
 }
 
+int h_open_fds(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 void h_require_local(h_cluster *c)
 {
     if (c->external)

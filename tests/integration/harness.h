@@ -172,6 +172,10 @@ int h_wait_until(int (*cond)(void *), void *arg, int timeout_ms);
  * runs of others on a shared machine. */
 void h_tmpdir(char *out, size_t cap, const char *stem);
 
+/* How many descriptors process pid has open (/proc/PID/fd; -1 if unknown): a service
+ * has accepted the connections a test dialed once they are counted there. */
+int h_open_fds(pid_t pid);
+
 /* Skip the current test when running against an external stack. */
 void h_require_local(h_cluster *c);
 

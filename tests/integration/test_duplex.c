@@ -889,6 +889,17 @@ static void raise_nofile(rlim_t want)
 /* With 260 idle connections on an instance capped at 300 over two workers, every one
  * of 40 requests on new connections is answered (each worker capped itself at 150, and
  * the workers take connections unevenly); past the cap, connections are refused. */
+struct held_fds {
+    pid_t pid;
+    int want;
+};
+
+static int holds_fds(void *arg)
+{
+    const struct held_fds *h = arg;
+    return h_open_fds(h->pid) >= h->want;
+}
+
 Test(duplex, the_connection_cap_is_the_instance_s)
 {
     h_require_local(&C);
@@ -897,10 +908,12 @@ Test(duplex, the_connection_cap_is_the_instance_s)
     h_service_start(&C, &b, "--max-connections 300 --threads 2 --header-timeout-ms 60000");
     enum { IDLE = 260, ASK = 40 };
     int fds[IDLE + 1];
+    struct held_fds base = {b.pid, h_open_fds(b.pid) + IDLE};
     for (int i = 0; i < IDLE; i++)
         fds[i] = dial(b.port);
-    /* Every idle connection is taken by a worker before the requests. */
-    usleep(300 * 1000);
+    /* Every idle connection is taken by a worker before the requests (a fixed 300 ms
+     * was not always enough on a busy machine). */
+    cr_assert(h_wait_until(holds_fds, &base, 10000), "the service accepts the %d idle connections", IDLE);
     int answered = 0;
     for (int i = 0; i < ASK; i++) {
         void *curl = NULL; /* a new connection each */
@@ -916,7 +929,8 @@ Test(duplex, the_connection_cap_is_the_instance_s)
     int more[40];
     for (int i = 0; i < 40; i++)
         more[i] = dial(b.port);
-    usleep(300 * 1000);
+    base.want += 40; /* ASK's connections are closed: back to the idle ones, then these */
+    cr_assert(h_wait_until(holds_fds, &base, 10000), "the service accepts 40 more, to its cap");
     void *curl = NULL;
     h_resp r;
     h_http_to(b.url, &curl, "GET", "/healthz", NULL, &r);
