@@ -253,6 +253,7 @@ static void attempt_begin(lockop *op, round *rd)
     }
     op->value[op->value_len] = '\0';
     op->release_mask = ~(uint64_t)0; /* until the round says who refused */
+    op->reentry_short = 0;
     waitq_begin(&op->env->wq, &op->w);
     op->attempts++;
     op->w.in_flight = 1;
@@ -564,6 +565,8 @@ static void acquire_done(round *rd)
             round_unref(ur);
         }
         rd->decision = RL_DECIDE_UNAVAILABLE;
+        op->reentry_short = 1;
+        op->answered = (size_t)__builtin_popcountll(added); /* the masters that counted it */
     }
     op->partial = t.ok > 0;
     if (rd->decision != RL_DECIDE_QUORUM) {
