@@ -595,6 +595,11 @@ static long reenter_frozen(const char *body, int from, int to)
     h_http(&C, "POST", "/locks/re.two", body, &r);
     long st = r.status;
     cr_log_info("a re-entry with masters %d..%d frozen: %ld %s", from, to, st, r.body);
+    if (st == 503) {
+        cr_assert_str_eq(h_str(&r, "error"), "quorum_unavailable", "%s", r.body);
+        cr_assert_eq(h_int(&r, "quorum"), 5, "a re-entry needs every master: %s", r.body);
+        cr_assert_eq(h_int(&r, "nodes_ok"), 5 - (to - from + 1), "those that counted it: %s", r.body);
+    }
     h_resp_free(&r);
     while (h_now_ms() < t0 + 500) /* past every window of a script sent in the round */
         usleep(20 * 1000);
