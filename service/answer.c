@@ -90,7 +90,11 @@ enum MHD_Result answer_error(http_req *r, rl_err e)
                    has_op ? r->op.permits_seen : 0, 0, -1, has_op && r->op.resting,
                    has_op ? r->op.bound_ms : -1};
     size_t trusted = 0;
-    if (e == RL_E_QUORUM_UNAVAILABLE &&
+    if (e == RL_E_QUORUM_UNAVAILABLE && has_op && r->op.reentry_short) {
+        /* a re-entry needs every master (docs/DESIGN.md section 12) */
+        be.message = "a re-entry needs every master to count its hold; the outer hold stands";
+        be.quorum = r->srv->env.nmasters;
+    } else if (e == RL_E_QUORUM_UNAVAILABLE &&
         (be.quarantined = quarantined_masters(&r->srv->env, &be.rejoin_ms, &trusted))) {
         /* nodes_ok: the masters in quorums, whatever the round heard before it was
          * decided (with too few usable it is decided at once) */

@@ -253,6 +253,7 @@ static void attempt_begin(lockop *op, round *rd)
     }
     op->value[op->value_len] = '\0';
     op->release_mask = ~(uint64_t)0; /* until the round says who refused */
+    op->reentry_short = 0;
     waitq_begin(&op->env->wq, &op->w);
     op->attempts++;
     op->w.in_flight = 1;
@@ -491,26 +492,25 @@ static lockop *heard(const round *rd, redlock_tally *t)
 
 /* Masters an attempt may have written to: all but those that refused. */
 /* A reentrant acquire that found its lease holding the key on some master is a
- * re-entry: it counts only where it added a hold to the lease's key (an adopted key
- * answers what it kept: pttl > 0), never where it took a free key (pttl -2: a fresh
- * key).  Such a key would count a hold no outer hold knows of, and a nested release
- * could then take the keys that only the outer hold counts, letting another client in
- * while the outer hold is valid (tests/model: old-reentry-count).  Returns the masters
- * whose fresh keys go (0 when it is no re-entry). */
-static uint64_t reentry_fresh_keys(const round *rd)
+ * re-entry: the masters that answered that they added a hold to the lease's key (an
+ * adopted key answers what it kept: pttl > 0) into *added, and those where it took a
+ * free key (pttl -2: a fresh key) returned; 0 and 0 when it is no re-entry.  A fresh key
+ * would count a hold no outer hold knows of, and a nested release could then take the
+ * keys that only the outer hold counts (tests/model: old-reentry-count). */
+static uint64_t reentry_fresh_keys(const round *rd, uint64_t *added)
 {
     uint64_t fresh = 0;
-    size_t added = 0;
+    *added = 0;
     for (size_t i = 0; i < rd->env->n && i < 64; i++) {
         const redlock_reply *r = &rd->replies[i];
         if (r->state != RL_SLOT_OK)
             continue;
         if (r->pttl > 0)
-            added++;
+            *added |= (uint64_t)1 << i;
         else
             fresh |= (uint64_t)1 << i;
     }
-    return added ? fresh : 0;
+    return *added ? fresh : 0;
 }
 
 static uint64_t maybe_written(const round *rd)
@@ -536,11 +536,11 @@ static void acquire_done(round *rd)
     lockop *op = heard(rd, &t);
     round_env *re = op->env->rounds;
     op->release_mask = maybe_written(rd);
-    uint64_t fresh = op->reentrant && rd->script == SCRIPT_ACQUIRE ? reentry_fresh_keys(rd) : 0;
+    uint64_t added = 0;
+    uint64_t fresh = op->reentrant && rd->script == SCRIPT_ACQUIRE ? reentry_fresh_keys(rd, &added) : 0;
     if (fresh) {
         /* a re-entry: the free keys it took go at once (its exact value), and count for
-         * nothing; what is left decides, and a re-entry short of a quorum is not tried
-         * again (its holds stay where they landed: a release counts a quorum's) */
+         * nothing */
         uint64_t keep = op->release_mask & ~fresh;
         op->release_mask = fresh;
         release_everywhere(op);
@@ -549,8 +549,24 @@ static void acquire_done(round *rd)
             if (fresh & ((uint64_t)1 << i))
                 rd->replies[i].state = RL_SLOT_FAILED;
         redlock_tally_of(rd->replies, re->n, &t);
-        if (t.ok < re->quorum)
-            rd->decision = RL_DECIDE_UNAVAILABLE;
+    }
+    if (added && added != round_all(re)) {
+        /* A re-entry is granted only when every master confirmed adding its hold
+         * (docs/DESIGN.md section 12): a release takes one hold off every master, so a
+         * hold one master never counted would, released, take the outer hold's count
+         * there (tests/model: found-two-reentries).  Short of all of them: 503, and the
+         * hold is taken back ("one less", by the lease) on exactly the masters that
+         * confirmed adding it, never on the others, where "one less" would take an
+         * outer hold's count.  Where it landed unconfirmed it stays, a count too high,
+         * which only keeps the key until the holder's release or its expiry. */
+        round *ur = round_new(re, NULL, NULL);
+        if (ur) { /* else out of memory: the holds stay, until the keys' expiry */
+            shape_send_release(op, ur, op->lease, op->lease_len, added);
+            round_unref(ur);
+        }
+        rd->decision = RL_DECIDE_UNAVAILABLE;
+        op->reentry_short = 1;
+        op->answered = (size_t)__builtin_popcountll(added); /* the masters that counted it */
     }
     op->partial = t.ok > 0;
     if (rd->decision != RL_DECIDE_QUORUM) {
@@ -801,6 +817,22 @@ static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t
     for (size_t i = 0; i < n && i < 64; i++)
         if ((found >> i & 1) && rd->replies[i].pttl > longest)
             longest = rd->replies[i].pttl;
+    /* The release rd sent may still land where it did not answer, after this
+     * finisher: its "one less" and the finisher's "lower to target" would then take two
+     * holds for one (tests/model: found-finisher).  So the finisher goes only once the
+     * release's clock window has closed on that master (the script's PRELUDE refuses
+     * it past the window), and not at all, unless it deletes outright (target 0: the
+     * lease released), where the release carried no window. */
+    int64_t first_us = clock_now_us() + FINISH_FIRST_MS * 1000;
+    for (size_t i = 0; i < n && i < 64; i++) {
+        if (!(mask >> i & 1))
+            continue;
+        int64_t closed = master_window_closed_us(&env->rounds->masters[i], rd->start_us);
+        if (closed < 0 && target != 0 && op->kind == LOCKOP_RELEASE && op->mode != LOCKOP_SEMAPHORE)
+            mask &= ~((uint64_t)1 << i); /* the keys expire with their ttl */
+        else if (closed > first_us)
+            first_us = closed;
+    }
     if (!mask)
         return;
     int64_t ttl = longest > 0 ? longest + redlock_drift_ms(longest, env->conf->drift_factor)
@@ -839,7 +871,7 @@ static void finisher_start(lockop *op, const round *rd, uint64_t found, uint64_t
         f->until_us = until;
     f->delay_ms = FINISH_FIRST_MS;
     if (!f->rd)
-        loop_timer_start(env->rounds->loop, &f->timer, clock_now_us() + f->delay_ms * 1000);
+        loop_timer_start(env->rounds->loop, &f->timer, first_us);
 }
 
 /* Delete the lease's key, whatever its count, where a master still counts holds for

@@ -402,6 +402,17 @@ int master_clock_fit(const master_conn *m, int64_t now_us)
     return !m->clock_bad || mclock_steady(&m->clock, now_us);
 }
 
+int64_t master_window_closed_us(const master_conn *m, int64_t sent_us)
+{
+    if (!m->conf->clock_check || !m->clock.have)
+        return -1;
+    /* its window ends at sent_us + the node timeout + the tolerance, by the clock as
+     * estimated then; the master's clock may be a tolerance behind that estimate; and
+     * both ends are rounded to the ms */
+    int64_t tol = mclock_tolerance_us(&m->clock, clock_now_us(), m->conf->drift_factor);
+    return sent_us + m->conf->node_timeout_ms * 1000 + 2 * tol + 2000;
+}
+
 /* The window of master times a lock script sent now may run in, as its first argument
  * ("lo:hi" in ms; "" when the clock is not watched or not known yet). */
 static size_t clock_window(const master_conn *m, char *buf, size_t cap)

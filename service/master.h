@@ -192,6 +192,11 @@ void master_clock_tick(master_conn *m, int64_t now_us);
 
 /* Whether m may be repaired as far as its clock goes (steady if it was distrusted). */
 int master_clock_fit(const master_conn *m, int64_t now_us);
+/* The time (clock_now_us) after which a lock script sent to m at sent_us can no longer
+ * run there (its clock window has closed, as the clock is known now), or -1 when the
+ * script carried no window (the clock is not watched or not known): it may run late at
+ * any time. */
+int64_t master_window_closed_us(const master_conn *m, int64_t sent_us);
 
 /* Name of a state for logs and /readyz. */
 const char *master_state_name(int state);

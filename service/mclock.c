@@ -97,6 +97,11 @@ static int64_t tolerance(const mclock *c, int64_t now_us, double drift)
     return c->err_us + MCLOCK_MARGIN_US + (int64_t)(drift * (double)age);
 }
 
+int64_t mclock_tolerance_us(const mclock *c, int64_t now_us, double drift)
+{
+    return tolerance(c, now_us, drift);
+}
+
 int mclock_window(const mclock *c, int64_t now_us, int64_t horizon_us, double drift, int64_t *lo_ms,
                   int64_t *hi_ms)
 {

@@ -57,6 +57,10 @@ int mclock_sample(mclock *c, int64_t sent_us, int64_t recv_us, int64_t master_us
 int mclock_window(const mclock *c, int64_t now_us, int64_t horizon_us, double drift, int64_t *lo_ms,
                   int64_t *hi_ms);
 
+/* How far the clock as last measured may be from the master's at now_us (us): the
+ * slack of mclock_window() on either side. */
+int64_t mclock_tolerance_us(const mclock *c, int64_t now_us, double drift);
+
 /* A script refused its window [lo_ms, hi_ms] saying it ran at master_ms; its answer was
  * read at recv_us.  1 if that time agrees with the clock as last measured (the script
  * simply ran late: a master that was frozen or slow), 0 if it does not (the clock moved:

@@ -163,6 +163,8 @@ struct lockop {
                                  * added on the master, never here) */
     size_t value_len;
     int partial;                /* the failed attempt was granted by some masters */
+    int reentry_short;          /* a re-entry that not every master counted (503: it needs
+                                 * all of them; answered counts those that did) */
     int64_t split_deadline_us;  /* a no-wait acquire retries split rounds until then */
     int cut_by_shutdown;        /* the shutdown ended its wait while its attempt was in
                                  * flight: no more waiting; refused, it answers

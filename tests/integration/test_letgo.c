@@ -431,21 +431,6 @@ static int ready_state(int i, const char *want)
     return strcmp(st, want) == 0;
 }
 
-static int m34_down(void *arg)
-{
-    (void)arg;
-    return !ready_state(3, "ready") && !ready_state(4, "ready");
-}
-
-static int all_back(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < C.n; i++)
-        if (!ready_state(i, "ready"))
-            return 0;
-    return 1;
-}
-
 typedef struct thaw_later {
     int ms, from, to;
 } thaw_later;
@@ -459,29 +444,30 @@ static void *thaw_main(void *arg)
     return NULL;
 }
 
-/* Finding 3 of issue 22: a re-entry that reached masters 0-2 only (3 and 4 marked
- * down), 3 and 4 back with the count of before, and 0 and 1 slow while the holder sends
- * one DELETE.  The three first answers (2: one hold left; 3, 4: deleted) must not make
- * it "released": 0 and 1 still count a hold. */
+/* Finding 3 of issue 22: masters 0-2 count a re-entry that 3 and 4 do not (a re-entry
+ * is granted only by all five now, DESIGN.md section 12, so 3 and 4 are set back to
+ * their value of before by hand, as a restart from a log that missed it would), and 0
+ * and 1 slow while the holder sends one DELETE.  The three first answers (2: one hold
+ * left; 3, 4: deleted) must not make it "released": 0 and 1 still count a hold. */
 Test(letgo_faults, a_reentrant_release_is_not_released_while_a_quorum_still_holds)
 {
     h_cluster_start(&C, 5, 0, "--threads 1 --node-timeout-ms 1000");
     h_require_local(&C);
     const char *L = "letgoCountedLease0123456789";
-    char body[512];
+    char body[512], before[512];
     snprintf(body, sizeof body, "{\"lease\":\"%s\",\"reentrant\":true,\"ttl_ms\":60000}", L);
     cr_assert_eq(call("POST", "/locks/lg.cnt", body, NULL), 201);
-    h_redis_freeze(&C.masters[3]);
-    h_redis_freeze(&C.masters[4]);
-    cr_assert(h_wait_until(m34_down, NULL, 20000), "masters 3 and 4 marked down");
+    h_redis_cmd(&C.masters[3], before, sizeof before, "GET redlock:lg.cnt");
+    cr_assert_str_not_empty(before, "master 3 has the outer hold");
     h_resp r;
     cr_assert_eq(call("POST", "/locks/lg.cnt", body, &r), 201, "%s", r.body);
     cr_assert_eq(h_int(&r, "holds"), 2, "%s", r.body);
     h_resp_free(&r);
-    h_redis_thaw(&C.masters[3]);
-    h_redis_thaw(&C.masters[4]);
-    cr_assert(h_wait_until(all_back, NULL, 20000), "masters 3 and 4 back");
-    char v[256];
+    char v[512];
+    for (int i = 3; i < 5; i++) {
+        h_redis_cmd(&C.masters[i], v, sizeof v, "SET redlock:lg.cnt %s KEEPTTL", before);
+        cr_assert_str_eq(v, "OK", "master %d set back", i);
+    }
     h_redis_cmd(&C.masters[0], v, sizeof v, "GET redlock:lg.cnt");
     cr_assert_not_null(strstr(v, "*2"), "master 0 counts 2: %s", v);
     h_redis_cmd(&C.masters[3], v, sizeof v, "GET redlock:lg.cnt");

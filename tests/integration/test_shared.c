@@ -584,6 +584,72 @@ Test(reentrant, a_reentry_never_takes_a_free_key)
     h_resp_free(&r);
 }
 
+/* A re-entry sent while masters in [from, to] are frozen past the script's clock window
+ * (their copy then runs late and is refused: for them it is lost); thawed after. */
+static long reenter_frozen(const char *body, int from, int to)
+{
+    for (int i = from; i <= to; i++)
+        h_redis_freeze(&C.masters[i]);
+    double t0 = h_now_ms();
+    h_resp r;
+    h_http(&C, "POST", "/locks/re.two", body, &r);
+    long st = r.status;
+    cr_log_info("a re-entry with masters %d..%d frozen: %ld %s", from, to, st, r.body);
+    if (st == 503) {
+        cr_assert_str_eq(h_str(&r, "error"), "quorum_unavailable", "%s", r.body);
+        cr_assert_eq(h_int(&r, "quorum"), 5, "a re-entry needs every master: %s", r.body);
+        cr_assert_eq(h_int(&r, "nodes_ok"), 5 - (to - from + 1), "those that counted it: %s", r.body);
+    }
+    h_resp_free(&r);
+    while (h_now_ms() < t0 + 500) /* past every window of a script sent in the round */
+        usleep(20 * 1000);
+    for (int i = from; i <= to; i++)
+        h_redis_thaw(&C.masters[i]);
+    cr_assert(h_wait_until(all_ready, NULL, 10000), "masters %d..%d back", from, to);
+    return st;
+}
+
+/* The model's found-two-reentries (tests/model) with real masters: the outer hold on all
+ * five; re-entry 1 misses masters 3, 4 (frozen), re-entry 2 misses 0, 1.  Granted by a
+ * quorum of added holds (the rule before), releasing both re-entries took the outer
+ * hold's count on 0, 1 (re-entry 2's release) and 3, 4 (re-entry 1's): a majority, and
+ * a competitor was granted while the outer hold was valid.  A re-entry is granted only
+ * when every master counted it (DESIGN.md section 12): both are 503 here. */
+Test(reentrant, two_reentries_that_each_miss_masters_never_free_the_outer_hold)
+{
+    h_require_local(&C);
+    const char *L = "twoReentries0123456789AB";
+    char body[256], rel[128];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"reentrant\":true,\"ttl_ms\":30000}", L);
+    snprintf(rel, sizeof rel, "{\"lease\":\"%s\"}", L);
+    cr_assert_eq(post("/locks/re.two", body, NULL, 0, NULL), 201, "the outer hold, on all five");
+    double outer_at = h_now_ms();
+    long st1 = reenter_frozen(body, 3, 4);
+    long st2 = reenter_frozen(body, 0, 1);
+    long rel_st[2] = {0, 0};
+    int nrel = (st1 == 201) + (st2 == 201); /* the client releases what it was granted */
+    for (int k = 0; k < nrel; k++) {
+        h_resp r;
+        h_http(&C, "DELETE", "/locks/re.two", rel, &r);
+        rel_st[k] = r.status;
+        cr_log_info("release of a re-entry: %ld %s", r.status, r.body);
+        h_resp_free(&r);
+    }
+    long comp = post("/locks/re.two", NULL, NULL, 0, NULL);
+    cr_assert_lt(h_now_ms() - outer_at, 25000, "within the outer hold's validity");
+    cr_assert_neq(comp, 201, "a competitor was granted while the outer hold is valid "
+                             "(re-entries %ld, %ld; releases %ld, %ld)", st1, st2, rel_st[0], rel_st[1]);
+    cr_assert_eq(comp, 409, "the outer hold stands");
+    cr_assert_eq(st1, 503, "a re-entry that masters 3, 4 did not count is refused");
+    cr_assert_eq(st2, 503, "a re-entry that masters 0, 1 did not count is refused");
+    /* its holds taken back where they landed: one release frees the outer hold */
+    h_resp r;
+    h_http(&C, "DELETE", "/locks/re.two", rel, &r);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert(json_is_true(json_object_get(r.json, "released")), "%s", r.body);
+    h_resp_free(&r);
+}
+
 /* first: granted while masters 3 and 4 refuse every script (their ACL forbids EVALSHA
  * for a while: they lag, but never restart nor lose anything), so on 0, 1, 2 only; then
  * master 0 restarts empty and 3, 4 answer again: second is what a competitor gets.

@@ -21,7 +21,7 @@ SET=${SET:-test}
 # the compiler for -O0 builds: clang compiles a pan.c three times as fast as gcc -O0
 CC0=${CC0:-$(command -v clang >/dev/null 2>&1 && echo clang || echo "$MODEL_CC")}
 # the variants of `make test-model` whose search is large enough for -O1 to pay
-O1="new-late new-retry-freeze new-views"
+O1="new-late new-retry-freeze new-views reentrant-2-small reentrant-finisher"
 
 # name | set | expect | model | spin flags | what it is.
 # set: test (`make test-model`, part of `make test`: small configurations, one for each
@@ -64,10 +64,15 @@ old-repair|test|fail|redlock|$NEW_FLAGS -DOLD_REPAIR -DMAXF=1 -DMAXZ=0|old rules
 old-cleanup|test|fail|redlock|$NEW_FLAGS -DNO_TAGS -DRETRY1 -DMAXF=0 -DMAXZ=0|old rules (clean-up releases by lease)
 old-nofloor|test|fail|redlock|$NEW_FLAGS -DNO_FLOOR -DMAXF=0 -DMAXZ=0|without the floor (counters that expire read 0)
 draft-adopt|test|fail|redlock|-DBOOT_FIX -DRETRY1 -DMAXF=0 -DMAXZ=1|first draft (a clean-up could take an adopted key)
-reentrant|test|pass|reentrant||reentrant holds, the count (a re-entry never takes a free key), one re-entry: both clients
+reentrant|test|pass|reentrant|-DALL_N_REENTRY|reentrant holds, the count (a re-entry never takes a free key, granted only by all N masters), one re-entry: both clients
+reentrant-2|full|pass|reentrant|-DALL_N_REENTRY -DMAXRE=2 -DREENTER_VALID|the count, a re-entry granted only by all N masters, two re-entries while the client believes it holds: both clients
+reentrant-2-lost|full|pass|reentrant|-DALL_N_REENTRY -DMAXRE=2 -DREENTER_VALID -DUNCONFIRMED_LOST -DNO_NEST_CHECK|the count, a re-entry granted only by all N masters: found-two-reentries' configuration
+reentrant-2-small|test|pass|reentrant|-DALL_N_REENTRY -DMAXRE=2 -DREENTER_VALID -DUNCONFIRMED_LOST -DNO_NEST_CHECK -DTMAX=2|the count, a re-entry granted only by all N masters: found-two-reentries' configuration, to tick 2
+reentrant-finisher|test|pass|reentrant|-DALL_N_REENTRY -DFINISHER -DFINISHER_WAIT -DFIN_NO_NONE|the count with the service's finisher, which waits until the release's window has closed, without its *-1 (no master answered): found-finisher's configuration
+found-finisher-none|test|found|reentrant|-DALL_N_REENTRY -DFINISHER -DFINISHER_WAIT|the count with the service's finisher, which waits for the window: its *-1 after a release no master answered deletes the outer hold where the release landed
 reentrant-tags|test|pass|reentrant|-DTAGS|reentrant holds by per-hold tags (the alternative): one re-entry
-found-two-reentries|test|found|reentrant|-DMAXRE=2 -DREENTER_VALID -DUNCONFIRMED_LOST -DNO_NEST_CHECK|the count, two re-entries in turn: a release takes the outer hold's count where its re-entry had missed
-found-finisher|test|found|reentrant|-DFINISHER|the count with the service's finisher: its *t and the late release it finishes both land, two holds taken for one
+found-two-reentries|test|fail|reentrant|-DMAXRE=2 -DREENTER_VALID -DUNCONFIRMED_LOST -DNO_NEST_CHECK|old rules (a re-entry granted by a quorum of added holds): two re-entries in turn, a release takes the outer hold's count where its re-entry had missed
+found-finisher|test|fail|reentrant|-DFINISHER|old rules (the finisher sent before the release's window closed): its *t and the late release it finishes both land, two holds taken for one
 found-phantom|test|found|reentrant|-DCOUNT_ANYTIME|the count: a release answered after a 503 counts the holds the 503'd release is still taking
 old-reentry-count|test|fail|reentrant|-DOLD_REENTRY_COUNT|old rules (a re-entry takes free keys: its release takes a hold the master never counted)
 old-reentry-ttl|test|fail|reentrant|-DOLD_REENTRY_TTL|old rules (a re-entry sets the key's expiry to its own ttl: issue 22 finding 1)

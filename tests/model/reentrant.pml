@@ -63,6 +63,17 @@
  *             with one hold is deleted, more are left alone): finisher_start in
  *             service/lockop.c.  Off by default: it breaks (a) on its own
  *             (README: found-finisher).
+ *   ALL_N_REENTRY (the service's rule; check.sh's reentrant variants): a re-entry
+ *             is granted only when every master (all N) answered that it added a
+ *             hold; otherwise 503, its holds taken back ("one less") on exactly the
+ *             masters that confirmed adding one (requests applied later, or never),
+ *             its exact-value clean-up sent to the masters that did not answer.
+ *             Without it, a re-entry is granted by a quorum of added holds (the
+ *             rule before it: found-two-reentries).
+ *   FINISHER_WAIT (with FINISHER: the service's finisher since it waits): the
+ *             finisher's `*t` goes to a master only once the release's own request
+ *             there can no longer run (its clock window closed: the script refuses
+ *             it); that request lands before, or never.
  *   OLD_REENTRY_COUNT: a re-entry is granted by Q masters that added a hold or
  *             took a free key (the count before 8f844cb).
  *   TAGS:     the value records each hold by its own tag (a set), the rule proposed
@@ -120,6 +131,12 @@ byte ka[N];       /* 1 + the attempt whose exact value the key still has (set fr
 byte lr[N];       /* release requests not yet applied: a number (TAGS: bit a)      */
 byte lc[N];       /* clean-ups by exact value not yet applied: bit a (attempt a)   */
 byte lt[N];       /* finisher requests not yet applied: bit t + 1 (`*t`, t >= -1)  */
+#ifdef FINISHER_WAIT
+byte lf[N];       /* release k's request not yet applied: bit k                    */
+byte lw[N];       /* release k's finisher waits for k's window to close: bit k     */
+byte ft[NA];      /* release k's finisher target (t + 1)                           */
+byte nrel;        /* releases so far                                               */
+#endif
 #define HKEY(m)   (kv[m] == 1)
 #define NH        (HKEY(0) + HKEY(1) + HKEY(2))
 
@@ -235,7 +252,22 @@ inline h_acquire() {
        if :: F != 0 -> printf("MSC:   a re-entry: its free keys on %d deleted by their value\n", F)
           :: else -> skip fi;
        CLEANUP(F);
+#ifdef ALL_N_REENTRY
+       /* granted only when every master confirmed adding the hold; else 503, and the
+        * hold it added is taken back ("one less") on exactly the masters that
+        * confirmed adding it, never elsewhere (applied later, or never) */
+       if
+       :: POP(A) < N ->
+            printf("MSC:   a re-entry confirmed on %d only, not all: one less sent there\n", A);
+            if :: A & 1 -> lr[0]++ :: else -> skip fi;
+            if :: A & 2 -> lr[1]++ :: else -> skip fi;
+            if :: A & 4 -> lr[2]++ :: else -> skip fi;
+            CLEANUP(W); A = 0
+       :: else -> skip
+       fi
+#else
        if :: !(POP(A) >= Q) -> CLEANUP(W) :: else -> skip fi
+#endif
   :: else ->
        A = F;                                  /* a first acquire */
        if :: !(POP(A) >= Q) -> CLEANUP(A | W) :: else -> skip fi
@@ -305,7 +337,17 @@ inline h_judge() {
        if :: bc > 0 -> bc-- :: else -> skip fi;
 #endif
        printf("MSC: H release at %d: 503 release_unconfirmed (answered %d)\n", now, ans);
-#ifdef FINISHER
+#if defined(FINISHER) && defined(FINISHER_WAIT)
+       /* the finisher goes once the release's window has closed (FIRE) */
+       printf("MSC:   the finisher of release %d (*%d) waits for its window\n", nrel, t - 1);
+       ft[nrel] = t;
+#ifdef FIN_NO_NONE
+       if :: t == 0 -> ans = 7 :: else -> skip fi;   /* no finisher after no answer */
+#endif
+       if :: !(ans & 1) -> lw[0] = lw[0] | (1 << nrel) :: else -> skip fi;
+       if :: !(ans & 2) -> lw[1] = lw[1] | (1 << nrel) :: else -> skip fi;
+       if :: !(ans & 4) -> lw[2] = lw[2] | (1 << nrel) :: else -> skip fi;
+#elif defined(FINISHER)
        /* `<lease>*<t>` to the masters that did not answer; t + 1 in bits, 0: t = -1 */
        printf("MSC:   the finisher sends *%d to the masters that did not answer\n", t - 1);
        if :: !(ans & 1) -> lt[0] = lt[0] | (1 << t) :: else -> skip fi;
@@ -335,6 +377,8 @@ inline h_release() {
     :: true ->                                               /* not (yet) answered */
 #ifdef TAGS
        lr[m] = lr[m] | (1 << a);
+#elif defined(FINISHER_WAIT)
+       lf[m] = lf[m] | (1 << nrel);
 #else
        lr[m]++;
 #endif
@@ -355,6 +399,9 @@ inline h_release() {
   fi;
 #else
   h_judge();
+#endif
+#ifdef FINISHER_WAIT
+  nrel++;
 #endif
   ans = 0; gone = 0; c = 0; t = 0; a = 0;
   lo0 = 0; lo1 = 0; lo2 = 0; hi0 = 0; hi1 = 0; hi2 = 0
@@ -424,6 +471,21 @@ inline c_acquire() {
               fi; \
               printf("MSC:   m%d: holds %d left\n", mm, kc[mm]) }
 
+#ifdef FINISHER_WAIT
+/* release kk's request to mm, not yet applied, is applied now (within its window) */
+#define LATEK(mm, kk) \
+  :: atomic { lf[mm] & (1 << kk) -> lf[mm] = lf[mm] & ~(1 << kk); \
+              printf("MSC: release %d's late request reaches m%d\n", kk, mm); \
+              m = mm; h_rel_script(); \
+              printf("MSC:   m%d: holds %d left\n", mm, o); m = 0; o = 0; f = 0 }
+/* release kk's window has closed on mm (its request there can no longer run: the
+ * script's PRELUDE refuses it), and only then its finisher's `*t` goes */
+#define FIRE(mm, kk) \
+  :: atomic { lw[mm] & (1 << kk) -> lw[mm] = lw[mm] & ~(1 << kk); \
+              lf[mm] = lf[mm] & ~(1 << kk); lt[mm] = lt[mm] | (1 << ft[kk]); \
+              printf("MSC: release %d's window closed on m%d: its finisher sends *%d\n", kk, mm, ft[kk] - 1) }
+#endif
+
 /* an expired key is cleared */
 #define EXPIRE(mm) if :: kv[mm] != 0 && kx[mm] <= now -> DEL(mm) :: else -> skip fi
 
@@ -458,6 +520,16 @@ init {
   LATECLEAN(0, 1) LATECLEAN(1, 1) LATECLEAN(2, 1)
 #if MAXRE >= 2
   LATECLEAN(0, 2) LATECLEAN(1, 2) LATECLEAN(2, 2)
+#endif
+#ifdef FINISHER_WAIT
+  LATEK(0, 0) LATEK(1, 0) LATEK(2, 0)
+  LATEK(0, 1) LATEK(1, 1) LATEK(2, 1)
+  FIRE(0, 0) FIRE(1, 0) FIRE(2, 0)
+  FIRE(0, 1) FIRE(1, 1) FIRE(2, 1)
+#if MAXRE >= 2
+  LATEK(0, 2) LATEK(1, 2) LATEK(2, 2)
+  FIRE(0, 2) FIRE(1, 2) FIRE(2, 2)
+#endif
 #endif
 #ifdef FINISHER
   LATEFIN(0, 0) LATEFIN(1, 0) LATEFIN(2, 0)
