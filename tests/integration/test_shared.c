@@ -585,7 +585,8 @@ Test(reentrant, a_reentry_never_takes_a_free_key)
 }
 
 /* A re-entry sent while masters in [from, to] are frozen past the script's clock window
- * (their copy then runs late and is refused: for them it is lost); thawed after. */
+ * (their copy then runs late and is refused: for them it is lost): the node timeout and
+ * 500 ms more; thawed after. */
 static long reenter_frozen(const char *body, int from, int to)
 {
     for (int i = from; i <= to; i++)
@@ -601,7 +602,7 @@ static long reenter_frozen(const char *body, int from, int to)
         cr_assert_eq(h_int(&r, "nodes_ok"), 5 - (to - from + 1), "those that counted it: %s", r.body);
     }
     h_resp_free(&r);
-    while (h_now_ms() < t0 + 500) /* past every window of a script sent in the round */
+    while (h_now_ms() < t0 + h_node_timeout_ms() + 500) /* past every window of a script sent in the round */
         usleep(20 * 1000);
     for (int i = from; i <= to; i++)
         h_redis_thaw(&C.masters[i]);
