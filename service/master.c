@@ -140,15 +140,25 @@ static void handshake_step_done(master_conn *m);
 static int send_marker(master_conn *m, const char *action, int64_t delay_ms, const char *instance,
                        uint64_t base);
 
-static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
+/* The master a reply on ac is for, with one command fewer pending; NULL when ac is no
+ * longer its connection (a reply to a connection that was replaced is nobody's). */
+static master_conn *own_reply(redisAsyncContext *ac)
 {
     master_conn *m = ac->data;
-    redisReply *reply = r;
-    intptr_t what = (intptr_t)priv; /* script id, or -1 AUTH/SELECT */
     if (!m || m->ev.ac != ac)
-        return;
+        return NULL;
     if (m->pending)
         m->pending--;
+    return m;
+}
+
+static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = own_reply(ac);
+    redisReply *reply = r;
+    intptr_t what = (intptr_t)priv; /* script id, or -1 AUTH/SELECT */
+    if (!m)
+        return;
     if (!reply || reply->type == REDIS_REPLY_ERROR) {
         char why[160];
         snprintf(why, sizeof why, "handshake failed: %.120s",
@@ -228,12 +238,10 @@ static void apply_marker(master_conn *m, redisReply *reply)
 
 static void on_marker_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = ac->data;
+    master_conn *m = own_reply(ac);
     (void)priv;
-    if (!m || m->ev.ac != ac)
+    if (!m)
         return;
-    if (m->pending)
-        m->pending--;
     m->progress_us = clock_now_us();
     m->check_inflight = 0;
     if (!r)
@@ -373,12 +381,10 @@ static void clock_sample(master_conn *m, const redisReply *reply)
 
 static void on_clock_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = ac->data;
+    master_conn *m = own_reply(ac);
     (void)priv;
-    if (!m || m->ev.ac != ac)
+    if (!m)
         return;
-    if (m->pending)
-        m->pending--;
     m->progress_us = clock_now_us();
     clock_sample(m, r);
 }
@@ -472,13 +478,11 @@ static int is_untrusted_reply(const redisReply *r)
 /* INFO server: the run id (new at every start of the process) and the uptime. */
 static void on_info_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = ac->data;
+    master_conn *m = own_reply(ac);
     redisReply *reply = r;
     (void)priv;
-    if (!m || m->ev.ac != ac)
+    if (!m)
         return;
-    if (m->pending)
-        m->pending--;
     if (!reply || reply->type != REDIS_REPLY_STRING) {
         if (reply)
             master_close(m, 1, "handshake failed: INFO refused");
@@ -503,13 +507,11 @@ static void on_info_reply(redisAsyncContext *ac, void *r, void *priv)
  * refusal (CONFIG renamed away) means "not known to be safe". */
 static void on_config_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = ac->data;
+    master_conn *m = own_reply(ac);
     redisReply *reply = r;
     int what = (int)(intptr_t)priv; /* 0 appendonly, 1 appendfsync */
-    if (!m || m->ev.ac != ac)
+    if (!m)
         return;
-    if (m->pending)
-        m->pending--;
     if (!reply)
         return;
     int yes = reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
@@ -525,12 +527,10 @@ static void on_config_reply(redisAsyncContext *ac, void *r, void *priv)
 /* The handshake's TIME: the first sample of the clock (or one more, after a reconnect). */
 static void on_handshake_time(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = ac->data;
+    master_conn *m = own_reply(ac);
     (void)priv;
-    if (!m || m->ev.ac != ac)
+    if (!m)
         return;
-    if (m->pending)
-        m->pending--;
     if (!r)
         return;
     clock_sample(m, r);
