@@ -32,6 +32,11 @@ KEY_PREFIX = "redlock:"          # redlockd's default --key-prefix
 TEMPFAIL = 75
 
 
+
+def default_signals():
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
 class Failure(Exception):
     pass
 
@@ -215,8 +220,12 @@ class Env:
 
     def spawn(self, *args, url=None):
         out, err = self.path("stdout"), self.path("stderr")
+        # The signals redlock forwards start at their defaults, whatever the caller of
+        # the tests ignores (a background job's SIGINT, nohup's SIGHUP): redlock keeps a
+        # signal its caller ignores ignored, as nohup asks, and forwards the rest.
         p = subprocess.Popen([self.redlock] + list(args), env=self.env(url),
-                             stdout=open(out, "w"), stderr=open(err, "w"))
+                             stdout=open(out, "w"), stderr=open(err, "w"),
+                             preexec_fn=default_signals)
         p.out_path, p.err_path = out, err
         self.procs.append(p)
         return p
