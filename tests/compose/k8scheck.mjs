@@ -478,9 +478,19 @@ export const DEFAULT_TLS_DIR = path.join(ROOT, "deploy/kubernetes-tls");
  * its client certificate from the Secret redlockd-redis-tls mounted read-only; both Secrets
  * generated under those names; the overlay's .gitignore keeps every certificate and key
  * file out of git.  Returns [{name, problems}] or null (no kubectl: skipped). */
+/** Why this kubectl cannot build the TLS overlay, or "" if it can: its `patches` with a
+ * target need kustomize >= 3.1, which kubectl embeds from 1.21 on; Debian bookworm's
+ * kubernetes-client is 1.20 (kustomize 2.0.3). */
+export function overlayUnbuildable() {
+  const v = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
+  if (v.error || v.status !== 0) return "kubectl not installed";
+  const m = /Minor:"(\d+)|v1\.(\d+)\./.exec(v.stdout);
+  const minor = m ? Number(m[1] ?? m[2]) : 99;
+  return minor < 21 ? `kubectl 1.${minor} embeds a kustomize older than 3.1, which cannot build its patches with targets: kubectl 1.21 or later` : "";
+}
+
 export async function checkTlsOverlay(overlayDir = DEFAULT_TLS_DIR, baseDir = DEFAULT_DIR) {
-  const which = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
-  if (which.error || which.status !== 0) return null;
+  if (overlayUnbuildable()) return null;
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "k8scheck-tls-"));
   const name = "TLS overlay (deploy/kubernetes-tls): builds; TLS-only masters with client certificates, redlockd on rediss://, certificates from read-only Secrets";
   const problems = [];
@@ -576,7 +586,7 @@ async function main(argv) {
   if (dir === DEFAULT_DIR) {
     const tls = await checkTlsOverlay();
     if (tls) results.push(...tls);
-    else console.log("skip the TLS overlay (kubectl not installed)");
+    else console.log(`skip the TLS overlay (${overlayUnbuildable()})`);
   }
   let passed = 0, failed = 0;
   for (const r of results) {
