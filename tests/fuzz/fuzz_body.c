@@ -131,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (p.has_wait && (p.wait_ms < 0 || p.wait_ms > max_wait))
                 abort();
         } else {
-            if (rc2 != RL_E_INVALID_TTL && rc2 != RL_E_INVALID_WAIT)
+            if (rc2 != RL_E_INVALID_TTL && rc2 != RL_E_INVALID_WAIT && rc2 != RL_E_INVALID_LOCK_DELAY)
                 abort();
             if (!msg[0])
                 abort();
@@ -140,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc != RL_E_INVALID_JSON && rc != RL_E_INVALID_TTL && rc != RL_E_INVALID_WAIT &&
             rc != RL_E_INVALID_LEASE && rc != RL_E_INVALID_OWNER &&
             rc != RL_E_INVALID_HOLD && rc != RL_E_INVALID_MODE && rc != RL_E_INVALID_PERMITS &&
-            rc != RL_E_INVALID_REENTRANT)
+            rc != RL_E_INVALID_REENTRANT && rc != RL_E_INVALID_LOCK_DELAY && rc != RL_E_INVALID_MAX_HOLD)
             abort();
         if (rc == RL_E_INVALID_JSON && !msg[0])
             abort();
