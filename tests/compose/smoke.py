@@ -15,6 +15,7 @@ only.  Prints ok/FAIL per check and "smoke STEP: N passed, N failed"; exit 1 on 
 import argparse
 import http.client
 import json
+import re
 import os
 import socket
 import subprocess
@@ -123,7 +124,8 @@ def step_api(c, masters, key_prefix):
     check(isinstance(g1.get("fencing_token"), int) and g1["fencing_token"] >= 1, "fencing_token >= 1", str(g1))
     check(0 < g1.get("validity_ms", 0) <= g1.get("ttl_ms", 0) == 30000, "0 < validity_ms <= ttl_ms (default 30000)", str(g1))
     if masters:
-        held = [m for m in masters if redis_get(m, key_prefix + name) == lease]
+        # the value is the lease, then its tag and stamps ('.', '@': docs/DESIGN.md section 14)
+        held = [m for m in masters if re.split(r"[.@]", redis_get(m, key_prefix + name) or "")[0] == lease]
         check(len(held) >= len(masters) // 2 + 1, f"the lease is the value of {key_prefix}{name} on a quorum of masters",
               f"on {held}")
         fences = [redis_hget(m, f"{key_prefix}#master", bucket(name)) for m in masters]

@@ -330,6 +330,7 @@ static int takeable(void *arg)
 
 Test(duplex, pings_are_answered_and_a_release_frees_the_lock_at_once)
 {
+    h_require_local(&C); /* its own instance's port and metrics */
     dx d;
     dx_hold(&d, C.svc.port, "dx.basic", 1200);
     /* Three ttls and more, one ping in flight every ping_ms: every answer alive, the
@@ -660,6 +661,7 @@ Test(duplex, a_hang_up_without_release_lets_go_once_the_validity_told_runs_out)
 
 Test(duplex, a_bad_line_ends_the_hold)
 {
+    h_require_local(&C); /* its own instance's port and metrics */
     dx d;
     dx_hold(&d, C.svc.port, "dx.bad", 30000);
     dx_send(&d, "{\"ping\":-1}\n");
@@ -676,6 +678,7 @@ Test(duplex, a_bad_line_ends_the_hold)
 
 Test(duplex, a_delete_with_the_lease_ends_it_with_released)
 {
+    h_require_local(&C); /* its own instance's port and metrics */
     dx d;
     dx_hold(&d, C.svc.port, "dx.del", 30000);
     json_t *a = dx_ping(&d, 1, 5000, NULL);
@@ -768,6 +771,7 @@ Test(duplex, sigterm_never_releases_before_the_validity_told)
 
 Test(duplex, a_semaphore_permit)
 {
+    h_require_local(&C); /* its own instance's port and metrics */
     dx d;
     dx_open(&d, C.svc.port, "/semaphores/dx.sem?permits=1&hold=stream&ttl_ms=2000", 10000);
     cr_assert_eq(d.status, 101, "%s %s", d.head, d.body);

@@ -186,6 +186,7 @@ static int parked(void *arg)
 
 Test(locking, release_wakes_a_waiter_early)
 {
+    h_require_local(&C); /* its own instance's port and metrics */
     char lease[200];
     long long t1;
     cr_assert_eq(h_acquire(&C, "wait.rel", "ttl_ms=30000", lease, sizeof lease, &t1), 201);
@@ -207,6 +208,7 @@ Test(locking, release_wakes_a_waiter_early)
 
 Test(locking, parked_waiters_do_not_block_other_requests)
 {
+    h_require_local(&C); /* its own instance's port and metrics */
     char lease[200];
     cr_assert_eq(h_acquire(&C, "wait.many", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
     /* 200 waiters parked on one name, each on its own connection. */
@@ -717,6 +719,7 @@ Test(locking, release_hands_the_lock_to_the_parked_waiter)
 
 Test(locking, release_with_a_wrong_lease_hands_nothing_over)
 {
+    h_require_local(&C); /* its own instance's port and metrics */
     char lease[200];
     cr_assert_eq(h_acquire(&C, "hand.wrong", "ttl_ms=30000", lease, sizeof lease, NULL), 201);
     struct waiter w = {C.svc.url, "/locks/hand.wrong?wait_ms=20000&ttl_ms=30000", 0, 0, 0, 0, 0, "", ""};
