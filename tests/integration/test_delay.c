@@ -599,6 +599,7 @@ static long patch(const char *base, void **curl, const char *name, const char *l
 
 Test(delay, a_patch_past_the_bound_is_refused_through_any_instance)
 {
+    h_require_local(&C); /* a second instance of its own */
     start(NULL);
     h_service b;
     h_service_start(&C, &b, NULL);
