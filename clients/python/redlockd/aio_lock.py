@@ -331,6 +331,11 @@ class AsyncLock(Held):
                     self._release_confirmed = False
                 except RedlockError as e:
                     error = e
+        else:
+            # Lost: its keeper lets go of what is left (a set's other names, a lock
+            # whose lease may still stand); wait for that, bounded, so that what the
+            # caller sees after release() (or after its with block) is let go.
+            await self._join(c.timeout + 1.0)
         self.holds = 0
         if was_lost:
             raise self._lost_error()

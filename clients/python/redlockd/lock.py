@@ -340,7 +340,6 @@ class Lock(Held):
         error: Optional[RedlockError] = None
         self._release_wanted = True
         self._wake()
-        # Lost: the keeper lets it go by itself (its thread, bounded); nothing to wait for.
         if not was_lost:
             self._join(c.timeout + 1.0)
             if self.keepalive == "extend":
@@ -356,6 +355,11 @@ class Lock(Held):
                     self._release_confirmed = False
                 except RedlockError as e:
                     error = e
+        else:
+            # Lost: its keeper lets go of what is left (a set's other names, a lock
+            # whose lease may still stand); wait for that, bounded, so that what the
+            # caller sees after release() (or after its with block) is let go.
+            self._join(c.timeout + 1.0)
         self.holds = 0
         if was_lost:
             raise self._lost_error()
