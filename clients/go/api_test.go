@@ -169,6 +169,10 @@ func TestLockSetIsKeptAndLostWithAName(t *testing.T) {
 	if err := s.Unlock(ctxFor(t, 10*time.Second)); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("unlock after the loss: %v", err)
 	}
+	// The set's other name is let go by Unlock, not left until its ttl ends.
+	if st := mustStatus(t, c, b); st.Held || st.Readers != 0 {
+		t.Fatalf("%s still held after the lost set's Unlock: %+v", b, st)
+	}
 }
 
 // Force-break: the holder learns at its next extension (Extend) or from the service's

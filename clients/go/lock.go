@@ -30,6 +30,7 @@ type Lock struct {
 	mode      KeepAlive
 	holds     int
 	reentrant bool // taken with LockOptions.Reentrant: never released by a fallback DELETE
+	set       bool // a LockSet's: one name's loss is not the others', Unlock lets them go
 
 	// extendFn extends what is held once (Extend); releaseFn releases it (the holds
 	// left).  A set of locks has its own.
@@ -275,10 +276,13 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 // needsRelease says whether, after a loss for reason, some masters may still hold the
 // lease: a DELETE is then sent (never for a reentrant hold, whose lease counts others'
-// holds too).
+// holds too; always for a set, whose other names its lease still holds).
 func (l *Lock) needsRelease(lost error) bool {
 	if l.reentrant {
 		return false
+	}
+	if l.set {
+		return true
 	}
 	var le *LostError
 	if !errors.As(lost, &le) {

@@ -121,6 +121,7 @@ func (c *Client) LockSet(ctx context.Context, names []string, opts *SetOptions) 
 	}
 	g := &Grant{Name: t.name, Lease: sg.Lease, Validity: sg.Validity, TTL: sg.TTL}
 	l := c.newLock(t, g, Extend, sent.Add(sg.Validity), o)
+	l.set = true
 	// One extension of the set: every name, at once; it proves the least validity, and
 	// fails if any name fails (the lease gone from one of them first).
 	l.extendFn = func(ctx context.Context) (time.Duration, error) {
