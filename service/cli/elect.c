@@ -53,6 +53,8 @@ typedef struct elect_ctx {
     long long ping_n;               /* duplex: the last ping sent */
     int64_t ping_sent;              /* ... when: the anchor of its answer's validity */
     int ping_waiting;               /* ... its answer is not read yet: send no other */
+    int64_t granted_at;             /* when the grant line was read: its --max-hold
+                                     * bound ends no later than this + max_hold_ms */
     int lost;                       /* leadership lost: the command is being stopped */
     int gone;                       /* the service said the hold is over: no release */
 } elect_ctx;
@@ -141,6 +143,7 @@ static int take_grant(elect_ctx *c, json_t *j)
         return -1;
     snprintf(c->lease, sizeof(c->lease), "%s", lease);
     c->fence = (long long)json_integer_value(fence);
+    c->granted_at = cli_now_ms();
     if (json_is_integer(ttl) && json_integer_value(ttl) > 0)
         c->ttl_ms = (long)json_integer_value(ttl);
     else if (c->ttl_ms <= 0)
@@ -366,6 +369,17 @@ static int take_extension(elect_ctx *c)
     return -1;
 }
 
+/* 1 when the validity that ran out ended at the --max-hold bound: the service answers
+ * no validity past the bound, which ends by granted_at + max_hold_ms, and the deadline
+ * is the lead before the validity's end (less the drift and the round's time: the slack). */
+static int at_bound(const elect_ctx *c)
+{
+    int64_t lead = cli_sched_lead(c->ttl_ms), slack = c->ttl_ms / 10 > 100 ? c->ttl_ms / 10 : 100;
+
+    return c->o->max_hold_ms > 0 &&
+           c->keep.sched.deadline + lead + slack >= c->granted_at + c->o->max_hold_ms;
+}
+
 /* One turn of the loop after a poll: the stream's lines and end, the clock, the pings
  * or extensions.  Returns -1 to go on, else the exit code. */
 static int step(elect_ctx *c)
@@ -376,9 +390,10 @@ static int step(elect_ctx *c)
     /* The deadline first: an answer that comes after it revives nothing (the guard
      * stops the command at the same deadline). */
     if (c->phase == LEADING && !c->lost && cli_sched_expired(&c->keep.sched, cli_now_ms()))
-        lose(c, c->keep.bounded ? "it reached its --max-hold (the service extends it no further)"
-                : c->duplex     ? "its validity ran out with no answer to its ping"
-                                : "its validity ran out with no successful extension");
+        lose(c, c->keep.bounded || at_bound(c)
+                            ? "it reached its --max-hold (the service extends it no further)"
+                : c->duplex ? "its validity ran out with no answer to its ping"
+                            : "its validity ran out with no successful extension");
     if (c->stream != NULL && (rc = take_lines(c)) >= 0)
         return rc;
     if (c->phase != CAMPAIGN && !c->duplex && !c->lost && (rc = take_extension(c)) >= 0)

@@ -28,6 +28,26 @@ int cli_exit_for_wait(int wstatus)
     return CLI_EXIT_FAILURE;
 }
 
+int64_t cli_sched_lead(long ttl_ms)
+{
+    int64_t lead = ttl_ms / 10;
+
+    if (lead < 10)
+        lead = 10;
+    if (lead > 1000)
+        lead = 1000;
+    return lead;
+}
+
+/* The lead for one validity: never more than half of it (a validity far below its ttl,
+ * such as the last one before a --max-hold bound, still leaves CMD its first half). */
+static int64_t lead_of(long ttl_ms, long validity_ms)
+{
+    int64_t lead = cli_sched_lead(ttl_ms);
+
+    return lead > validity_ms / 2 ? validity_ms / 2 : lead;
+}
+
 void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl_ms)
 {
     int64_t step;
@@ -35,11 +55,12 @@ void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl
     if (validity_ms < 0)
         validity_ms = 0;
     s->ttl_ms = ttl_ms;
-    s->deadline = sent_at + validity_ms;
+    s->deadline = sent_at + validity_ms - lead_of(ttl_ms, validity_ms);
     step = ttl_ms / 3;
-    /* A validity far below the ttl means slow rounds: leave room for two attempts. */
-    if (step > validity_ms / 2)
-        step = validity_ms / 2;
+    /* A validity far below the ttl means slow rounds: leave room for two attempts
+     * before the deadline. */
+    if (step > (s->deadline - sent_at) / 2)
+        step = (s->deadline - sent_at) / 2;
     if (step < 1)
         step = 1;
     s->next_extend = sent_at + step;
@@ -47,9 +68,11 @@ void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl
 
 int cli_sched_answered(cli_sched *s, int64_t sent_at, long validity_ms)
 {
-    if (validity_ms <= 0 || sent_at + validity_ms <= s->deadline)
+    int64_t end = sent_at + validity_ms - lead_of(s->ttl_ms, validity_ms);
+
+    if (validity_ms <= 0 || end <= s->deadline)
         return 0;
-    s->deadline = sent_at + validity_ms;
+    s->deadline = end;
     return 1;
 }
 

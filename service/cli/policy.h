@@ -23,19 +23,29 @@ int cli_exit_for_wait(int wstatus);
 /* The lease clock of one held lock. */
 typedef struct cli_sched {
     long ttl_ms;          /* ttl asked for on each extension */
-    int64_t deadline;     /* the lock's validity ends here (no extension succeeded) */
+    int64_t deadline;     /* the lock counts as lost here: cli_sched_lead() before its
+                           * validity ends (no extension succeeded) */
     int64_t next_extend;  /* when to send the next extension */
 } cli_sched;
 
+/* How long before its validity ends a held lock counts as lost (CMD gets its SIGTERM
+ * then): a tenth of the ttl, 10 ms..1 s, as the Python, Go and TypeScript clients do, so
+ * that CMD has that long to stop, and a delay in scheduling CMD, the guard or redlock
+ * itself eats into that lead rather than into the time after another client's grant.
+ * A validity shorter than twice the lead gets half of it as its lead. */
+int64_t cli_sched_lead(long ttl_ms);
+
 /* A grant or extension sent at sent_at returned validity_ms for ttl_ms.  The validity is
  * counted from the moment the request was sent, which is before the service started its
- * round, so the local deadline is never later than the service's.  The next extension
- * is due a third of the ttl later (earlier if the validity is unusually short). */
+ * round, so the local deadline (cli_sched_lead() before the validity ends) is never later
+ * than the service's.  The next extension is due a third of the ttl later (earlier if
+ * the validity is unusually short). */
 void cli_sched_granted(cli_sched *s, int64_t sent_at, long validity_ms, long ttl_ms);
 
 /* A duplex hold's answer to a ping sent at sent_at says validity_ms: the lock is valid
  * until sent_at + validity_ms (the answer was written after the ping was read, so after
- * it was sent; never count from the answer's arrival).  The deadline becomes the later of
+ * it was sent; never count from the answer's arrival), and counts as lost the lead
+ * before (cli_sched_lead of the ttl_ms granted).  The deadline becomes the later of
  * that and the one it had: each end is a bound the service guaranteed.  Returns 1 if the
  * deadline moved. */
 int cli_sched_answered(cli_sched *s, int64_t sent_at, long validity_ms);

@@ -546,10 +546,28 @@ Test(policy, extends_at_a_third_of_the_ttl)
     cli_sched s;
 
     cli_sched_granted(&s, 1000, 29700, 30000);
-    cr_assert_eq(s.deadline, 1000 + 29700, "validity counts from the send time");
+    cr_assert_eq(s.deadline, 1000 + 29700 - 1000,
+                 "validity counts from the send time, lost a lead (ttl/10, at most 1 s) before");
     cr_assert_eq(s.next_extend, 1000 + 10000);
-    cr_assert_not(cli_sched_expired(&s, 30699));
-    cr_assert(cli_sched_expired(&s, 30700));
+    cr_assert_not(cli_sched_expired(&s, 29699));
+    cr_assert(cli_sched_expired(&s, 29700));
+}
+
+Test(policy, the_loss_comes_a_tenth_of_the_ttl_before_the_validity_ends)
+{
+    cli_sched s;
+
+    /* So that CMD has that long to stop, and a late timer on a busy machine is late
+     * into the lead rather than past another client's grant (the clients' margin). */
+    cr_assert_eq(cli_sched_lead(3000), 300);
+    cr_assert_eq(cli_sched_lead(50), 10, "at least 10 ms");
+    cr_assert_eq(cli_sched_lead(60000), 1000, "at most 1 s");
+    cli_sched_granted(&s, 0, 2960, 3000);
+    cr_assert_eq(s.deadline, 2660);
+    cr_assert_eq(cli_sched_answered(&s, 1000, 2960), 1);
+    cr_assert_eq(s.deadline, 3660, "a ping's answer keeps the same lead");
+    cli_sched_granted(&s, 0, 1000, 20000);
+    cr_assert_eq(s.deadline, 500, "a validity far below its ttl: half of it");
 }
 
 Test(policy, short_validity_brings_the_extension_forward)
@@ -557,7 +575,8 @@ Test(policy, short_validity_brings_the_extension_forward)
     cli_sched s;
 
     cli_sched_granted(&s, 0, 600, 30000);
-    cr_assert_eq(s.next_extend, 300);
+    cr_assert_eq(s.deadline, 300, "the lead: half of a short validity");
+    cr_assert_eq(s.next_extend, 150, "two attempts before the deadline");
 }
 
 Test(policy, tiny_ttls_still_move_forward)
@@ -596,15 +615,15 @@ Test(policy, a_pings_answer_counts_from_the_pings_send_and_never_shortens)
     cli_sched_granted(&s, 1000, 2900, 3000); /* granted: valid until 3900 */
     /* Ping sent at 1500, answered (read at, say, 2400): valid until 1500 + 2800. */
     cr_assert_eq(cli_sched_answered(&s, 1500, 2800), 1);
-    cr_assert_eq(s.deadline, 4300);
+    cr_assert_eq(s.deadline, 4300 - 300);
     /* An answer whose end comes before the one known moves nothing. */
     cr_assert_eq(cli_sched_answered(&s, 2000, 2000), 0);
-    cr_assert_eq(s.deadline, 4300);
+    cr_assert_eq(s.deadline, 4000);
     cr_assert_eq(cli_sched_answered(&s, 2000, 0), 0);
     cr_assert_eq(cli_sched_answered(&s, 2000, -5), 0);
-    cr_assert_eq(s.deadline, 4300);
-    cr_assert(cli_sched_expired(&s, 4300));
-    cr_assert_not(cli_sched_expired(&s, 4299));
+    cr_assert_eq(s.deadline, 4000);
+    cr_assert(cli_sched_expired(&s, 4000));
+    cr_assert_not(cli_sched_expired(&s, 3999));
 }
 
 Test(policy, confirming_a_late_grant_does_not_wake_for_its_past_deadline)
@@ -620,7 +639,7 @@ Test(policy, confirming_a_late_grant_does_not_wake_for_its_past_deadline)
     /* Holding, the deadline is a wake-up (and one in the past is due at once). */
     cr_assert_eq(cli_keep_sleep(&k, 9000, 1000, 1), 0);
     cr_assert_eq(cli_keep_sleep(&k, 1200, 1000, 1), 1000);
-    cr_assert_eq(cli_keep_sleep(&k, 2000, 1000, 1), 400);
+    cr_assert_eq(cli_keep_sleep(&k, 2000, 1000, 1), 250, "the deadline: 2400 less the lead");
     k.ext = NULL;
 }
 
@@ -646,7 +665,7 @@ Test(policy, sleep_until_the_next_event)
     cli_sched_granted(&s, 0, 2900, 3000);
     cr_assert_eq(cli_sched_sleep(&s, 0, 1, 5000), 1000);
     cr_assert_eq(cli_sched_sleep(&s, 0, 1, 400), 400, "capped");
-    cr_assert_eq(cli_sched_sleep(&s, 0, 0, 5000), 2900, "extension in flight: the deadline");
+    cr_assert_eq(cli_sched_sleep(&s, 0, 0, 5000), 2600, "extension in flight: the deadline (less the lead)");
     cr_assert_eq(cli_sched_sleep(&s, 3500, 1, 5000), 0, "never negative");
 }
 
