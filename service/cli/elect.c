@@ -389,11 +389,15 @@ static int step(elect_ctx *c)
 
     /* The deadline first: an answer that comes after it revives nothing (the guard
      * stops the command at the same deadline). */
-    if (c->phase == LEADING && !c->lost && cli_sched_expired(&c->keep.sched, cli_now_ms()))
-        lose(c, c->keep.bounded || at_bound(c)
-                            ? "it reached its --max-hold (the service extends it no further)"
-                : c->duplex ? "its validity ran out with no answer to its ping"
+    if (c->phase == LEADING && !c->lost && cli_sched_expired(&c->keep.sched, cli_now_ms())) {
+        char why[128];
+
+        snprintf(why, sizeof(why), "it reached its --max-hold of %ld ms (its last validity "
+                 "ends there)", c->o->max_hold_ms);
+        lose(c, c->keep.bounded || at_bound(c) ? why
+                : c->duplex ? "its validity ran out with no renewal in a ping's answer"
                             : "its validity ran out with no successful extension");
+    }
     if (c->stream != NULL && (rc = take_lines(c)) >= 0)
         return rc;
     if (c->phase != CAMPAIGN && !c->duplex && !c->lost && (rc = take_extension(c)) >= 0)
