@@ -1,6 +1,12 @@
-/* master.c -- one worker's connection to one master (see master.h). */
+/* master.c -- one worker's connection to one master (see master.h): its state, its
+ * closing, the trust in the master (its record, the marker script, quarantine, the
+ * verdict on a refused script), the watch on its clock, and what it carries (this
+ * pass's batch, commands, their replies).  Starting it, its handshake's commands and
+ * their replies, its timer and the stall check are master_connect.c's, which calls
+ * into this file and never the other way. */
 #include "stat.h"
 #include "master.h"
+#include "master_int.h"
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
@@ -9,18 +15,9 @@
 #include <string.h>
 
 #include "fmt.h"
-#include "keys.h"
 #include "redis_ev.h"
 #include "resp.h"
 #include "rnd.h"
-
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 1000
-/* A TLS refusal (a certificate either side refuses, the master's alert) is not fixed
- * by trying again at once: retry every few seconds, so that a fixed certificate is
- * picked up soon without a handshake a second per connection meanwhile. */
-#define BACKOFF_REFUSED_MIN_MS 1000
-#define BACKOFF_REFUSED_MAX_MS 5000
 
 static void batch_send(master_conn *m);
 static void batch_fail(master_conn *m);
@@ -34,7 +31,7 @@ const char *master_state_name(int state)
     return state_names[state];
 }
 
-static void set_state(master_conn *m, int st, const char *why)
+void master_set_state(master_conn *m, int st, const char *why)
 {
     int old = m->state;
     if (st == MASTER_DOWN && old != MASTER_DOWN && why) /* the first why, for /readyz */
@@ -67,7 +64,7 @@ static void on_watch_failed(redis_ev *e)
     stat_inc(&container_of(e, master_conn, ev)->errors);
 }
 
-static const redis_ev_hooks ev_hooks = {.want_flush = on_want_flush, .watch_failed = on_watch_failed};
+const redis_ev_hooks master_ev_hooks = {.want_flush = on_want_flush, .watch_failed = on_watch_failed};
 
 void master_flush(master_conn *m)
 {
@@ -79,9 +76,7 @@ void master_flush(master_conn *m)
 
 /* ---- connection life cycle ---- */
 
-static void on_timer(loop_timer *t);
-
-static void schedule_reconnect(master_conn *m)
+void master_schedule_reconnect(master_conn *m)
 {
     int refused = m->ev.tls_refused, max = refused ? BACKOFF_REFUSED_MAX_MS : BACKOFF_MAX_MS;
     if (refused && m->backoff_ms < BACKOFF_REFUSED_MIN_MS)
@@ -94,24 +89,13 @@ static void schedule_reconnect(master_conn *m)
         m->backoff_ms = max;
 }
 
-static void forget_context(master_conn *m, const char *why)
+void master_forget_context(master_conn *m, const char *why)
 {
     redis_ev_forget(&m->ev);
     m->clock_sent_us = 0;
     m->pending = 0;
-    set_state(m, MASTER_DOWN, why);
+    master_set_state(m, MASTER_DOWN, why);
     batch_fail(m); /* last: nothing can queue on a master that is down */
-}
-
-static void on_disconnect(const redisAsyncContext *ac, int status)
-{
-    master_conn *m = ac->data;
-    (void)status;
-    if (!m || m->ev.ac != ac)
-        return;
-    forget_context(m, m->ev.tls_error[0] ? m->ev.tls_error : ac->err ? ac->errstr : "disconnected");
-    if (m->backoff_ms) /* 0 after master_close(..., 0): shutting down */
-        schedule_reconnect(m);
 }
 
 void master_close(master_conn *m, int reconnect, const char *why)
@@ -121,28 +105,27 @@ void master_close(master_conn *m, int reconnect, const char *why)
         m->backoff_ms = 0;
     redisAsyncContext *ac = m->ev.ac;
     if (!ac) {
-        set_state(m, MASTER_DOWN, why);
+        master_set_state(m, MASTER_DOWN, why);
         return;
     }
     int deferred = (ac->c.flags & REDIS_IN_CALLBACK) != 0;
     stat_inc(&m->errors);
-    set_state(m, MASTER_DOWN, why);
+    master_set_state(m, MASTER_DOWN, why);
     redisAsyncFree(ac); /* pending callbacks get NULL, then on_disconnect if connected */
     if (!deferred && m->ev.ac == ac) {
         /* Freed without on_disconnect (never connected): forget it here. */
-        forget_context(m, why);
+        master_forget_context(m, why);
         if (reconnect)
-            schedule_reconnect(m);
+            master_schedule_reconnect(m);
     }
 }
 
-static void handshake_step_done(master_conn *m);
 static int send_marker(master_conn *m, const char *action, int64_t delay_ms, const char *instance,
                        uint64_t base);
 
 /* The master a reply on ac is for, with one command fewer pending; NULL when ac is no
  * longer its connection (a reply to a connection that was replaced is nobody's). */
-static master_conn *own_reply(redisAsyncContext *ac)
+master_conn *master_own_reply(redisAsyncContext *ac)
 {
     master_conn *m = ac->data;
     if (!m || m->ev.ac != ac)
@@ -152,9 +135,9 @@ static master_conn *own_reply(redisAsyncContext *ac)
     return m;
 }
 
-static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
+void master_on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = own_reply(ac);
+    master_conn *m = master_own_reply(ac);
     redisReply *reply = r;
     intptr_t what = (intptr_t)priv; /* script id, or -1 AUTH/SELECT */
     if (!m)
@@ -175,7 +158,7 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *priv)
         memcpy(m->sha[what], reply->str, 40);
         m->sha[what][40] = '\0';
     }
-    handshake_step_done(m);
+    master_handshake_step_done(m);
 }
 
 /* The reply of SCRIPT_MARKER: {state, quarantine pttl, counters}. */
@@ -202,14 +185,14 @@ static void apply_marker(master_conn *m, redisReply *reply)
     if (st == 0) {
         if (m->state != MASTER_UNMARKED)
             m->unmarked_at_us = now;
-        set_state(m, MASTER_UNMARKED, "no record: a new master, or one that lost its data");
+        master_set_state(m, MASTER_UNMARKED, "no record: a new master, or one that lost its data");
         return;
     }
     if (st == 2) {
         m->quarantine_until_us = now + (pttl > 0 ? pttl : 0) * 1000;
         if (m->state != MASTER_QUARANTINED) {
             stat_inc(&m->quarantines);
-            set_state(m, MASTER_QUARANTINED,
+            master_set_state(m, MASTER_QUARANTINED,
                       m->clock_bad ? m->clock_why
                                    : "restarted or lost its data: out of quorums until every lock it may "
                                      "have lost has expired and its counters are repaired");
@@ -224,7 +207,7 @@ static void apply_marker(master_conn *m, redisReply *reply)
         /* trusted on the master, but not its clock here (yet): out, and for everyone */
         m->quarantine_until_us = now + 1000 * 1000;
         stat_inc(&m->quarantines);
-        set_state(m, MASTER_QUARANTINED, m->clock_why);
+        master_set_state(m, MASTER_QUARANTINED, m->clock_why);
         if (send_marker(m, "distrust", m->conf->quarantine_ms, NULL, 0) != 0)
             master_close(m, 1, "cannot queue the marker");
         return;
@@ -233,12 +216,12 @@ static void apply_marker(master_conn *m, redisReply *reply)
     m->backoff_ms = BACKOFF_MIN_MS;
     m->quarantine_until_us = 0;
     loop_timer_stop(m->loop, &m->timer);
-    set_state(m, MASTER_READY, "ready");
+    master_set_state(m, MASTER_READY, "ready");
 }
 
 static void on_marker_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = own_reply(ac);
+    master_conn *m = master_own_reply(ac);
     (void)priv;
     if (!m)
         return;
@@ -283,7 +266,7 @@ static int send_marker(master_conn *m, const char *action, int64_t delay_ms, con
     return 0;
 }
 
-static void handshake_step_done(master_conn *m)
+void master_handshake_step_done(master_conn *m)
 {
     if (--m->handshake_left > 0)
         return;
@@ -350,13 +333,13 @@ static void clock_fault(master_conn *m, const char *why)
         return; /* connecting or out already: apply_marker() will not let it in */
     m->quarantine_until_us = clock_now_us() + 1000 * 1000; /* until the marker says */
     stat_inc(&m->quarantines);
-    set_state(m, MASTER_QUARANTINED, m->clock_why);
+    master_set_state(m, MASTER_QUARANTINED, m->clock_why);
     if (m->ev.ac && send_marker(m, "distrust", m->conf->quarantine_ms, NULL, 0) != 0)
         master_close(m, 1, "cannot queue the marker");
 }
 
 /* Judge a TIME answered by the master (sent at m->clock_sent_us). */
-static void clock_sample(master_conn *m, const redisReply *reply)
+void master_clock_sample(master_conn *m, const redisReply *reply)
 {
     int64_t sent = m->clock_sent_us, now = clock_now_us();
     m->clock_sent_us = 0;
@@ -381,12 +364,12 @@ static void clock_sample(master_conn *m, const redisReply *reply)
 
 static void on_clock_reply(redisAsyncContext *ac, void *r, void *priv)
 {
-    master_conn *m = own_reply(ac);
+    master_conn *m = master_own_reply(ac);
     (void)priv;
     if (!m)
         return;
     m->progress_us = clock_now_us();
-    clock_sample(m, r);
+    master_clock_sample(m, r);
 }
 
 void master_clock_tick(master_conn *m, int64_t now_us)
@@ -460,11 +443,11 @@ static void untrusted(master_conn *m, const redisReply *reply)
     if (strncmp(reply->str, SCRIPT_ERR_UNMARKED, sizeof SCRIPT_ERR_UNMARKED - 1) == 0) {
         m->unmarked_at_us = clock_now_us();
         m->seen_state = 0;
-        set_state(m, MASTER_UNMARKED, "lost its record while running (wiped): judged at once");
+        master_set_state(m, MASTER_UNMARKED, "lost its record while running (wiped): judged at once");
     } else {
         m->quarantine_until_us = clock_now_us() + 1000 * 1000; /* until the check says */
         stat_inc(&m->quarantines);
-        set_state(m, MASTER_QUARANTINED, "quarantined by another instance");
+        master_set_state(m, MASTER_QUARANTINED, "quarantined by another instance");
         master_recheck(m);
     }
 }
@@ -475,234 +458,6 @@ static int is_untrusted_reply(const redisReply *r)
            strncmp(r->str, "REDLOCKD_", 9) == 0;
 }
 
-/* INFO server: the run id (new at every start of the process) and the uptime. */
-static void on_info_reply(redisAsyncContext *ac, void *r, void *priv)
-{
-    master_conn *m = own_reply(ac);
-    redisReply *reply = r;
-    (void)priv;
-    if (!m)
-        return;
-    if (!reply || reply->type != REDIS_REPLY_STRING) {
-        if (reply)
-            master_close(m, 1, "handshake failed: INFO refused");
-        return;
-    }
-    const char *p = strstr(reply->str, "run_id:");
-    m->run_id[0] = '\0';
-    if (p) {
-        p += 7;
-        size_t n = strspn(p, "0123456789abcdef");
-        if (n == 40) {
-            memcpy(m->run_id, p, 40);
-            m->run_id[40] = '\0';
-        }
-    }
-    p = strstr(reply->str, "uptime_in_seconds:");
-    m->uptime_ms = p ? atoll(p + 18) * 1000 : 0;
-    handshake_step_done(m);
-}
-
-/* CONFIG GET appendonly / appendfsync (only asked with --trust-fsync-always).  A
- * refusal (CONFIG renamed away) means "not known to be safe". */
-static void on_config_reply(redisAsyncContext *ac, void *r, void *priv)
-{
-    master_conn *m = own_reply(ac);
-    redisReply *reply = r;
-    int what = (int)(intptr_t)priv; /* 0 appendonly, 1 appendfsync */
-    if (!m)
-        return;
-    if (!reply)
-        return;
-    int yes = reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-              reply->element[1]->type == REDIS_REPLY_STRING &&
-              strcmp(reply->element[1]->str, what == 0 ? "yes" : "always") == 0;
-    if (what == 0)
-        m->fsync_always = yes;
-    else
-        m->fsync_always &= yes;
-    handshake_step_done(m);
-}
-
-/* The handshake's TIME: the first sample of the clock (or one more, after a reconnect). */
-static void on_handshake_time(redisAsyncContext *ac, void *r, void *priv)
-{
-    master_conn *m = own_reply(ac);
-    (void)priv;
-    if (!m)
-        return;
-    if (!r)
-        return;
-    clock_sample(m, r);
-    handshake_step_done(m);
-}
-
-static void on_connect(const redisAsyncContext *cac, int status)
-{
-    redisAsyncContext *ac = (redisAsyncContext *)cac;
-    master_conn *m = ac->data;
-    if (!m || m->ev.ac != ac)
-        return;
-    if (status != REDIS_OK) {
-        /* hiredis frees the context after this callback, without on_disconnect */
-        forget_context(m, m->ev.tls_error[0] ? m->ev.tls_error : ac->errstr[0] ? ac->errstr : "connect failed");
-        schedule_reconnect(m);
-        return;
-    }
-    m->ev.connected = 1;
-    /* Handshake: AUTH / SELECT if configured, load every script, then check the marker.
-     * A master that is frozen accepts the TCP connection but never answers: the timer
-     * closes the attempt and a later one tries again. */
-    int n = 0;
-    int ok = 1;
-    const char *auth[3];
-    int nauth = config_master_auth_argv(m->cfg, auth); /* AUTH [user] password */
-    if (nauth) {
-        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)-1, nauth, auth, NULL) == REDIS_OK;
-        n++;
-    }
-    if (m->cfg->db) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", m->cfg->db);
-        const char *argv[] = {"SELECT", db};
-        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)-1, 2, argv, NULL) == REDIS_OK;
-        n++;
-    }
-    for (int i = 0; i < SCRIPT__COUNT; i++) {
-        const char *argv[] = {"SCRIPT", "LOAD", script_source(i)};
-        ok &= redisAsyncCommandArgv(ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) == REDIS_OK;
-        n++;
-    }
-    {
-        const char *argv[] = {"INFO", "server"};
-        ok &= redisAsyncCommandArgv(ac, on_info_reply, NULL, 2, argv, NULL) == REDIS_OK;
-        n++;
-    }
-    if (m->conf->clock_check) {
-        /* its clock, before any lock script can need a window */
-        const char *argv[] = {"TIME"};
-        ok &= redisAsyncCommandArgv(ac, on_handshake_time, NULL, 1, argv, NULL) == REDIS_OK;
-        m->clock_sent_us = clock_now_us();
-        n++;
-    }
-    m->fsync_always = 0;
-    if (m->conf->trust_fsync_always) {
-        const char *a1[] = {"CONFIG", "GET", "appendonly"};
-        const char *a2[] = {"CONFIG", "GET", "appendfsync"};
-        ok &= redisAsyncCommandArgv(ac, on_config_reply, (void *)(intptr_t)0, 3, a1, NULL) == REDIS_OK;
-        ok &= redisAsyncCommandArgv(ac, on_config_reply, (void *)(intptr_t)1, 3, a2, NULL) == REDIS_OK;
-        n += 2;
-    }
-    m->handshake_left = n;
-    m->pending = (unsigned)n;
-    m->progress_us = clock_now_us();
-    if (!ok)
-        master_close(m, 1, "handshake failed: cannot queue commands");
-}
-
-void master_start(master_conn *m)
-{
-    loop_timer_stop(m->loop, &m->timer);
-    if (m->ev.ac)
-        return;
-    redisAsyncContext *ac = m->cfg->unix_path[0] ? redisAsyncConnectUnix(m->cfg->unix_path)
-                                                 : redisAsyncConnect(m->cfg->host, m->cfg->port);
-    if (!ac) {
-        stat_inc(&m->errors);
-        schedule_reconnect(m);
-        return;
-    }
-    char why[160];
-    if (ac->err)
-        snprintf(why, sizeof why, "connect failed: %.120s", ac->errstr);
-    else if (!m->cfg->tls)
-        redis_ev_attach(&m->ev, ac);
-    else if (redis_ev_attach_tls(&m->ev, ac, m->conf->redis_tls, config_master_tls_name(m->conf, m->cfg), 0,
-                                 why, sizeof why) == 0)
-        why[0] = '\0'; /* TLS: the handshake completes before on_connect, within the timer below */
-    if (ac->err || m->ev.ac != ac) {
-        redisAsyncFree(ac);
-        stat_inc(&m->errors);
-        set_state(m, MASTER_DOWN, why);
-        schedule_reconnect(m);
-        return;
-    }
-    m->pending = 0;
-    m->check_inflight = 0;
-    m->run_id[0] = '\0';
-    ac->data = m;
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    redisAsyncSetConnectCallback(ac, on_connect); /* registers for the first write event */
-    set_state(m, MASTER_CONNECTING, "connecting");
-    /* Deadline for connect + handshake. */
-    int64_t limit_ms = m->conf->node_timeout_ms * 10;
-    if (limit_ms < 1000)
-        limit_ms = 1000;
-    loop_timer_start(m->loop, &m->timer, clock_now_us() + limit_ms * 1000);
-}
-
-static void on_timer(loop_timer *t)
-{
-    master_conn *m = container_of(t, master_conn, timer);
-    switch (m->state) {
-    case MASTER_DOWN:
-        master_start(m);
-        break;
-    case MASTER_CONNECTING:
-        master_close(m, 1, "connect or handshake timed out");
-        break;
-    case MASTER_QUARANTINED: {
-        /* Past its delay: repair and rejoin; before it, ask whether another instance
-         * ended it already, and once every round that may have counted its vote before
-         * its loss is over (R-late: one node timeout, stretched by the drift), whether
-         * its peers prove its delay can be lowered.  Either way look again in a second. */
-        int64_t now = clock_now_us();
-        int64_t settle_us = m->conf->node_timeout_ms * 1000 +
-                            (int64_t)((double)m->conf->node_timeout_ms * 1000 * m->conf->drift_factor) + 20 * 1000;
-        if (now >= m->quarantine_until_us) {
-            m->hooks->repair(m);
-        } else if (!m->shorten_asked && now - m->quarantined_at_us >= settle_us) {
-            m->shorten_asked = 1;
-            m->hooks->shorten(m);
-        } else {
-            master_recheck(m);
-        }
-        if (m->state == MASTER_QUARANTINED) {
-            /* never in the past: a timer re-armed for "now" would run every pass */
-            int64_t next = now + 1000 * 1000, settle_at = m->quarantined_at_us + settle_us;
-            if (!m->shorten_asked && settle_at > now && settle_at < next)
-                next = settle_at;
-            loop_timer_start(m->loop, &m->timer, next);
-        }
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-void master_init(master_conn *m, const config *conf, int index, void *owner, loop *l,
-                 const master_hooks *hooks)
-{
-    memset(m, 0, sizeof *m);
-    m->conf = conf;
-    m->cfg = &conf->masters[index];
-    m->index = index;
-    m->owner = owner;
-    m->hooks = hooks;
-    m->loop = l;
-    redis_ev_init(&m->ev, l, &ev_hooks);
-    m->timer.cb = on_timer;
-    m->backoff_ms = BACKOFF_MIN_MS;
-    m->seen_state = -1;
-    /* per connection: each worker's differs (its own master_conn), and each instance's */
-    m->rnd = rnd_seed(keys_name_hash(m->cfg->address, strlen(m->cfg->address)) ^
-                      (uint64_t)(uintptr_t)m ^ (uint64_t)clock_now_us());
-    m->mkey_len = keys_record(conf->key_prefix, m->mkey, sizeof m->mkey);
-    keys_quarantine(conf->key_prefix, m->qkey, sizeof m->qkey);
-    stat_set_int(&m->state, MASTER_DOWN);
-}
-
 /* The master's script cache was flushed (SCRIPT FLUSH): load every script again. */
 static void reload_scripts(master_conn *m)
 {
@@ -710,7 +465,7 @@ static void reload_scripts(master_conn *m)
         return;
     for (int i = 0; i < SCRIPT__COUNT; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", script_source(i)};
-        if (redisAsyncCommandArgv(m->ev.ac, on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) ==
+        if (redisAsyncCommandArgv(m->ev.ac, master_on_handshake_reply, (void *)(intptr_t)i, 3, argv, NULL) ==
             REDIS_OK)
             m->pending++;
     }
@@ -934,10 +689,4 @@ int master_ping(master_conn *m, void *priv)
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();
     return 0;
-}
-
-void master_check_stall(master_conn *m, int64_t now_us, int64_t stall_us)
-{
-    if (m->ev.ac && m->ev.connected && m->pending && now_us - m->progress_us > stall_us)
-        master_close(m, 1, "no reply within the stall limit: frozen or overloaded");
 }

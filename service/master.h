@@ -16,6 +16,10 @@
  * its own script, which costs the master less than a batch of one.  Each operation still runs
  * atomically on the master and gets its own reply, exactly as if sent alone.
  *
+ * Two files: master_connect.c starts the connection (connect, handshake, timer, stall
+ * check) and calls master.c (state, closing, trust, clock, the batch and commands);
+ * master_int.h is what they share.
+ *
  * Invariant: when master_eval() returns 0 the reply hook is called exactly once for
  * that command, with the reply, or with NULL if the connection failed first. */
 #ifndef RL_MASTER_H

@@ -1,5 +1,5 @@
 /* multilock.c -- the multi-name shape of an acquire and the release of a set (see
- * multilock.h; the state machine is lockop.c's, the decisions redlock.c's). */
+ * multilock.h; the state machines are acquire.c's and release.c's, the decisions redlock.c's). */
 #include "multilock.h"
 
 #include <hiredis/hiredis.h>

@@ -1,12 +1,14 @@
 /* op.h -- the data of a lock operation and of a worker's operations: what the HTTP
  * side fills in and reads back (struct lockop), what the state machines keep
- * (lockop.c), the shapes an acquire can take (one name, lockop.c; several names,
- * multilock.c) and the counters.  Functions are in lockop.h.
+ * (lockop.c and the files lockop_int.h names), the shapes an acquire can take (one
+ * name, shapes.c; several names, multilock.c) and the counters.  Functions are in
+ * lockop.h.
  *
  * Ownership, libuv style: each struct says which fields are public (the creator sets
  * them before lockop_start), read-only (results, read after done()) and private (the
  * operation layer's own; nobody else writes them).  op->rd has one rule: while set it
- * holds a reference of its own to the round (round.h), let go only by lockop.c. */
+ * holds a reference of its own to the round (round.h), let go only by the lock
+ * operations' files (lockop_int.h). */
 #ifndef RL_OP_H
 #define RL_OP_H
 
@@ -77,7 +79,7 @@ struct lockop_env {
     const config *conf;
     uint32_t rnd;                              /* xorshift state for tags and jitter */
     list finishers;                            /* releases the masters did not all
-                                                * confirm, finished here (lockop.c),
+                                                * confirm, finished here (finisher.c),
                                                 * the newest first */
     size_t nfinishers;
 };
@@ -150,7 +152,7 @@ struct lockop {
     round *rd;                  /* READY: its round (the replies per master) until
                                  * lockop_fini(); otherwise the round in flight */
     lockop_multi *multi;        /* multi-name locks (MACQUIRE, MRELEASE), else NULL */
-    /* private (lockop.c, and the shape's functions) */
+    /* private (the lock operations' files, lockop_int.h, and the shape's functions) */
     const lockop_shape *shape;
     waiter w;                   /* its place in the name queues (waitq.h) */
     loop_timer done_timer;      /* done() runs from the loop, never inside a call */
@@ -169,7 +171,7 @@ struct lockop {
     int cut_by_shutdown;        /* the shutdown ended its wait while its attempt was in
                                  * flight: no more waiting; refused, it answers
                                  * RL_E_SHUTTING_DOWN (as the parked waiters were) */
-    lockop *handoff_from;       /* its attempt is this release's handoff (see try_handoff) */
+    lockop *handoff_from;       /* its attempt is this release's handoff (see release.c: try_handoff) */
     int waiting;                /* counted in env->waiting */
     int64_t hold_ms;            /* a grant: how long a quorum of its masters holds the key
                                  * (the ttl, or more for a re-entry: never shortened), its
@@ -194,7 +196,7 @@ struct lockop_multi {
     int out_of_scope;           /* MRELEASE: a master said a name is outside op->scope */
 };
 
-/* How an acquire of one shape talks to the masters.  The state machine (lockop.c) is
+/* How an acquire of one shape talks to the masters.  The state machine (acquire.c) is
  * the same for one name and for several; only these differ. */
 struct lockop_shape {
     /* Send op's attempt (op->value, op->ttl_ms) in rd. */

@@ -3,7 +3,8 @@
  * lockop_shape; docs/DESIGN.md sections 1, 3 and 12), and the keys and arguments of
  * every single-name script (acquire, raise, release, extend, inspect, force; scripts.h
  * says what each takes, proto.h what each answers).  The state machines that drive
- * them are lockop.c's; the multi-name shape is multilock.c's. */
+ * them are the lock operations' (lockop_int.h names their files); the multi-name
+ * shape is multilock.c's. */
 #ifndef RL_SHAPES_H
 #define RL_SHAPES_H
 

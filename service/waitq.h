@@ -8,7 +8,7 @@
  * multi-name waiter parks in a private queue of its own, woken by a release of any of
  * its names, so that it never blocks the waiters of one name.
  *
- * The queue decides whose turn it is; the operation layer (lockop.c) runs the rounds.
+ * The queue decides whose turn it is; the operation layer (acquire.c) runs the rounds.
  * It embeds a waiter in each operation and is called back through waitq_hooks: no
  * call goes from here to the operations but through those hooks.
  *

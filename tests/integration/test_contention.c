@@ -606,7 +606,7 @@ Test(contention, split_vote_is_not_answered_lock_held)
         cr_assert(!(r.status == 409 && strcmp(err, "lock_held") == 0),
                   "%s %s answered 409 lock_held while no lease held the name (a split vote): %s", reqs[k][0],
                   reqs[k][1], r.body);
-        /* A split vote is retried for 4 node timeouts (lockop.c), then answered: well
+        /* A split vote is retried for 4 node timeouts (acquire.c), then answered: well
          * before the keys' 20 s, with room for a busy machine. */
         cr_assert(r.ms < 4 * h_node_timeout_ms() + 3000, "a no-wait request is answered promptly (%.0f ms)",
                   r.ms);

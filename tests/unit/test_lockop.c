@@ -1,14 +1,16 @@
-/* test_lockop.c -- the decisions of lockop.c (acquire, fencing raise, refusal, split
- * votes, clean-up, release and its judgement, the handoff to a parked waiter, extend,
- * inspect), against fake masters and no Redis: the rounds are round.c's own, but the
- * link replaces master_eval() (tests.mk: -Wl,--wrap=master_eval), so every command a
- * round sends is recorded here, and each master's reply is typed in RESP and handed to
- * round_on_reply() as hiredis would (hiredis's reader parses it).  So lockop.c, the
- * shapes, round.c, reply.c and redlock.c run as in the service; nothing else does.
+/* test_lockop.c -- the decisions of the lock operations (lockop.c and the files
+ * lockop_int.h names: acquire, fencing raise, refusal, split votes, clean-up, release
+ * and its judgement, the handoff to a parked waiter, extend, inspect), against fake
+ * masters and no Redis: the rounds are round.c's own, but the link replaces
+ * master_eval() (tests.mk: -Wl,--wrap=master_eval), so every command a round sends is
+ * recorded here, and each master's reply is typed in RESP and handed to
+ * round_on_reply() as hiredis would (hiredis's reader parses it).  So the lock
+ * operations, the shapes, round.c, reply.c and redlock.c run as in the service;
+ * nothing else does.
  *
  * Time: a round's deadline is far (10 s) so that only the replies given here decide;
- * the retries that lockop.c times (a split vote's, a finisher's) are waited for on the
- * clock with a deadline. */
+ * the retries that acquire.c and finisher.c time (a split vote's, a finisher's) are
+ * waited for on the clock with a deadline. */
 #include <criterion/criterion.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>

@@ -49,7 +49,7 @@ static void record(int kind, fake *f)
         events[nevents++] = (struct event){kind, f};
 }
 
-/* hooks->attempt: the operation sends its attempt, as lockop.c's attempt_begin does. */
+/* hooks->attempt: the operation sends its attempt, as acquire.c's acquire_attempt_begin does. */
 static void on_attempt(waiter *w)
 {
     fake *f = container_of(w, fake, w);
@@ -145,7 +145,7 @@ static void send(fake *f)
     on_attempt(&f->w);
 }
 
-/* f's attempt ended without a grant, and f does not wait (lockop.c's acquire_failed). */
+/* f's attempt ended without a grant, and f does not wait (acquire.c's acquire_failed). */
 static void refused_no_wait(fake *f)
 {
     f->w.in_flight = 0;
