@@ -21,6 +21,7 @@
 #include "scripts.h"
 
 #include "keys.h"
+#include "proto.h"
 
 /* Fields of the record besides the buckets: cluster, run, base, nb (the number of
  * bucket fields).  A record with fewer fields than nb + RECORD_FIXED lost some. */
@@ -271,23 +272,23 @@
     "    p = ext().cap(nv, p)\n"                                                            \
     "    redis.call('SET', key, nv, 'PX', p)\n"                                       \
     "    outlive(p)\n"                                                                \
-    "    return {2, f or cur(b), c, p - d}\n"                                         \
+    "    return {" PROTO_S(PROTO_ACQ_ADOPTED) ", f or cur(b), c, p - d}\n"                                         \
     "  end\n"                                                                         \
     "  if v then\n"                                                                   \
     "    if intent and tonumber(intent) > 0 then wants(K[3], lease, nil, intent) end\n" \
-    "    return {0, redis.call('PTTL', key), cur(b), ext().holder(key, v)}\n"         \
+    "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', key), cur(b), ext().holder(key, v)}\n"         \
     "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
     "  if n > 0 then\n"                                                               \
     "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
-    "    return {0, longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
+    "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
     "  local f = bump(b)\n"                                                           \
     "  redis.call('SET', key, stamp(value, f), 'PX', ttl)\n"                          \
     "  outlive(ttl)\n"                                                                \
     "  if K[3] and intent ~= '0' then redis.call('ZREM', K[3], lease) end\n"          \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
-    "  return {1, f}\n"                                                               \
+    "  return {" PROTO_S(PROTO_ACQ_GRANTED) ", f}\n"                                                               \
     "end"
 
 #define FN_RAISE                                                                     \
@@ -325,7 +326,7 @@
     "    if to then c = to < 0 and (h > 1 and h or 0) or math.min(h, to) end\n"    \
     "    if c > 0 then\n"                                                          \
     "      if c < h then redis.call('SET', key, counted(v, c), 'KEEPTTL') end\n"   \
-    "      return {10 + c, redis.call('PTTL', key)}\n"                             \
+    "      return {" PROTO_S(PROTO_REL_KEPT) " + c, redis.call('PTTL', key)}\n"                             \
     "    end\n"                                                                    \
     "  end\n"                                                                      \
     "  if client or ext().same(v, who) then\n"                                           \
@@ -337,13 +338,13 @@
     "      redis.call('DEL', key)\n"                                               \
     "    end\n"                                                                    \
     "    redis.call('PUBLISH', chan, origin)\n"                                    \
-    "    return {1, p}\n"                                                          \
+    "    return {" PROTO_S(PROTO_REL_DELETED) ", p}\n"                                                          \
     "  end\n"                                                                      \
     "  if unshare(K[2], K[3], who) then\n"                                         \
     "    redis.call('PUBLISH', chan, origin)\n"                                    \
-    "    return 1\n"                                                               \
+    "    return " PROTO_S(PROTO_REL_DELETED) "\n"                                                               \
     "  end\n"                                                                      \
-    "  return 0\n"                                                                 \
+    "  return " PROTO_S(PROTO_REL_NOT_OURS) "\n"                                                                 \
     "end"
 
 /* set: "<prefix>#set:<lease>": a name of a multi-name set keeps the set alive as long
@@ -362,12 +363,12 @@
     "    if string.find(v, '[~^]') then\n"                                            \
     "      local h = ext().split(v)\n"                                                      \
     "      local d = tonumber(string.match(h, '~(%d+)')) or 0\n"                      \
-    "      if d > 0 and redis.call('PTTL', key) <= d then return {0, cur(b)} end\n"   \
+    "      if d > 0 and redis.call('PTTL', key) <= d then return {" PROTO_S(PROTO_EXT_REFUSED) ", cur(b)} end\n"   \
     "      local t = tonumber(string.match(h, '%^(%d+)'))\n"                          \
     "      if t then\n"                                                               \
     "        left = t - now_ms()\n"                                                   \
     "        if left < px and (not capped or left < 1) then\n"                        \
-    "          return {3, cur(b), math.max(left, 0)}\n"                               \
+    "          return {" PROTO_S(PROTO_EXT_PAST_BOUND) ", cur(b), math.max(left, 0)}\n"                               \
     "        end\n"                                                                   \
     "        px = math.min(px, left)\n"                                               \
     "      end\n"                                                                     \
@@ -377,8 +378,8 @@
     "    outlive(px)\n"                                                               \
     "    local p = redis.call('PTTL', set)\n"                                         \
     "    if p > 0 and p < px then redis.call('PEXPIRE', set, px) end\n"               \
-    "    if left then return {1, cur(b), left} end\n"                                 \
-    "    return {1, cur(b)}\n"                                                        \
+    "    if left then return {" PROTO_S(PROTO_EXT_EXTENDED) ", cur(b), left} end\n"                                 \
+    "    return {" PROTO_S(PROTO_EXT_EXTENDED) ", cur(b)}\n"                                                        \
     "  end\n"                                                                         \
     "  if K[3] then\n"                                                                \
     "    local _, _, now = live(K[3])\n"                                              \
@@ -386,10 +387,10 @@
     "      redis.call('ZADD', K[3], now + px, lease)\n"                                \
     "      keep(K[3], K[4], px)\n"                                                    \
     "      outlive(px)\n"                                                             \
-    "      return {1, cur(b)}\n"                                                      \
+    "      return {" PROTO_S(PROTO_EXT_EXTENDED) ", cur(b)}\n"                                                      \
     "    end\n"                                                                       \
     "  end\n"                                                                         \
-    "  return {0, cur(b)}\n"                                                          \
+    "  return {" PROTO_S(PROTO_EXT_REFUSED) ", cur(b)}\n"                                                          \
     "end"
 
 /* The lease part of the value (never its tag); the name's counter as it stands; the
@@ -441,12 +442,12 @@
     "    redis.call('HSET', K[3], lease, '!')\n"                                       \
     "    keep(K[2], K[3], s - now)\n"                                                 \
     "    outlive(s - now)\n"                                                          \
-    "    return {2, cur(b), 1, s - now}\n"                                            \
+    "    return {" PROTO_S(PROTO_ACQ_ADOPTED) ", cur(b), 1, s - now}\n"                                            \
     "  end\n"                                                                         \
     "  local v = redis.call('GET', K[1])\n"                                           \
-    "  if v then return {0, redis.call('PTTL', K[1]), cur(b), ext().holder(K[1], v)} end\n" \
+    "  if v then return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[1]), cur(b), ext().holder(K[1], v)} end\n" \
     "  local w, longest = live(K[4])\n"                                               \
-    "  if w > 0 then return {0, longest, cur(b), '" SCRIPTS_HOLDER_WRITER "'} end\n" \
+    "  if w > 0 then return {" PROTO_S(PROTO_ACQ_REFUSED) ", longest, cur(b), '" SCRIPTS_HOLDER_WRITER "'} end\n" \
     "  now = now or now_ms()\n"                                                       \
     "  if redis.call('HLEN', K[3]) > n + 16 then\n"                                \
     "    for _, l in ipairs(redis.call('HKEYS', K[3])) do\n"                       \
@@ -458,7 +459,7 @@
     "  keep(K[2], K[3], ttl)\n"                                                       \
     "  outlive(ttl)\n"                                                                \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
-    "  return {1, cur(b)}\n"                                                          \
+    "  return {" PROTO_S(PROTO_ACQ_GRANTED) ", cur(b)}\n"                                                          \
     "end"
 
 /* A semaphore's permit: slot `slot` of `permits` (keys "<pfx><i>"), taken like a lock
@@ -476,13 +477,13 @@
     "function(K, b, value, ttl, chan, origin, permits, slot, pfx, scan)\n"            \
     "  local m = redis.call('GET', K[2])\n"                                           \
     "  if m and m ~= permits then\n"                                                  \
-    "    return {0, redis.call('PTTL', K[2]), cur(b), '" SCRIPTS_HOLDER_PERMITS "' .. m}\n" \
+    "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[2]), cur(b), '" SCRIPTS_HOLDER_PERMITS "' .. m}\n" \
     "  end\n"                                                                         \
     "  local lease, n, s = untag(value), tonumber(permits), tonumber(slot)\n"          \
     "  if scan == '1' then\n"                                                         \
     "    for i = 0, n - 1 do\n"                                                       \
     "      if i ~= s and mine(redis.call('GET', pfx .. i), lease) then\n"             \
-    "        return {0, 0, cur(b), '" SCRIPTS_HOLDER_MINE "' .. i}\n"                 \
+    "        return {" PROTO_S(PROTO_ACQ_REFUSED) ", 0, cur(b), '" SCRIPTS_HOLDER_MINE "' .. i}\n"                 \
     "      end\n"                                                                     \
     "    end\n"                                                                       \
     "  end\n"                                                                         \
@@ -491,16 +492,16 @@
     "  if not v then\n"                                                               \
     "    redis.call('SET', K[1], value, 'PX', ttl)\n"                                  \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
-    "    r = {1, bump(b)}\n"                                                          \
+    "    r = {" PROTO_S(PROTO_ACQ_GRANTED) ", bump(b)}\n"                                                          \
     "  elseif mine(v, lease) then\n"                                                  \
     "    p = math.max(redis.call('PTTL', K[1]), p)\n"                                 \
     "    redis.call('SET', K[1], adopted(value), 'PX', p)\n"                           \
-    "    r = {2, cur(b), 1, p}\n"                                                     \
+    "    r = {" PROTO_S(PROTO_ACQ_ADOPTED) ", cur(b), 1, p}\n"                                                     \
     "  else\n"                                                                        \
     "    local h = pfx .. '" SEM_HELD "'\n"                                          \
     "    redis.call('ZREMRANGEBYSCORE', h, '-inf', now_ms())\n"                       \
     "    if redis.call('ZCARD', h) >= n then\n"                                       \
-    "      return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "'}\n"  \
+    "      return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "'}\n"  \
     "    end\n"                                                                       \
     "    local free = {}\n"                                                           \
     "    for j = 1, n - 1 do\n"                                                       \
@@ -510,7 +511,7 @@
     "        if #free >= 8 then break end\n"                                          \
     "      end\n"                                                                     \
     "    end\n"                                                                       \
-    "    return {0, redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
+    "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
     "  end\n"                                                                         \
     "  if redis.call('PTTL', K[2]) < p then redis.call('SET', K[2], permits, 'PX', p) end\n" \
     "  sem_held(pfx, s, p)\n"                                                         \
@@ -563,7 +564,7 @@
 #define FN_SEM_RELEASE                                                               \
     "function(K, who, chan, origin, pfx)\n"                                          \
     "  local k, n = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"       \
-    "  if not k then return 0 end\n"                                                  \
+    "  if not k then return " PROTO_S(PROTO_REL_NOT_OURS) " end\n"                                                  \
     "  local p = redis.call('PTTL', k)\n"                                          \
     "  redis.call('DEL', k)\n"                                                        \
     "  sem_held(pfx, string.sub(k, #pfx + 1), nil)\n"                                \
@@ -577,7 +578,7 @@
     "  end\n"                                                                      \
     "  if not left then redis.call('DEL', K[1]) end\n"                             \
     "  redis.call('PUBLISH', chan, origin)\n"                                         \
-    "  return {1, p}\n"                                                            \
+    "  return {" PROTO_S(PROTO_REL_DELETED) ", p}\n"                                                            \
     "end"
 
 /* K: the semaphore's record.  As FN_EXTEND, over the semaphore's slots; the record
@@ -585,12 +586,12 @@
 #define FN_SEM_EXTEND                                                                \
     "function(K, b, lease, ttl, pfx)\n"                                              \
     "  local k = sem_find(K[1], pfx, lease, false)\n"                                 \
-    "  if not k then return {0, cur(b)} end\n"                                        \
+    "  if not k then return {" PROTO_S(PROTO_EXT_REFUSED) ", cur(b)} end\n"                                        \
     "  redis.call('PEXPIRE', k, ttl)\n"                                               \
     "  sem_held(pfx, string.sub(k, #pfx + 1), tonumber(ttl))\n"                     \
     "  outlive(ttl)\n"                                                                \
     "  if redis.call('PTTL', K[1]) < tonumber(ttl) then redis.call('PEXPIRE', K[1], ttl) end\n" \
-    "  return {1, cur(b), tonumber(string.sub(k, #pfx + 1))}\n"                        \
+    "  return {" PROTO_S(PROTO_EXT_EXTENDED) ", cur(b), tonumber(string.sub(k, #pfx + 1))}\n"                        \
     "end"
 
 /* K: the semaphore's record -> {nil, longest pttl, F, "", permits taken, permits}. */
@@ -618,7 +619,7 @@
     "  if was and holds(v) > 1 then\n"                                                 \
     "    local c = holds(v) - 1\n"                                                    \
     "    redis.call('SET', key, counted(v, c), 'KEEPTTL')\n"                          \
-    "    return {20 + c, redis.call('PTTL', key), cur(b), old}\n"                     \
+    "    return {" PROTO_S(PROTO_HANDOFF_KEPT) " + c, redis.call('PTTL', key), cur(b), old}\n"                     \
     "  end\n"                                                                         \
     "  if was then\n"                                                                 \
     "    local f = bump(b)\n"                                                         \
@@ -626,13 +627,13 @@
     "    outlive(ttl)\n"                                                              \
     "    if K[4] then redis.call('ZREM', K[4], untag(value)) end\n"                                 \
     "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
-    "    return {3, f}\n"                                                             \
+    "    return {" PROTO_S(PROTO_HANDOFF_REPLACED) ", f}\n"                                                             \
     "  end\n"                                                                         \
     "  local acquire = " FN_ACQUIRE "\n"                                              \
     "  local gone = unshare(K[2], K[3], old)\n"                                       \
     "  if gone then redis.call('PUBLISH', chan, origin) end\n"                         \
     "  local r = acquire({key, K[2], K[4]}, b, value, ttl, chan, origin)\n"           \
-    "  if gone then r[1] = r[1] + 10 end\n"                                           \
+    "  if gone then r[1] = r[1] + " PROTO_S(PROTO_HANDOFF_READER) " end\n"                                           \
     "  return r\n"                                                                    \
     "end"
 
@@ -650,13 +651,13 @@
     "    redis.call('SET', K[1], '" SCRIPTS_HOLDER_RESTING "', 'PX', d)\n"           \
     "    outlive(d)\n"                                                               \
     "    redis.call('PUBLISH', chan, origin)\n"                                      \
-    "    return 2\n"                                                                 \
+    "    return " PROTO_S(PROTO_FORCE_RESTING) "\n"                                                                 \
     "  end\n"                                                                        \
     "  if redis.call('DEL', unpack(K)) > 0 then\n"                                                   \
     "    redis.call('PUBLISH', chan, origin)\n"                                       \
-    "    return 1\n"                                                                  \
+    "    return " PROTO_S(PROTO_FORCE_DELETED) "\n"                                                                  \
     "  end\n"                                                                         \
-    "  return 0\n"                                                                    \
+    "  return " PROTO_S(PROTO_FORCE_NO_KEY) "\n"                                                                    \
     "end"
 
 /* A waiting writer's mark (K: the name's intents) is taken back: its writer was
@@ -672,19 +673,35 @@
  * is 1 when the scan stopped before its end (names may be missing), else 0. */
 #define FN_SCAN                                                                      \
     "function(_, pattern, skip, limit, calls)\n"                                  \
-    "  local out, cursor, n = {0}, '0', tonumber(calls)\n"                            \
+    "  local out, cursor, n = {" PROTO_S(PROTO_SCAN_DONE) "}, '0', tonumber(calls)\n"                            \
     "  local lim, sk = tonumber(limit), tonumber(skip)\n"                             \
     "  repeat\n"                                                                      \
     "    local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)\n"     \
     "    cursor, n = r[1], n - 1\n"                                                   \
     "    for _, k in ipairs(r[2]) do\n"                                               \
-    "      if #out - 1 >= lim then out[1] = 1 break end\n"                            \
+    "      if #out - 1 >= lim then out[1] = " PROTO_S(PROTO_SCAN_MORE) " break end\n"                            \
     "      out[#out + 1] = string.sub(k, sk + 1)\n"                                   \
     "    end\n"                                                                       \
-    "  until cursor == '0' or n <= 0 or out[1] == 1\n"                                \
-    "  if cursor ~= '0' then out[1] = 1 end\n"                                        \
+    "  until cursor == '0' or n <= 0 or out[1] == " PROTO_S(PROTO_SCAN_MORE) "\n"                                \
+    "  if cursor ~= '0' then out[1] = " PROTO_S(PROTO_SCAN_MORE) " end\n"                                        \
     "  return out\n"                                                                  \
     "end"
+
+/* The operations SCRIPT_BATCH runs, declared once for both sides: the script's id, its
+ * code in a batch (a Lua name, and the same as a C char), its keys and its arguments
+ * (after the record's key and the clock window), its function.  The Lua table of
+ * SCRIPT_BATCH (BATCH_LUA: "  a = {3, 7, function(...) ... end},") and
+ * script_batch_code() (BATCH_SHAPE) are both made from it. */
+#define BATCH_OPS(X)                                                                 \
+    X(SCRIPT_ACQUIRE, a, 'a', 3, 7, FN_ACQUIRE)                                      \
+    X(SCRIPT_RAISE, f, 'f', 0, 2, FN_RAISE)                                          \
+    X(SCRIPT_RELEASE, r, 'r', 3, 3, FN_RELEASE)                                      \
+    X(SCRIPT_EXTEND, e, 'e', 4, 3, FN_EXTEND)                                        \
+    X(SCRIPT_INSPECT, i, 'i', 2, 1, FN_INSPECT)                                      \
+    X(SCRIPT_HANDOFF, h, 'h', 4, 6, FN_HANDOFF)                                      \
+    X(SCRIPT_SHARED, s, 's', 4, 5, FN_SHARED)
+#define BATCH_LUA(id, name, code, nkeys, nargs, fn) "  " #name " = {" #nkeys ", " #nargs ", " fn "},\n"
+#define BATCH_SHAPE(id, name, code, nkeys, nargs, fn) [id] = {code, nkeys, nargs},
 
 /* A script of its own for one operation: KEYS record, its keys; ARGV its arguments. */
 #define ALONE(fn)                                                                    \
@@ -722,15 +739,7 @@ static const char *const sources[SCRIPT__COUNT] = {
      * operation's reply in turn. */
     [SCRIPT_BATCH] =
         PRELUDE
-        "local ops = {\n"
-        "  a = {3, 7, " FN_ACQUIRE "},\n"
-        "  f = {0, 2, " FN_RAISE "},\n"
-        "  r = {3, 3, " FN_RELEASE "},\n"
-        "  e = {4, 3, " FN_EXTEND "},\n"
-        "  i = {2, 1, " FN_INSPECT "},\n"
-        "  h = {4, 6, " FN_HANDOFF "},\n"
-        "  s = {4, 5, " FN_SHARED "},\n"
-        "}\n"
+        "local ops = {\n" BATCH_OPS(BATCH_LUA) "}\n"
         "local r, k, i, n = {}, 2, 1, #ARGV\n"
         "while i <= n do\n"
         "  local op = ops[ARGV[i]]\n"
@@ -768,22 +777,22 @@ static const char *const sources[SCRIPT__COUNT] = {
         "    redis.call('DEL', mk)\n"
         "    redis.call('HSET', mk, 'cluster', ARGV[4], 'run', run, 'base', 0, 'nb', 0)\n"
         "  end\n"
-        "  if act == 'mark' then return {1, -2, 0} end\n"
+        "  if act == 'mark' then return {" PROTO_S(PROTO_MARKER_READY) ", -2, 0} end\n"
         "  if act == 'quarantine' then\n"
         "    redis.call('HSET', mk, 'q', 1, 'lost', 1)\n"
         "    redis.call('SET', qk, 1, 'PX', delay)\n"
-        "    return {2, redis.call('PTTL', qk), 0}\n"
+        "    return {" PROTO_S(PROTO_MARKER_QUARANTINED) ", redis.call('PTTL', qk), 0}\n"
         "  end\n"
-        "  return {0, -2, 0}\n"
+        "  return {" PROTO_S(PROTO_MARKER_UNMARKED) ", -2, 0}\n"
         "end\n"
         "local nb = tonumber(m[2])\n"
         "if redis.call('HLEN', mk) < nb + " RECORD_FIXED " then\n"
         "  -- a damaged record is a lost one: it is quarantined like a wiped master\n"
-        "  if act ~= 'quarantine' then return {0, -2, 0} end\n"
+        "  if act ~= 'quarantine' then return {" PROTO_S(PROTO_MARKER_UNMARKED) ", -2, 0} end\n"
         "  redis.call('DEL', mk)\n"
         "  redis.call('HSET', mk, 'cluster', ARGV[4], 'run', run, 'base', 0, 'nb', 0, 'q', 1, 'lost', 1)\n"
         "  redis.call('SET', qk, 1, 'PX', delay)\n"
-        "  return {2, redis.call('PTTL', qk), 0}\n"
+        "  return {" PROTO_S(PROTO_MARKER_QUARANTINED) ", redis.call('PTTL', qk), 0}\n"
         "end\n"
         "local restarted = m[1] ~= run\n"
         "if restarted then\n"
@@ -800,7 +809,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  if m[3] then redis.call('HSET', mk, 'q', 1) else redis.call('HSET', mk, 'q', 1, 'clk', 1) end\n"
         "  m[3] = '1'\n"
         "end\n"
-        "if not m[3] then return {1, -2, nb} end\n"
+        "if not m[3] then return {" PROTO_S(PROTO_MARKER_READY) ", -2, nb} end\n"
         "local q = redis.call('PTTL', qk)\n"
         "if act == 'shorten' and not restarted and q > 0 then\n"
         "  local left = math.max(tonumber(ARGV[5]) or q, 1)\n"
@@ -810,10 +819,10 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  local f = tonumber(ARGV[5])\n"
         "  if f > (tonumber(m[4]) or 0) then redis.call('HSET', mk, 'base', ARGV[5]) end\n"
         "  redis.call('HDEL', mk, 'q', 'lost', 'clk')\n"
-        "  return {1, -2, nb}\n"
+        "  return {" PROTO_S(PROTO_MARKER_READY) ", -2, nb}\n"
         "end\n"
         "if q == -2 then q = 0 end\n"
-        "return {2, q, nb}\n",
+        "return {" PROTO_S(PROTO_MARKER_QUARANTINED) ", q, nb}\n",
     /* What a repair may learn from a peer, proven in this same call (docs/DESIGN.md §4,
      * R-proof): KEYS record, expiry key.  The peer is proven when its record is there
      * and whole, carries neither "q" nor "lost", and was written under the run id the
@@ -825,9 +834,9 @@ static const char *const sources[SCRIPT__COUNT] = {
      *     "lost": proven, or quarantined after a restart that kept its data), why} */
     [SCRIPT_PROOF] =
         "local m = redis.call('HMGET', KEYS[1], 'nb', 'q', 'lost', 'run', 'base', 'clk')\n"
-        "if not m[1] then return {0, 0, -2, 0, 'no record'} end\n"
+        "if not m[1] then return {" PROTO_S(PROTO_PROOF_UNPROVEN) ", 0, -2, " PROTO_S(PROTO_PROOF_NO_HISTORY) ", 'no record'} end\n"
         "if redis.call('HLEN', KEYS[1]) < tonumber(m[1]) + " RECORD_FIXED " then\n"
-        "  return {0, 0, -2, 0, 'damaged record'}\n"
+        "  return {" PROTO_S(PROTO_PROOF_UNPROVEN) ", 0, -2, " PROTO_S(PROTO_PROOF_NO_HISTORY) ", 'damaged record'}\n"
         "end\n"
         "local t = tonumber(m[5]) or 0\n"
         "local kv = redis.call('HGETALL', KEYS[1])\n"
@@ -838,14 +847,14 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  end\n"
         "end\n"
         "local x = redis.call('PTTL', KEYS[2])\n"
-        "if m[3] then return {0, t, x, 0, 'lost its data'} end\n"
+        "if m[3] then return {" PROTO_S(PROTO_PROOF_UNPROVEN) ", t, x, " PROTO_S(PROTO_PROOF_NO_HISTORY) ", 'lost its data'} end\n"
         "local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')\n"
-        "if m[4] ~= run then return {0, t, x, 1, 'restarted'} end\n"
+        "if m[4] ~= run then return {" PROTO_S(PROTO_PROOF_UNPROVEN) ", t, x, " PROTO_S(PROTO_PROOF_HISTORY) ", 'restarted'} end\n"
         "-- out for its clock only: its counters are whole, and they count (its expiry key\n"
         "-- does not: it ran by that clock)\n"
-        "if m[2] and m[6] then return {1, t, -2, 1, 'clock'} end\n"
-        "if m[2] then return {0, t, x, 1, 'quarantined'} end\n"
-        "return {1, t, x, 1, ''}\n",
+        "if m[2] and m[6] then return {" PROTO_S(PROTO_PROOF_PROVEN) ", t, -2, " PROTO_S(PROTO_PROOF_HISTORY) ", '" PROTO_PROOF_CLOCK "'} end\n"
+        "if m[2] then return {" PROTO_S(PROTO_PROOF_UNPROVEN) ", t, x, " PROTO_S(PROTO_PROOF_HISTORY) ", 'quarantined'} end\n"
+        "return {" PROTO_S(PROTO_PROOF_PROVEN) ", t, x, " PROTO_S(PROTO_PROOF_HISTORY) ", ''}\n",
     /* Several names at once, all or nothing, in one call per master: callers asking for
      * overlapping sets in different orders cannot deadlock.  The set is kept under
      * "<prefix>#set:<lease>" as "<tag>\n<name1>\n<name2>..." so that the lease alone
@@ -879,13 +888,13 @@ static const char *const sources[SCRIPT__COUNT] = {
         "end\n"
         "local r = {}\n"
         "if held then\n"
-        "  r[1] = 0\n"
+        "  r[1] = " PROTO_S(PROTO_MACQ_REFUSED) "\n"
         "  r[2] = longest\n"
         "  for i = 1, n do r[#r + 1] = cur(ARGV[4 + i]) end\n"
         "  for i = 1, n do r[#r + 1] = holders[i] end\n"
         "  return r\n"
         "end\n"
-        "r[1] = 1\n"
+        "r[1] = " PROTO_S(PROTO_MACQ_GRANTED) "\n"
         "local names = {}\n"
         "if ARGV[5 + n] then\n"
         "  for nm in string.gmatch(ARGV[4], '[^\\n]+') do names[#names + 1] = string.gsub(nm, '^#', '') end\n"
@@ -946,16 +955,16 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_MRELEASE] =
         PRELUDE
         "local s = redis.call('GET', KEYS[2])\n"
-        "if not s then return {0, ''} end\n"
+        "if not s then return {" PROTO_S(PROTO_MREL_NONE) ", ''} end\n"
         "local who, prefix, scope = ARGV[1], ARGV[2], ARGV[4]\n"
         "local nl = string.find(s, '\\n', 1, true) or #s\n"
         "local tag, names = string.sub(s, 1, nl - 1), string.sub(s, nl + 1)\n"
         "local lease, exact = untag(who), string.find(who, '.', 1, true)\n"
-        "if exact and string.sub(who, #lease + 2) ~= tag then return {0, names} end\n"
+        "if exact and string.sub(who, #lease + 2) ~= tag then return {" PROTO_S(PROTO_MREL_NONE) ", names} end\n"
         "if scope ~= '' then\n"
         "  for name in string.gmatch(names, '[^\\n]+') do\n"
         "    local nm = string.gsub(name, '^#', '')\n"
-        "    if string.sub(nm, 1, #scope) ~= scope then return {-1, names} end\n"
+        "    if string.sub(nm, 1, #scope) ~= scope then return {" PROTO_S(PROTO_MREL_OUT_OF_SCOPE) ", names} end\n"
         "  end\n"
         "end\n"
         "local n = 0\n"
@@ -977,8 +986,8 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  end\n"
         "end\n"
         "redis.call('DEL', KEYS[2])\n"
-        "if n > 0 then return {1, names} end\n"
-        "return {0, names}\n",
+        "if n > 0 then return {" PROTO_S(PROTO_MREL_RELEASED) ", names} end\n"
+        "return {" PROTO_S(PROTO_MREL_NONE) ", names}\n",
 };
 
 const char *script_source(int id)
@@ -990,16 +999,11 @@ const char *script_source(int id)
 
 char script_batch_code(int id, int nkeys, int nargs)
 {
-    /* Must agree with the ops table of SCRIPT_BATCH. */
+    /* The ops table of SCRIPT_BATCH, from the same list. */
     static const struct {
         char code;
         int nkeys, nargs;
-    } shapes[SCRIPT__COUNT] = {
-        [SCRIPT_ACQUIRE] = {'a', 3, 7}, [SCRIPT_RAISE] = {'f', 0, 2},
-        [SCRIPT_RELEASE] = {'r', 3, 3}, [SCRIPT_EXTEND] = {'e', 4, 3},
-        [SCRIPT_INSPECT] = {'i', 2, 1}, [SCRIPT_HANDOFF] = {'h', 4, 6},
-        [SCRIPT_SHARED] = {'s', 4, 5},
-    };
+    } shapes[SCRIPT__COUNT] = {BATCH_OPS(BATCH_SHAPE)};
     if (id < 0 || id >= SCRIPT__COUNT || shapes[id].nkeys != nkeys || shapes[id].nargs != nargs)
         return 0;
     return shapes[id].code;

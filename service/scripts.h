@@ -1,7 +1,7 @@
 /* scripts.h -- the Lua scripts every master runs, by id.  Loaded once per
  * connection (SCRIPT LOAD) and called with EVALSHA; EVAL again on NOSCRIPT.  What a
  * script takes is below (shapes.c and multilock.c build it); the codes it answers are
- * named in proto.h (tests/unit/test_proto.c holds them against this Lua).
+ * named in proto.h, and the Lua writes them by those names (tests/unit/test_proto.c).
  *
  * A script refused because the master is untrusted answers an error starting with
  * SCRIPT_ERR_UNMARKED or SCRIPT_ERR_QUARANTINED. */
