@@ -22,7 +22,7 @@
  *   b<k>                  a field of the record: the fencing counter of the names whose
  *                         hash is k modulo KEYS_BUCKETS
  * Lock names cannot contain '#', so no lock key meets the service's own keys.
- * The scripts (scripts.c) build the multi-name keys and channels from the prefix with
+ * The scripts (scripts_multi.c) build the multi-name keys and channels from the prefix with
  * the same suffixes (KEYS_SET, KEYS_RELEASED). */
 #ifndef RL_KEYS_H
 #define RL_KEYS_H

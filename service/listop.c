@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "keys.h"
+#include "proto.h"
 #include "scripts.h"
 
 listop *listop_new(round_env *rounds, const char *key_prefix, const char *prefix, size_t prefix_len,
@@ -63,7 +64,7 @@ static void scan_decode(round *rd, size_t master, const redisReply *r, redlock_r
         out->state = RL_SLOT_FAILED;
         return;
     }
-    if (r->element[0]->integer)
+    if (r->element[0]->integer != PROTO_SCAN_DONE)
         l->truncated = 1;
     for (size_t i = 1; i < r->elements; i++) {
         const redisReply *e = r->element[i];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "proto.h"
 #include "redis_ev.h"
 #include "resp.h"
 #include "rnd.h"
@@ -167,8 +168,8 @@ static void apply_marker(master_conn *m, redisReply *reply)
     if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER ||
-        reply->element[2]->type != REDIS_REPLY_INTEGER || reply->element[0]->integer < 0 ||
-        reply->element[0]->integer > 2) {
+        reply->element[2]->type != REDIS_REPLY_INTEGER || reply->element[0]->integer < PROTO_MARKER_UNMARKED ||
+        reply->element[0]->integer > PROTO_MARKER_QUARANTINED) {
         /* A master that answers the handshake but not this (OOM, read-only replica,
          * no scripting): close, and the reconnect backs off. */
         char why[160];
@@ -182,13 +183,13 @@ static void apply_marker(master_conn *m, redisReply *reply)
     long long pttl = reply->element[1]->integer;
     m->seen_state = st;
     m->check_recv_us = now;
-    if (st == 0) {
+    if (st == PROTO_MARKER_UNMARKED) {
         if (m->state != MASTER_UNMARKED)
             m->unmarked_at_us = now;
         master_set_state(m, MASTER_UNMARKED, "no record: a new master, or one that lost its data");
         return;
     }
-    if (st == 2) {
+    if (st == PROTO_MARKER_QUARANTINED) {
         m->quarantine_until_us = now + (pttl > 0 ? pttl : 0) * 1000;
         if (m->state != MASTER_QUARANTINED) {
             stat_inc(&m->quarantines);
@@ -442,7 +443,7 @@ static void untrusted(master_conn *m, const redisReply *reply)
     }
     if (strncmp(reply->str, SCRIPT_ERR_UNMARKED, sizeof SCRIPT_ERR_UNMARKED - 1) == 0) {
         m->unmarked_at_us = clock_now_us();
-        m->seen_state = 0;
+        m->seen_state = PROTO_MARKER_UNMARKED;
         master_set_state(m, MASTER_UNMARKED, "lost its record while running (wiped): judged at once");
     } else {
         m->quarantine_until_us = clock_now_us() + 1000 * 1000; /* until the check says */

@@ -3,7 +3,7 @@
  * flushed once per loop pass, the handshake (AUTH, SELECT, SCRIPT LOAD, INFO, the
  * master's record), stall detection and reconnection with back-off.
  *
- * Trust in a master comes from its own record "<prefix>#master" (scripts.c): the run
+ * Trust in a master comes from its own record "<prefix>#master" (scripts_record.c): the run
  * id it was last trusted under, its fencing counters and base, and a quarantine mark.
  * The handshake compares the run id with INFO's (a restart since the master was
  * trusted puts it in quarantine, the delay counted from the restart), and every lock

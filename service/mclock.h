@@ -9,7 +9,7 @@
  * the one before it (a jump or a step back), against one ten seconds or more older (the
  * rate) and against the other masters (the skew); and every lock script carries a window
  * of master times it may run in, so that a jump between two samples is refused by the
- * first script that meets it, in the same atomic call (scripts.c, PRELUDE).
+ * first script that meets it, in the same atomic call (scripts_prelude.h, PRELUDE).
  *
  * Pure: numbers in, verdicts out; no I/O, no clock reads (unit-tested). */
 #ifndef RL_MCLOCK_H

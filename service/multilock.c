@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "keys.h"
+#include "proto.h"
 #include "scripts.h"
 
 int multilock_set(lockop *op, const char *const *names, const size_t *lens, size_t n)
@@ -73,8 +74,8 @@ static void decode_release(lockop_multi *mu, const redisReply *rep, redlock_repl
     if (rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_INTEGER ||
         rep->element[1]->type != REDIS_REPLY_STRING)
         return;
-    out->state = rep->element[0]->integer == 1 ? RL_SLOT_OK : RL_SLOT_REFUSED;
-    if (rep->element[0]->integer == -1)
+    out->state = rep->element[0]->integer == PROTO_MREL_RELEASED ? RL_SLOT_OK : RL_SLOT_REFUSED;
+    if (rep->element[0]->integer == PROTO_MREL_OUT_OF_SCOPE)
         mu->out_of_scope = 1;
     if (out->state == RL_SLOT_OK && !mu->have_released_names)
         take_names(mu, rep->element[1]->str, rep->element[1]->len);
@@ -104,7 +105,7 @@ static void decode(round *rd, size_t i, const struct redisReply *r, redlock_repl
         out->state = RL_SLOT_OK;
         out->raised = 1;
     } else if (rep->elements >= 1 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
-               rep->element[0]->integer == 1 && rep->elements == n + 1) {
+               rep->element[0]->integer == PROTO_MACQ_GRANTED && rep->elements == n + 1) {
         first = 1;
         out->state = RL_SLOT_OK;
     } else if ((rep->elements == n + 2 || rep->elements == 2 * n + 2) &&

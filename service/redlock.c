@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto.h"
+
 void redlock_tally_of(const redlock_reply *r, size_t n, redlock_tally *t)
 {
     memset(t, 0, sizeof *t);
@@ -242,7 +244,7 @@ int redlock_judge_unmarked(const redlock_peer_view *peers, size_t n)
         /* A master with a record: the cluster may have granted (a grant needs masters
          * that carry one), even if no counter shows it yet -- a grant in flight when
          * this master was wiped.  It lost its data. */
-        if (peers[i].state != 0)
+        if (peers[i].state != PROTO_MARKER_UNMARKED)
             return RL_VERDICT_QUARANTINE;
     }
     return all ? RL_VERDICT_MARK : RL_VERDICT_WAIT;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "keys.h"
+#include "proto.h"
 
 enum { PHASE_REPAIR, PHASE_SHORTEN };
 
@@ -116,15 +117,15 @@ static void on_proof(redisAsyncContext *ac, void *reply, void *priv)
     if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 5 &&
         rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[1]->type == REDIS_REPLY_INTEGER &&
         rep->element[2]->type == REDIS_REPLY_INTEGER && rep->element[3]->type == REDIS_REPLY_INTEGER) {
-        int proven = rep->element[0]->integer == 1;
+        int proven = rep->element[0]->integer == PROTO_PROOF_PROVEN;
         uint64_t top = rep->element[1]->integer > 0 ? (uint64_t)rep->element[1]->integer : 0;
-        int history = rep->element[3]->integer == 1;
+        int history = rep->element[3]->integer == PROTO_PROOF_HISTORY;
         if (history) {
             r->t.history++;
             if (top > r->t.top_all)
                 r->t.top_all = top;
         }
-        int clock_only = rep->element[4]->type == REDIS_REPLY_STRING && strcmp(rep->element[4]->str, "clock") == 0;
+        int clock_only = rep->element[4]->type == REDIS_REPLY_STRING && strcmp(rep->element[4]->str, PROTO_PROOF_CLOCK) == 0;
         if (proven && i != r->target) {
             r->t.proven_peers++;
             if (top > r->t.top_proven)

@@ -248,7 +248,7 @@ void shape_send_extend(lockop *op, round *rd, uint64_t mask)
     shape_keys kb;
     shape_keys_of(op, &kb);
     char setk[KEYS_MAX], ttl[24];
-    /* negative: up to the hold's bound rather than refused past it (scripts.c) */
+    /* negative: up to the hold's bound rather than refused past it (scripts_lock.c) */
     int tl = snprintf(ttl, sizeof ttl, "%s%ld", op->capped ? "-" : "", op->ttl_ms);
     if (op->mode == LOCKOP_SEMAPHORE) {
         const char *argv[] = {kb.key, kb.bucket, op->lease, ttl, kb.slots};

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "loop.h"
 #include "master.h"
+#include "proto.h"
 #include "redlock.h"
 
 int trust_any_unmarked(const master_conn *masters, size_t n)
@@ -43,7 +44,7 @@ void trust_judge_unmarked(master_conn *masters, size_t n, int judge, const char 
         int fresh = 1;
         for (size_t i = 0; i < n; i++) {
             master_conn *m = &masters[i];
-            if (m->check_inflight || m->seen_state != 0 || m->check_sent_us < last_bare ||
+            if (m->check_inflight || m->seen_state != PROTO_MARKER_UNMARKED || m->check_sent_us < last_bare ||
                 m->check_recv_us < m->check_sent_us) {
                 fresh = 0;
                 master_recheck(m);

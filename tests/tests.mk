@@ -22,8 +22,9 @@ $(BUILD)/tests/unit_tests: $(UNIT_OBJS) $(SERVICE_OBJS)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -Wl,--wrap=master_eval -Wl,--wrap=master_eval_op -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
 
-# The live script checks (test_scripts_live.c) send service/scripts.c's sources by hand.
-$(BUILD)/tests/integration_tests: $(INTEG_OBJS) $(BUILD)/service/scripts.o
+# The live script checks (test_scripts_live.c) send the scripts' sources by hand
+# (service/scripts.c and the script modules scripts_*.c).
+$(BUILD)/tests/integration_tests: $(INTEG_OBJS) $(filter $(BUILD)/service/scripts%,$(SERVICE_OBJS))
 	@mkdir -p $(dir $@)
 	$(if $(filter 0,$(V)),@echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CURL_LIBS) $(shell pkg-config --libs jansson hiredis) $(TEST_LIBS) -lm

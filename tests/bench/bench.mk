@@ -69,9 +69,9 @@ BENCH_BASELINE_REF ?= HEAD~1
 
 bench-loadgen: $(BENCH_TOOLS)
 
-$(BENCH_DIR)/printscript: tests/bench/printscript.c service/scripts.c service/scripts.h tests/bench/bench.mk
+$(BENCH_DIR)/printscript: tests/bench/printscript.c $(wildcard service/scripts*.[ch]) service/proto.h tests/bench/bench.mk
 	@mkdir -p $(BENCH_DIR)
-	$(Q)$(BENCH_CC) $(BENCH_CFLAGS) -Iservice -o $@ tests/bench/printscript.c service/scripts.c
+	$(Q)$(BENCH_CC) $(BENCH_CFLAGS) -Iservice -o $@ tests/bench/printscript.c $(wildcard service/scripts*.c)
 
 $(BENCH_DIR)/%: tests/bench/%.c tests/bench/bench.mk
 	@mkdir -p $(BENCH_DIR)

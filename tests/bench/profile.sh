@@ -319,7 +319,7 @@ profile_masters() {
             git archive --format=tar "$sha" service | tar -x -C "$dir"
         local pss=$dir/tests/bench/printscript.c
         [[ -f $pss ]] || pss=tests/bench/printscript.c
-        "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -I"$dir/service" -o "$dir/printscript" "$pss" "$dir/service/scripts.c" ||
+        "${CC:-cc}" -std=c11 -D_GNU_SOURCE -O2 -I"$dir/service" -o "$dir/printscript" "$pss" "$dir"/service/scripts*.c ||
             die "the scripts of $ref did not build"
         lbl=${ref:0:7}
         LABELS+=("$lbl")

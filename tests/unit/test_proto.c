@@ -1,15 +1,28 @@
-/* test_proto.c -- the reply codes of proto.h against the scripts' own text: every code
- * literal that a script decoded by reply_decode() answers (scripts.c's Lua, read
- * through script_source()) has a name in proto.h for that script, and every name is
- * still answered by its script, so that the Lua and the decoder cannot drift apart.
+/* test_proto.c -- the reply codes of proto.h, held against both sides.
  *
- * A code literal is, in the script's own function (after the prelude's helpers, which
- * answer nothing to the service): the first element of a table returned or kept as
- * the answer ("return {1, f}", "r = {1, bump(b)}"), a bare integer returned
- * ("return 0"), the base of a sum ("return {10 + c, ...}": a base) and what is added
- * to an answer's code ("r[1] = r[1] + 10": an offset). */
+ * 1. The C sources of the scripts (service/scripts*.c and .h, read as text): no Lua
+ *    string literal writes a code bare.  Every code goes through its proto.h name,
+ *    stringified (PROTO_S), so a literal digit in a code position is a code that
+ *    bypasses proto.h.  A code position is what follows, inside one string literal,
+ *    "return {" and "return " (a table's first element, or an integer answered),
+ *    "r = {" (an answer kept), "[1] = ", "[1] == ", "[1] + " (an answer's code set,
+ *    read or offset) and "{<n>}" (a table of a code alone).  The shared prelude
+ *    (#define PRELUDE) is skipped: its helpers answer nothing to the service.
+ * 2. The C that reads the answers (reply.c, multilock.c, master.c, trust.c, redlock.c,
+ *    resync.c, listop.c): no reply integer or marker state is compared with a literal
+ *    ("->integer == 1", "st == 2", "state != 0").
+ * 3. The scripts' own text as sent (script_source()): every code literal that a
+ *    script decoded by reply_decode() answers has a name in proto.h for that script,
+ *    and every name is still answered by its script.
+ *
+ * A code literal of 3 is, in the script's own function (after the prelude's helpers):
+ * the first element of a table returned or kept as the answer ("return {1, f}",
+ * "r = {1, bump(b)}"), a bare integer returned ("return 0"), the base of a sum
+ * ("return {10 + c, ...}": a base) and what is added to an answer's code ("r[1] = r[1]
+ * + 10": an offset). */
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,5 +187,221 @@ Test(proto, every_name_is_answered_by_its_script)
                 cr_expect(seen, "proto.h names the %s %ld for SCRIPT_%s, which it never answers",
                           kind_name(kind), *v, s->name);
             }
+    }
+}
+
+/* ---- 1 and 2: the C sources, read as text ---- */
+
+/* The repository's root, from this file's own path (the build compiles it from there). */
+static void root_path(char *out, size_t len, const char *rel)
+{
+    const char *self = __FILE__;
+    const char *tail = strstr(self, "tests/unit/test_proto.c");
+    int n = tail ? (int)(tail - self) : 0;
+    snprintf(out, len, "%.*s%s", n, self, rel);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    cr_assert_not_null(s);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Splits C text into what lies outside comments, strings and character constants
+ * (code, each of those replaced by a space) and the string literals' contents, one
+ * literal a line (strs).  Skips the body of #define PRELUDE when skip_prelude. */
+static void split_c(const char *src, int skip_prelude, char *code, char *strs)
+{
+    const char *p = src;
+    char *c = code, *t = strs;
+    int bol = 1;
+    while (*p) {
+        if (bol && skip_prelude) {
+            const char *q = p;
+            while (*q == ' ' || *q == '\t')
+                q++;
+            if (strncmp(q, "#define PRELUDE", 15) == 0 && !isalnum((unsigned char)q[15]) && q[15] != '_') {
+                while (*p && !(*p == '\n' && p[-1] != '\\'))
+                    p++;
+                continue;
+            }
+        }
+        bol = 0;
+        if (p[0] == '/' && p[1] == '*') {
+            const char *e = strstr(p + 2, "*/");
+            p = e ? e + 2 : p + strlen(p);
+            *c++ = ' ';
+        } else if (p[0] == '/' && p[1] == '/') {
+            while (*p && *p != '\n')
+                p++;
+        } else if (*p == '"' || *p == '\'') {
+            char q = *p++;
+            while (*p && *p != q) {
+                if (*p == '\\' && p[1])
+                    *(q == '"' ? t++ : c) = *p++; /* an escape: kept as written */
+                if (q == '"')
+                    *t++ = *p;
+                p++;
+            }
+            if (*p)
+                p++;
+            if (q == '"')
+                *t++ = '\n';
+            *c++ = ' ';
+        } else {
+            bol = *p == '\n';
+            *c++ = *p++;
+        }
+    }
+    *c = '\0';
+    *t = '\0';
+}
+
+/* The first code written bare in one literal's text (a line of strs), or NULL. */
+static const char *bare_code(const char *text, size_t len)
+{
+    static const char *const at[] = {"return {", "return ", "r = {", "[1] = ", "[1] == ", "[1] + "};
+    for (size_t i = 0; i < len; i++) {
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            size_t n = strlen(at[k]);
+            if (i + n > len || strncmp(text + i, at[k], n) != 0)
+                continue;
+            if (k == 1 && i > 0 && (isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_'))
+                continue;
+            const char *d = text + i + n;
+            if (*d == '-')
+                d++;
+            if (d < text + len && isdigit((unsigned char)*d))
+                return text + i;
+        }
+        if (text[i] == '{' && i + 2 < len && isdigit((unsigned char)text[i + 1])) {
+            const char *d = text + i + 1;
+            while (isdigit((unsigned char)*d))
+                d++;
+            if (*d == '}')
+                return text + i;
+        }
+    }
+    return NULL;
+}
+
+/* How many literals of strs write a code bare; the first is put in first. */
+static int count_bare(const char *strs, char *first, size_t firstlen)
+{
+    int n = 0;
+    for (const char *l = strs; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        const char *b = bare_code(l, len);
+        if (b && n++ == 0)
+            snprintf(first, firstlen, "%.*s", (int)(len - (size_t)(b - l)), b);
+        l += len + (e ? 1 : 0);
+    }
+    return n;
+}
+
+Test(proto, the_source_scan_finds_a_bare_code)
+{
+    const char *c_src = "#define PRELUDE \"local function h(v)\\n\" \\\n"
+                        "    \"  return 0\\n\"\n"
+                        "#define FN \"  return {\" PROTO_S(PROTO_ACQ_GRANTED) \", f}\\n\"\n";
+    char code[512], strs[512], first[128];
+    split_c(c_src, 1, code, strs);
+    cr_assert_eq(count_bare(strs, first, sizeof first), 0, "named, or in the prelude: %s", strs);
+    const char *bad[] = {"\"  return {1, f}\\n\"", "\"  return 0\\n\"", "\"  r = {2, cur(b)}\"",
+                         "\"  r[1] = 0\\n\"", "\"if gone then r[1] = r[1] + 10 end\"",
+                         "\"until out[1] == 1\"", "\"local out = {0}, '0'\"",
+                         "\"then return {-1, names} end\"", "\"return {20 + c, p}\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        split_c(bad[i], 1, code, strs);
+        cr_expect_eq(count_bare(strs, first, sizeof first), 1, "%s", bad[i]);
+    }
+    const char *fine[] = {"\"return {false, p}\"", "\"return r\"", "\"  a = {3, 7, \"",
+                          "\"return redis.call('ZREM', K[1], lease)\"", "\"local r = {}\"",
+                          "/* return {1, f} */", "\"r = {\" PROTO_S(X) \", 1, p}\""};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        split_c(fine[i], 1, code, strs);
+        cr_expect_eq(count_bare(strs, first, sizeof first), 0, "%s", fine[i]);
+    }
+}
+
+Test(proto, no_script_writes_a_code_bare)
+{
+    char pattern[512];
+    glob_t g;
+    size_t files = 0, codes = 0;
+    const char *globs[] = {"service/scripts*.c", "service/scripts*.h"};
+    for (size_t k = 0; k < 2; k++) {
+        root_path(pattern, sizeof pattern, globs[k]);
+        cr_assert_eq(glob(pattern, 0, NULL, &g), 0, "no file matches %s", pattern);
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            char *src = slurp(g.gl_pathv[i]);
+            size_t n = strlen(src) + 1;
+            char *code = malloc(n), *strs = malloc(n), first[160];
+            split_c(src, 1, code, strs);
+            int bare = count_bare(strs, first, sizeof first);
+            cr_expect_eq(bare, 0, "%s writes %d code(s) bare in its Lua, the first: \"%s\"; use "
+                         "its proto.h name (PROTO_S)", g.gl_pathv[i], bare, first);
+            for (const char *p = strstr(src, "PROTO_S(PROTO_"); p; p = strstr(p + 1, "PROTO_S(PROTO_"))
+                codes++;
+            files++;
+            free(src);
+            free(code);
+            free(strs);
+        }
+        globfree(&g);
+    }
+    cr_assert_geq(files, 2, "the scripts' sources were found");
+    cr_assert_geq(codes, 50, "the scripts write their codes through proto.h (%zu found)", codes);
+}
+
+Test(proto, no_decoder_compares_a_code_with_a_literal)
+{
+    static const char *const files[] = {"service/reply.c",   "service/multilock.c",
+                                        "service/master.c",  "service/trust.c",
+                                        "service/redlock.c", "service/resync.c",
+                                        "service/listop.c"};
+    static const char *const lhs[] = {"integer", "seen_state", "state", "st"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[512];
+        root_path(path, sizeof path, files[f]);
+        char *src = slurp(path);
+        size_t n = strlen(src) + 1;
+        char *code = malloc(n), *strs = malloc(n);
+        split_c(src, 0, code, strs);
+        for (const char *p = code; *p; p++) {
+            for (size_t k = 0; k < sizeof lhs / sizeof lhs[0]; k++) {
+                size_t l = strlen(lhs[k]);
+                if (strncmp(p, lhs[k], l) != 0 || (p > code && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+                    continue;
+                const char *q = p + l;
+                while (*q == ' ')
+                    q++;
+                if (!((q[0] == '=' || q[0] == '!') && q[1] == '='))
+                    continue;
+                q += 2;
+                while (*q == ' ')
+                    q++;
+                if (*q == '-')
+                    q++;
+                const char *e = p;
+                while (*e && *e != '\n')
+                    e++;
+                cr_expect(!isdigit((unsigned char)*q), "%s compares a code with a literal: %.*s",
+                          files[f], (int)(e - p), p);
+            }
+        }
+        free(src);
+        free(code);
+        free(strs);
     }
 }

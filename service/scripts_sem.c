@@ -1,0 +1,173 @@
+/* scripts_sem.c -- a semaphore's scripts: a permit taken (FN_SEM_ACQUIRE), released,
+ * extended and inspected, over the semaphore's slots and its record, and the count of
+ * held slots they keep (SEM_HELD). */
+#include "scripts_sem.h"
+
+#include <stddef.h>
+
+#include "proto.h"
+#include "scripts_prelude.h"
+
+/* A semaphore's permit: slot `slot` of `permits` (keys "<pfx><i>"), taken like a lock
+ * (K: the slot, the semaphore's record holding its permits).  The record lives at
+ * least as long as any slot granted under it, so every grant of a name made while
+ * another one's permit is valid agrees on the number of permits.  Refusals say why:
+ * SCRIPTS_HOLDER_PERMITS "<n>" (another number of permits), or the holder's lease, or
+ * (slot free for this lease elsewhere) SCRIPTS_HOLDER_MINE "<slot>"; a refusal by a
+ * holder lists up to 8 free slots after this one (SCRIPTS_HOLDER_FREE "<i> <j>...").
+ * "<pfx>h" (SEM_HELD) counts the slots held on this master, slot -> its expiry: a refusal
+ * it says is one of a full semaphore answers an empty list at once, without a look at
+ * every slot (issue 23: 1,023 EXISTS a refusal before).  It is a hint only, never read for
+ * a grant or for the record's removal (docs/DESIGN.md section 12). */
+#define FN_SEM_ACQUIRE                                                               \
+    "function(K, b, value, ttl, chan, origin, permits, slot, pfx, scan)\n"            \
+    "  local m = redis.call('GET', K[2])\n"                                           \
+    "  if m and m ~= permits then\n"                                                  \
+    "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[2]), cur(b), '" SCRIPTS_HOLDER_PERMITS "' .. m}\n" \
+    "  end\n"                                                                         \
+    "  local lease, n, s = untag(value), tonumber(permits), tonumber(slot)\n"          \
+    "  if scan == '1' then\n"                                                         \
+    "    for i = 0, n - 1 do\n"                                                       \
+    "      if i ~= s and mine(redis.call('GET', pfx .. i), lease) then\n"             \
+    "        return {" PROTO_S(PROTO_ACQ_REFUSED) ", 0, cur(b), '" SCRIPTS_HOLDER_MINE "' .. i}\n"                 \
+    "      end\n"                                                                     \
+    "    end\n"                                                                       \
+    "  end\n"                                                                         \
+    "  local v = redis.call('GET', K[1])\n"                                           \
+    "  local r, p = nil, tonumber(ttl)\n"                                            \
+    "  if not v then\n"                                                               \
+    "    redis.call('SET', K[1], value, 'PX', ttl)\n"                                  \
+    "    if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"               \
+    "    r = {" PROTO_S(PROTO_ACQ_GRANTED) ", bump(b)}\n"                                                          \
+    "  elseif mine(v, lease) then\n"                                                  \
+    "    p = math.max(redis.call('PTTL', K[1]), p)\n"                                 \
+    "    redis.call('SET', K[1], adopted(value), 'PX', p)\n"                           \
+    "    r = {" PROTO_S(PROTO_ACQ_ADOPTED) ", cur(b), 1, p}\n"                                                     \
+    "  else\n"                                                                        \
+    "    local h = pfx .. '" SEM_HELD "'\n"                                          \
+    "    redis.call('ZREMRANGEBYSCORE', h, '-inf', now_ms())\n"                       \
+    "    if redis.call('ZCARD', h) >= n then\n"                                       \
+    "      return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "'}\n"  \
+    "    end\n"                                                                       \
+    "    local free = {}\n"                                                           \
+    "    for j = 1, n - 1 do\n"                                                       \
+    "      local i = (s + j) % n\n"                                                   \
+    "      if redis.call('EXISTS', pfx .. i) == 0 then\n"                             \
+    "        free[#free + 1] = i\n"                                                   \
+    "        if #free >= 8 then break end\n"                                          \
+    "      end\n"                                                                     \
+    "    end\n"                                                                       \
+    "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
+    "  end\n"                                                                         \
+    "  if redis.call('PTTL', K[2]) < p then redis.call('SET', K[2], permits, 'PX', p) end\n" \
+    "  sem_held(pfx, s, p)\n"                                                         \
+    "  outlive(p)\n"                                                                  \
+    "  return r\n"                                                                    \
+    "end"
+
+/* sem_held(pfx, slot, p): slot is held on this master for p ms more (the count of
+ * FN_SEM_ACQUIRE above); p nil: it is not held any more.  The set lives as long as its
+ * longest slot. */
+#define SEM_HELD "h"
+#define SEM_HELD_FN                                                                  \
+    "local function sem_held(pfx, slot, p)\n"                                       \
+    "  local h = pfx .. '" SEM_HELD "'\n"                                           \
+    "  if not p then redis.call('ZREM', h, slot) return end\n"                      \
+    "  redis.call('ZADD', h, now_ms() + p, slot)\n"                                 \
+    "  if redis.call('PTTL', h) < p then redis.call('PEXPIRE', h, p) end\n"         \
+    "end\n"
+
+/* The slot of a semaphore that lease holds (K: the semaphore's record; pfx the slots'
+ * key prefix), for a release (who: a lease, or an attempt's exact value) or an
+ * extension: its key, or nil. */
+#define SEM_FIND                                                                     \
+    SEM_HELD_FN                                                                      \
+    "local function sem_find(rec, pfx, who, exact)\n"                                \
+    "  local n = tonumber(redis.call('GET', rec)) or 0\n"                             \
+    "  local lease, seen = untag(who), {}\n"                                          \
+    "  local function is(i)\n"                                                        \
+    "    local v = redis.call('GET', pfx .. i)\n"                                     \
+    "    return (exact and v == who) or (not exact and mine(v, lease))\n"            \
+    "  end\n"                                                                         \
+    "  for _, j in ipairs(redis.call('ZRANGE', pfx .. '" SEM_HELD "', 0, -1)) do\n"  \
+    "    local i = tonumber(j)\n"                                                     \
+    "    if i and i < n and not seen[i] then\n"                                       \
+    "      seen[i] = true\n"                                                          \
+    "      if is(i) then return pfx .. i, n end\n"                                    \
+    "    end\n"                                                                       \
+    "  end\n"                                                                         \
+    "  for i = 0, n - 1 do\n"                                                         \
+    "    if not seen[i] and is(i) then return pfx .. i, n end\n"                      \
+    "  end\n"                                                                         \
+    "  return nil, n\n"                                                               \
+    "end\n"
+
+/* K: the semaphore's record.  As FN_RELEASE, over the semaphore's slots; the record
+ * goes with the last permit held on the master (no valid permit counts a master that
+ * holds none), so that a new number of permits may be used at once: whether one is
+ * left is read from the slots themselves (the count's latest member first, then all
+ * of them in one EXISTS), never from the count alone. */
+#define FN_SEM_RELEASE                                                               \
+    "function(K, who, chan, origin, pfx)\n"                                          \
+    "  local k, n = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"       \
+    "  if not k then return " PROTO_S(PROTO_REL_NOT_OURS) " end\n"                                                  \
+    "  local p = redis.call('PTTL', k)\n"                                          \
+    "  redis.call('DEL', k)\n"                                                        \
+    "  sem_held(pfx, string.sub(k, #pfx + 1), nil)\n"                                \
+    "  local left = false\n"                                                       \
+    "  local j = redis.call('ZRANGE', pfx .. '" SEM_HELD "', -1, -1)[1]\n"         \
+    "  if j and redis.call('EXISTS', pfx .. j) == 1 then left = true end\n"       \
+    "  for a = 0, left and -1 or n - 1, 512 do\n"                                \
+    "    local ks = {}\n"                                                          \
+    "    for i = a, math.min(a + 511, n - 1) do ks[#ks + 1] = pfx .. i end\n"      \
+    "    if redis.call('EXISTS', unpack(ks)) > 0 then left = true break end\n"     \
+    "  end\n"                                                                      \
+    "  if not left then redis.call('DEL', K[1]) end\n"                             \
+    "  redis.call('PUBLISH', chan, origin)\n"                                         \
+    "  return {" PROTO_S(PROTO_REL_DELETED) ", p}\n"                                                            \
+    "end"
+
+/* K: the semaphore's record.  As FN_EXTEND, over the semaphore's slots; the record
+ * lives as long as the permit.  -> {1, F, slot} | {0, F}. */
+#define FN_SEM_EXTEND                                                                \
+    "function(K, b, lease, ttl, pfx)\n"                                              \
+    "  local k = sem_find(K[1], pfx, lease, false)\n"                                 \
+    "  if not k then return {" PROTO_S(PROTO_EXT_REFUSED) ", cur(b)} end\n"                                        \
+    "  redis.call('PEXPIRE', k, ttl)\n"                                               \
+    "  sem_held(pfx, string.sub(k, #pfx + 1), tonumber(ttl))\n"                     \
+    "  outlive(ttl)\n"                                                                \
+    "  if redis.call('PTTL', K[1]) < tonumber(ttl) then redis.call('PEXPIRE', K[1], ttl) end\n" \
+    "  return {" PROTO_S(PROTO_EXT_EXTENDED) ", cur(b), tonumber(string.sub(k, #pfx + 1))}\n"                        \
+    "end"
+
+/* K: the semaphore's record -> {nil, longest pttl, F, "", permits taken, permits}. */
+#define FN_SEM_INSPECT                                                               \
+    "function(K, b, pfx)\n"                                                          \
+    "  local n = tonumber(redis.call('GET', K[1])) or 0\n"                            \
+    "  local held, longest = 0, -2\n"                                                 \
+    "  for i = 0, n - 1 do\n"                                                         \
+    "    local p = redis.call('PTTL', pfx .. i)\n"                                    \
+    "    if p ~= -2 then held = held + 1 end\n"                                       \
+    "    if p > longest then longest = p end\n"                                       \
+    "  end\n"                                                                         \
+    "  return {false, longest, cur(b), '', held, n}\n"                                \
+    "end"
+
+static const char *const sources[SCRIPT__COUNT] = {
+    [SCRIPT_SEM_ACQUIRE] = PRELUDE SEM_HELD_FN "local f = " FN_SEM_ACQUIRE "\n"
+                           "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+                           "settle()\n"
+                           "return r\n",
+    [SCRIPT_SEM_RELEASE] = PRELUDE SEM_FIND "local f = " FN_SEM_RELEASE "\n"
+                           "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
+    [SCRIPT_SEM_EXTEND] = PRELUDE SEM_FIND "local f = " FN_SEM_EXTEND "\n"
+                          "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+                          "settle()\n"
+                          "return r\n",
+    [SCRIPT_SEM_INSPECT] = ALONE(FN_SEM_INSPECT),
+};
+
+const char *scripts_sem_source(int id)
+{
+    return id >= 0 && id < SCRIPT__COUNT ? sources[id] : NULL;
+}
