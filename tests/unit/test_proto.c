@@ -369,7 +369,10 @@ Test(proto, no_decoder_compares_a_code_with_a_literal)
     static const char *const files[] = {"service/reply.c",   "service/multilock.c",
                                         "service/master.c",  "service/trust.c",
                                         "service/redlock.c", "service/resync.c",
-                                        "service/listop.c"};
+                                        "service/listop.c",  "service/master_connect.c",
+                                        "service/lockop.c",  "service/acquire.c",
+                                        "service/release.c", "service/finisher.c",
+                                        "service/oplife.c"};
     static const char *const lhs[] = {"integer", "seen_state", "state", "st"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         char path[512];
