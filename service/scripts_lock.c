@@ -123,7 +123,10 @@
  * keeps it on top of the ttl, and is not the lease's any more once it rests; one with
  * a bound (docs/DESIGN.md section 14) is refused an extension past it ({3, F, what is
  * left}), or, asked with a negative ttl (a streamed hold's), extended up to it; its
- * answer says what is left of the bound ({1, F, left}). */
+ * answer says what is left of the bound ({1, F, left}).  A key that counts more than
+ * one hold (re-entered) keeps the later of its expiry and the new one: the lease's other
+ * holds were promised it, and the extension cannot tell whose it is (a streamed nested
+ * hold's keeper, a PATCH by the lease; docs/DESIGN.md section 12). */
 #define FN_EXTEND                                                                    \
     "function(K, b, lease, ttl)\n"                                                   \
     "  local key, set = K[1], K[2]\n"                                                 \
@@ -144,6 +147,10 @@
     "        px = math.min(px, left)\n"                                               \
     "      end\n"                                                                     \
     "      px = px + d\n"                                                             \
+    "    end\n"                                                                       \
+    "    if holds(v) > 1 then\n"                                                      \
+    "      local p = redis.call('PTTL', key)\n"                                       \
+    "      if p > px then px = p end\n"                                               \
     "    end\n"                                                                       \
     "    redis.call('PEXPIRE', key, px)\n"                                            \
     "    outlive(px)\n"                                                               \

@@ -128,6 +128,37 @@ Test(letgo, a_nested_reentrant_acquire_never_shortens_the_outer_hold)
                     "validity %lld ms\n", nested_validity);
 }
 
+/* An extension (PATCH) of a key that counts more than one hold keeps the later of its
+ * expiry and the new one: the lease's other holds were promised the longer one.  With
+ * one hold left, an extension sets the ttl asked for (shorter included), as before. */
+Test(letgo, an_extension_of_a_re_entered_hold_never_shortens_it)
+{
+    const char *L = "letgoPatchLease0123456789";
+    char body[512];
+    h_resp r;
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"reentrant\":true,\"ttl_ms\":30000}", L);
+    cr_assert_eq(call("POST", "/locks/lg.patch", body, NULL), 201);
+    cr_assert_eq(call("POST", "/locks/lg.patch", body, &r), 201, "%s", r.body);
+    cr_assert_eq(h_int(&r, "holds"), 2, "%s", r.body);
+    h_resp_free(&r);
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":2000}", L);
+    cr_assert_eq(call("PATCH", "/locks/lg.patch", body, &r), 200, "%s", r.body);
+    h_resp_free(&r);
+    if (!C.external)
+        cr_assert_gt(least_pttl("redlock:lg.patch"), 28000, "a PATCH of 2 s cut a 30 s hold of two");
+    cr_assert_eq(del_lease("/locks/lg.patch", L, &r), 200, "%s", r.body);
+    cr_assert_eq(h_int(&r, "holds"), 1, "%s", r.body);
+    h_resp_free(&r);
+    /* One hold left: the holder may shorten its own lock. */
+    cr_assert_eq(call("PATCH", "/locks/lg.patch", body, &r), 200, "%s", r.body);
+    h_resp_free(&r);
+    if (!C.external) {
+        long long p = least_pttl("redlock:lg.patch");
+        cr_assert(p > 0 && p <= 2000, "one hold: the PATCH sets its 2 s (%lld ms)", p);
+    }
+    cr_assert_eq(del_lease("/locks/lg.patch", L, NULL), 200);
+}
+
 Test(letgo, a_readers_and_a_permits_repeated_acquire_never_shorten_them)
 {
     const char *R = "letgoReaderLease0123456789", *P = "letgoPermitLease0123456789";

@@ -1012,3 +1012,54 @@ Test(streams, a_streamed_reader_and_a_streamed_permit_outlive_their_ttl_and_go_o
     }
     cr_assert_eq(st, 201, "the permit is free after its stream closed");
 }
+
+/* The least PTTL of key over the masters (-2 if some master has no key). */
+static long long least_pttl(const char *key)
+{
+    long long least = INT64_MAX;
+    for (int i = 0; i < C.n; i++) {
+        long long p = h_redis_cmd(&C.masters[i], NULL, 0, "PTTL %s", key);
+        if (p < least)
+            least = p;
+    }
+    return least;
+}
+
+/* A reentrant hold entered again by a streamed hold with a shorter ttl: the stream's
+ * keeper extends the key every ttl/3, and an extension of a key that counts more than
+ * one hold keeps the later of its expiry and the new one (docs/DESIGN.md section 12: a
+ * re-entry never shortens a hold).  Before, each extension set the stream's 2 s, the
+ * nested hang-up kept it (KEEPTTL), and another client got the lock ~3.4 s into the
+ * outer 30 s hold (found by a hostile tester, 8 of 9 runs). */
+Test(streams, a_streamed_re_entry_never_shortens_the_hold_it_enters)
+{
+    h_require_local(&C);
+    const char *L = "streamReentryLease0123456789";
+    char body[256];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"reentrant\":true,\"ttl_ms\":30000}", L);
+    h_resp r;
+    h_http(&C, "POST", "/locks/st.reenter", body, &r);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    h_resp_free(&r);
+    double granted = h_now_ms();
+    stream s;
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"reentrant\":true}", L);
+    st_open(&s, C.svc.url, "POST", "/locks/st.reenter?hold=stream&ttl_ms=2000", body, 10000);
+    cr_assert_eq(s.status, 201, "the streamed re-entry: %ld %s", s.status, s.body);
+    st_line *g = st_next(&s, 5000);
+    cr_assert(g && g->json, "the grant line comes");
+    cr_assert_eq(jint(g->json, "holds"), 2, "%s", g->text);
+    /* The keeper's extensions (every ~667 ms) have run twice by 1.5 s. */
+    while (h_now_ms() < granted + 1500)
+        usleep(20 * 1000);
+    long long p = least_pttl("redlock:st.reenter");
+    cr_assert_gt(p, 25000, "the stream's extensions cut the 30 s hold to %lld ms", p);
+    st_free(&s); /* the nested holder hangs up: its hold is let go, the outer one stays */
+    while (h_now_ms() < granted + 4000)
+        usleep(50 * 1000);
+    h_http(&C, "POST", "/locks/st.reenter?wait_ms=0", NULL, &r);
+    cr_assert_eq(r.status, 409, "another client got the lock 4 s into a 30 s hold: %s", r.body);
+    h_resp_free(&r);
+    p = least_pttl("redlock:st.reenter");
+    cr_assert_gt(p, 24000, "after the nested hang-up the hold has %lld ms left", p);
+}

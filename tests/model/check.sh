@@ -75,6 +75,8 @@ found-two-reentries|test|fail|reentrant|-DMAXRE=2 -DREENTER_VALID -DUNCONFIRMED_
 found-finisher|test|fail|reentrant|-DFINISHER|old rules (the finisher sent before the release's window closed): its *t and the late release it finishes both land, two holds taken for one
 found-phantom|test|found|reentrant|-DCOUNT_ANYTIME|the count: a release answered after a 503 counts the holds the 503'd release is still taking
 old-reentry-count|test|fail|reentrant|-DOLD_REENTRY_COUNT|old rules (a re-entry takes free keys: its release takes a hold the master never counted)
+reentrant-extend|test|pass|reentrant|-DALL_N_REENTRY -DEXTEND|the count, and an extension with a shorter ttl while nested: a key of more than one hold keeps the later expiry
+old-extend-sets|test|fail|reentrant|-DALL_N_REENTRY -DEXTEND -DOLD_EXTEND_SETS|old rules (an extension sets the key's expiry to its own ttl, whatever holds it counts: a streamed re-entry's keeper cut the outer hold)
 old-reentry-ttl|test|fail|reentrant|-DOLD_REENTRY_TTL|old rules (a re-entry sets the key's expiry to its own ttl: issue 22 finding 1)
 old-release-early|test|fail|reentrant|-DOLD_RELEASE_EARLY|old rules (a release decided at the first Q answers: issue 22 finding 3)
 delay|test|pass|delay||the lock-delay's rest: a hold that ends without its holder's word rests D, a resting key is no longer its lease's

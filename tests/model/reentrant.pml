@@ -86,6 +86,14 @@
  *             from its own ttl (finding 1).
  *   OLD_RELEASE_EARLY: a release decided at the first Q answers, counting the
  *             answered masters only (finding 3).
+ *   EXTEND:   H's code may also extend once while nested (a streamed nested hold's
+ *             keeper, or a PATCH by the lease, with the short ttl): on each master
+ *             where H's key is, a key that counts more than one hold keeps
+ *             expiry := max(expiry, now + ttl), one that counts one gets now + ttl;
+ *             granted by Q such masters, it tells now + ttl - 1 (to the innermost hold,
+ *             and to the count client as the latest answer).
+ *             OLD_EXTEND_SETS: every key gets expiry := now + ttl (FN_EXTEND's
+ *             PEXPIRE before it kept the later one; a hostile tester's finding).
  *
  * Requests: an acquire request is applied with its reply counted, applied with its
  * reply lost (a timeout), or lost.  A release request, a clean-up, a finisher's
@@ -222,6 +230,32 @@ inline h_script() {
   if :: (b) & 1 -> lc[0] = lc[0] | (1 << a) :: else -> skip fi; \
   if :: (b) & 2 -> lc[1] = lc[1] | (1 << a) :: else -> skip fi; \
   if :: (b) & 4 -> lc[2] = lc[2] | (1 << a) :: else -> skip fi
+
+#ifdef EXTEND
+byte nx;          /* extensions so far */
+/* H's extension with the short ttl, by a nested hold's keeper */
+inline h_extend() {
+  c = 0;
+  for (m : 0 .. N - 1) {
+    if
+    :: HKEY(m) ->
+#ifdef OLD_EXTEND_SETS
+       kx[m] = now + TSHORT;
+#else
+       if :: HOLDS(m) > 1 && kx[m] >= now + TSHORT -> skip
+          :: else -> kx[m] = now + TSHORT fi;
+#endif
+       c++
+    :: else -> skip
+    fi
+  };
+  m = 0;
+  printf("MSC: H extends (ttl %d) at %d: %d masters\n", TSHORT, now, c);
+  /* its answer tells the innermost hold (and the count client: the latest answer) */
+  if :: c >= Q -> HV[hn - 1] = now + TSHORT - 1; BV = now + TSHORT - 1 :: else -> skip fi;
+  c = 0
+}
+#endif
 
 /* H's acquire round, attempt a = na, with ttl t */
 inline h_acquire() {
@@ -505,6 +539,9 @@ init {
        if :: t = TSHORT :: t = TLONG fi;
        h_acquire() }
   :: atomic { hn >= 1 && !hfree -> h_release() }
+#ifdef EXTEND
+  :: atomic { hn >= 2 && !hfree && nx == 0 -> nx = 1; h_extend() }
+#endif
   /* C */
   :: atomic { cgo -> cgo = 0; c_acquire() }
   /* requests that come late */
