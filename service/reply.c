@@ -21,9 +21,8 @@ static void fail(redlock_reply *out)
     out->released = 0; /* a malformed handoff reply releases nothing */
 }
 
-void reply_decode(int script, const redisReply *r, redlock_reply *out)
+void reply_clear(redlock_reply *out)
 {
-    long long a = 0, b = 0, c = 0;
     out->has_value = 0;
     out->released = 0;
     out->count = out->count_pttl = out->holds = out->left = 0;
@@ -31,6 +30,12 @@ void reply_decode(int script, const redisReply *r, redlock_reply *out)
     out->stored = 0;
     out->rest_ms = 0;
     out->rested = 0;
+}
+
+void reply_decode(int script, const redisReply *r, redlock_reply *out)
+{
+    long long a = 0, b = 0, c = 0;
+    reply_clear(out);
     if (!r || r->type == REDIS_REPLY_ERROR) {
         fail(out);
         return;

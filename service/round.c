@@ -129,6 +129,7 @@ void round_send(round *rd, int script, int nkeys, int nargs, const char **argv,
         redlock_reply *r = &rd->replies[i];
         r->state = RL_SLOT_FAILED;
         r->answered = 0;
+        reply_clear(r); /* a master that never answers leaves its fields at "nothing" */
         if (i < 64 && !(mask & ((uint64_t)1 << i)))
             continue;
         r->state = RL_SLOT_PENDING; /* before the call: a reply cannot come synchronously */

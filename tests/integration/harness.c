@@ -439,7 +439,13 @@ void h_service_stop(h_service *s)
     if (s->pid > 0 && getenv("REDLOCK_TEST_GRACEFUL")) {
         /* Under valgrind: a clean exit, whose status carries the leak verdict. */
         int rc = h_service_term(s, 60000);
-        cr_assert_eq(rc, 0, "redlockd exited with %d on SIGTERM (see %s)", rc, s->log);
+        if (rc != 0) {
+            /* Criterion ignores a failed assertion in a suite's .fini, where the
+             * default service of every test stops: a crash it does count. */
+            fprintf(stderr, "redlockd exited with %d on SIGTERM (see %s)\n", rc, s->log);
+            fflush(stderr);
+            abort();
+        }
     }
     if (s->pid > 0) {
         kill(s->pid, SIGKILL);
