@@ -64,6 +64,26 @@ static void purge_stale(lockop *op, const int64_t *left, size_t n)
     round_unref(rd);
 }
 
+/* Finish a release answered 503 (release_unconfirmed) on the masters that did not
+ * answer (silent) only when every master that answered with the key counted it as the
+ * lease's last (target 0: the key deleted there).  Not after no answer at all (a *-1
+ * could take the outer hold where the release's own request landed: tests/model
+ * found-finisher-none), and not when holds are kept (target > 0): "lower to t" is
+ * absolute, and a re-entry granted since (through any instance: finisher_cancel sees
+ * only this worker's), or the late "one less" of a failed re-entry, would have a hold
+ * taken that the release never counted (a hostile tester's finding: another client got
+ * the lock inside the outer holder's validity; tests/model old-finisher-reentry, and
+ * rejected-finisher-gen for a finisher held to the key's attempt tag).  Those keys keep
+ * their holds until the outer release (purge_stale deletes stale counts on a minority)
+ * or their ttl (docs/DESIGN.md section 12). */
+static void unconfirmed_finish(lockop *op, const round *rd, uint64_t found, uint64_t silent,
+                               int64_t target)
+{
+    if (target != 0)
+        return;
+    finisher_start(op, rd, found, silent, target);
+}
+
 /* The outcome of a release round (or of a handoff's release side) into op. */
 static void release_judged(lockop *op, const round *rd, int kind)
 {
@@ -81,7 +101,7 @@ static void release_judged(lockop *op, const round *rd, int kind)
         op->err = RL_E_RELEASE_UNCONFIRMED;
         op->holds = 0;
         count(op->env, CNT_REL_UNAVAILABLE);
-        finisher_start(op, rd, found, silent, redlock_release_target(left, found, n));
+        unconfirmed_finish(op, rd, found, silent, redlock_release_target(left, found, n));
         return;
     }
     op->holds = (long)holds;

@@ -63,6 +63,28 @@
  *             with one hold is deleted, more are left alone): finisher_start in
  *             service/lockop.c.  Off by default: it breaks (a) on its own
  *             (README: found-finisher).
+ *   FIN_GEN (with FINISHER_WAIT: the service's finisher since a hostile tester's
+ *             finding): the value carries a generation that each re-entry's added
+ *             hold raises (a fresh key starts at 0); a release's answer says it; the
+ *             finisher goes only when every master that answered with the key said the
+ *             same generation g, and its `*t` (t >= 1) lowers the holds to t only where
+ *             the key still has generation g (a re-entry since, granted or not, raised
+ *             it: the hold it added is not the release's to take); elsewhere it does
+ *             nothing.  Only a key that keeps holds answers its generation: a `*0`
+ *             (every answer let the lease go) checks none, and a `*t` with none named
+ *             is not sent.  (The service's generation is the attempt tag in the value,
+ *             which each adoption rewrites: FN_RELEASE, release.c unconfirmed_finish.)
+ *             Without it (old-finisher-reentry): a re-entry granted after a release
+ *             answered 503, before its finisher landed, lost its hold to `*t`.
+ *   FIN_LAST_ONLY (with FINISHER_WAIT): no finisher for a release whose answers kept
+ *             holds (t >= 1): only a release that every answering master counted as
+ *             the lease's last (`*0`) is finished; elsewhere the holds stay until the
+ *             key's ttl ends.
+ *   ONE_503:  after a release answered 503, every later release is answered in time
+ *             by every master (one unconfirmed release: a smaller search).
+ *   ACQ_RELIABLE: every acquire request is applied and answered in time (only the
+ *             releases and what follows them go astray): a smaller search, the shape
+ *             of the finding FIN_GEN answers.
  *   ALL_N_REENTRY (the service's rule; check.sh's reentrant variants): a re-entry
  *             is granted only when every master (all N) answered that it added a
  *             hold; otherwise 503, its holds taken back ("one less") on exactly the
@@ -145,6 +167,17 @@ byte lw[N];       /* release k's finisher waits for k's window to close: bit k  
 byte ft[NA];      /* release k's finisher target (t + 1)                           */
 byte nrel;        /* releases so far                                               */
 #endif
+#ifdef ONE_503
+bool nunc;        /* a release was answered 503: every later one is answered in time */
+#endif
+#ifdef FIN_GEN
+byte kg[N];       /* the key's generation: raised by each re-entry's added hold    */
+byte fg[NA];      /* release k's finisher's generation (GEN_NONE: no finisher)     */
+byte lk[N];       /* release k's finisher `*t`, sent, not yet applied: bit k       */
+byte gg;          /* scratch: the generation the release's answers agree on        */
+#define GEN_UNSEEN 255
+#define GEN_SPLIT 254
+#endif
 #define HKEY(m)   (kv[m] == 1)
 #define NH        (HKEY(0) + HKEY(1) + HKEY(2))
 
@@ -206,7 +239,13 @@ byte lo0; byte lo1; byte lo2; byte hi0; byte hi1; byte hi2; byte ans; byte gone;
 #define NEWHOLD(m, a)  kc[m] = 1
 #define HOLDS(m)       kc[m]
 #endif
+#ifdef FIN_GEN
+#define DEL(m) kv[m] = 0; kc[m] = 0; kx[m] = 0; ka[m] = 0; kg[m] = 0
+#define RAISEGEN(m) kg[m]++
+#else
 #define DEL(m) kv[m] = 0; kc[m] = 0; kx[m] = 0; ka[m] = 0
+#define RAISEGEN(m) skip
+#endif
 
 /* H's acquire script for attempt a on master m with ttl t: r = 0 refused, 1 a free
  * key set, 2 a hold added to H's key */
@@ -219,7 +258,7 @@ inline h_script() {
 #else
        if :: kx[m] < now + t -> kx[m] = now + t :: else -> skip fi;
 #endif
-       ADDHOLD(m, a); ka[m] = 0; r = 2
+       ADDHOLD(m, a); RAISEGEN(m); ka[m] = 0; r = 2
   :: else -> r = 0
   fi
 }
@@ -268,10 +307,12 @@ inline h_acquire() {
        if :: r == 2 -> printf("MSC:   m%d: a hold added (holds %d, expires at %d)\n", m, HOLDS(m), kx[m])
           :: r == 1 -> printf("MSC:   m%d: free: H's key set (holds %d, expires at %d)\n", m, HOLDS(m), kx[m])
           :: else -> printf("MSC:   m%d: refused\n", m) fi
+#ifndef ACQ_RELIABLE
     :: true -> h_script();                                   /* applied, reply lost */
        if :: r != 0 -> W = W | (1 << m) :: else -> skip fi;
        printf("MSC:   m%d: applied (holds %d, expires at %d), its reply lost\n", m, HOLDS(m), kx[m])
     :: true -> printf("MSC:   m%d: lost\n", m)               /* lost */
+#endif
     fi
   };
   m = 0; r = 0;
@@ -371,12 +412,25 @@ inline h_judge() {
        if :: bc > 0 -> bc-- :: else -> skip fi;
 #endif
        printf("MSC: H release at %d: 503 release_unconfirmed (answered %d)\n", now, ans);
+#ifdef ONE_503
+       nunc = 1;
+#endif
 #if defined(FINISHER) && defined(FINISHER_WAIT)
        /* the finisher goes once the release's window has closed (FIRE) */
        printf("MSC:   the finisher of release %d (*%d) waits for its window\n", nrel, t - 1);
        ft[nrel] = t;
 #ifdef FIN_NO_NONE
        if :: t == 0 -> ans = 7 :: else -> skip fi;   /* no finisher after no answer */
+#endif
+#ifdef FIN_LAST_ONLY
+       if :: t >= 2 -> ans = 7 :: else -> skip fi;   /* holds kept: no finisher */
+#endif
+#ifdef FIN_GEN
+       fg[nrel] = gg;
+       /* no finisher where the answers name different generations, or none while
+        * holds are to be kept (t - 1 > 0); a `*0` (the lease let go) checks none */
+       if :: gg == GEN_SPLIT || (gg == GEN_UNSEEN && t >= 2) -> ans = 7
+          :: else -> skip fi;
 #endif
        if :: !(ans & 1) -> lw[0] = lw[0] | (1 << nrel) :: else -> skip fi;
        if :: !(ans & 2) -> lw[1] = lw[1] | (1 << nrel) :: else -> skip fi;
@@ -399,6 +453,9 @@ inline h_release() {
   a = hs[hn - 1]; hs[hn - 1] = 0;
 #endif
   ans = 0; gone = 0; c = 0; t = 0;
+#ifdef FIN_GEN
+  gg = GEN_UNSEEN;
+#endif
   lo0 = 0; lo1 = 0; lo2 = 0; hi0 = INF; hi1 = INF; hi2 = INF;
   for (m : 0 .. N - 1) {
     if
@@ -407,8 +464,18 @@ inline h_release() {
        if :: o == 0 -> gone++ :: else -> skip fi;
        /* t: 1 + the most a master that had the key answered left */
        if :: f && o + 1 > t -> t = o + 1 :: else -> skip fi;
+#ifdef FIN_GEN
+       /* a key that keeps holds answers its generation (the service: its attempt tag) */
+       if :: f && o > 0 && gg == GEN_UNSEEN -> gg = kg[m]
+          :: f && o > 0 && gg != GEN_UNSEEN && gg != kg[m] -> gg = GEN_SPLIT
+          :: else -> skip fi;
+#endif
        if :: m == 0 -> lo0 = o; hi0 = o :: m == 1 -> lo1 = o; hi1 = o :: else -> lo2 = o; hi2 = o fi
+#ifdef ONE_503
+    :: nunc == 0 ->                                          /* not (yet) answered */
+#else
     :: true ->                                               /* not (yet) answered */
+#endif
 #ifdef TAGS
        lr[m] = lr[m] | (1 << a);
 #elif defined(FINISHER_WAIT)
@@ -438,6 +505,9 @@ inline h_release() {
   nrel++;
 #endif
   ans = 0; gone = 0; c = 0; t = 0; a = 0;
+#ifdef FIN_GEN
+  gg = 0;
+#endif
   lo0 = 0; lo1 = 0; lo2 = 0; hi0 = 0; hi1 = 0; hi2 = 0
 }
 
@@ -514,10 +584,31 @@ inline c_acquire() {
               printf("MSC:   m%d: holds %d left\n", mm, o); m = 0; o = 0; f = 0 }
 /* release kk's window has closed on mm (its request there can no longer run: the
  * script's PRELUDE refuses it), and only then its finisher's `*t` goes */
+#ifdef FIN_GEN
+/* (the releases of one lease are sent one after the other, so an earlier one's window
+ * closes first: its request can no longer run either) */
+#define FIRE(mm, kk) \
+  :: atomic { lw[mm] & (1 << kk) -> lw[mm] = lw[mm] & ~(1 << kk); \
+              lf[mm] = lf[mm] & ~((2 << kk) - 1); lk[mm] = lk[mm] | (1 << kk); \
+              printf("MSC: release %d's window closed on m%d: its finisher sends *%d (generation %d)\n", kk, mm, ft[kk] - 1, fg[kk]) }
+/* release kk's finisher reaches mm: as LATEFIN, only where the key is still of its
+ * generation */
+#define LATEFING(mm, kk) \
+  :: atomic { lk[mm] & (1 << kk) -> lk[mm] = lk[mm] & ~(1 << kk); \
+              printf("MSC: release %d's finisher *%d reaches m%d (generation %d there)\n", kk, ft[kk] - 1, mm, kg[mm]); \
+              if \
+              :: HKEY(mm) && ft[kk] == 0 && kc[mm] == 1 -> DEL(mm) \
+              :: HKEY(mm) && ft[kk] == 1 -> DEL(mm) \
+              :: HKEY(mm) && kg[mm] == fg[kk] && ft[kk] >= 2 && kc[mm] > ft[kk] - 1 -> kc[mm] = ft[kk] - 1 \
+              :: else -> skip \
+              fi; \
+              printf("MSC:   m%d: holds %d left\n", mm, kc[mm]) }
+#else
 #define FIRE(mm, kk) \
   :: atomic { lw[mm] & (1 << kk) -> lw[mm] = lw[mm] & ~(1 << kk); \
               lf[mm] = lf[mm] & ~(1 << kk); lt[mm] = lt[mm] | (1 << ft[kk]); \
               printf("MSC: release %d's window closed on m%d: its finisher sends *%d\n", kk, mm, ft[kk] - 1) }
+#endif
 #endif
 
 /* an expired key is cleared */
@@ -568,7 +659,13 @@ init {
   FIRE(0, 2) FIRE(1, 2) FIRE(2, 2)
 #endif
 #endif
-#ifdef FINISHER
+#if defined(FINISHER) && defined(FIN_GEN)
+  LATEFING(0, 0) LATEFING(1, 0) LATEFING(2, 0)
+  LATEFING(0, 1) LATEFING(1, 1) LATEFING(2, 1)
+#if MAXRE >= 2
+  LATEFING(0, 2) LATEFING(1, 2) LATEFING(2, 2)
+#endif
+#elif defined(FINISHER)
   LATEFIN(0, 0) LATEFIN(1, 0) LATEFIN(2, 0)
   LATEFIN(0, 1) LATEFIN(1, 1) LATEFIN(2, 1)
   LATEFIN(0, 2) LATEFIN(1, 2) LATEFIN(2, 2)
