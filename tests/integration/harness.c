@@ -1116,3 +1116,14 @@ int h_log_contains(const h_service *s, const char *needle)
     return found;
 }
 
+
+long long h_least_pttl(h_cluster *c, const char *key)
+{
+    long long least = INT64_MAX;
+    for (int i = 0; i < c->n; i++) {
+        long long p = h_redis_cmd(&c->masters[i], NULL, 0, "PTTL %s", key);
+        if (p < least)
+            least = p;
+    }
+    return least;
+}

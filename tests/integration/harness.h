@@ -98,6 +98,8 @@ void h_redis_aof_truncate(h_redis *r, long long size);
 /* Run a redis command on a master (sync hiredis); returns the integer/-1, or copies a
  * string reply into out. */
 long long h_redis_cmd(h_redis *r, char *out, size_t outlen, const char *fmt, ...);
+/* The least PTTL of key over c's masters (-2 if some master has no key). */
+long long h_least_pttl(h_cluster *c, const char *key);
 /* Subscribers of a pub/sub channel on a master (PUBSUB NUMSUB; -1 on error). */
 long long h_redis_numsub(h_redis *r, const char *channel);
 /* The fewest and most subscribers of name's release channel (the default key prefix)

@@ -1013,17 +1013,6 @@ Test(streams, a_streamed_reader_and_a_streamed_permit_outlive_their_ttl_and_go_o
     cr_assert_eq(st, 201, "the permit is free after its stream closed");
 }
 
-/* The least PTTL of key over the masters (-2 if some master has no key). */
-static long long least_pttl(const char *key)
-{
-    long long least = INT64_MAX;
-    for (int i = 0; i < C.n; i++) {
-        long long p = h_redis_cmd(&C.masters[i], NULL, 0, "PTTL %s", key);
-        if (p < least)
-            least = p;
-    }
-    return least;
-}
 
 /* A reentrant hold entered again by a streamed hold with a shorter ttl: the stream's
  * keeper extends the key every ttl/3, and an extension of a key that counts more than
@@ -1052,7 +1041,7 @@ Test(streams, a_streamed_re_entry_never_shortens_the_hold_it_enters)
     /* The keeper's extensions (every ~667 ms) have run twice by 1.5 s. */
     while (h_now_ms() < granted + 1500)
         usleep(20 * 1000);
-    long long p = least_pttl("redlock:st.reenter");
+    long long p = h_least_pttl(&C, "redlock:st.reenter");
     cr_assert_gt(p, 25000, "the stream's extensions cut the 30 s hold to %lld ms", p);
     st_free(&s); /* the nested holder hangs up: its hold is let go, the outer one stays */
     while (h_now_ms() < granted + 4000)
@@ -1060,6 +1049,6 @@ Test(streams, a_streamed_re_entry_never_shortens_the_hold_it_enters)
     h_http(&C, "POST", "/locks/st.reenter?wait_ms=0", NULL, &r);
     cr_assert_eq(r.status, 409, "another client got the lock 4 s into a 30 s hold: %s", r.body);
     h_resp_free(&r);
-    p = least_pttl("redlock:st.reenter");
+    p = h_least_pttl(&C, "redlock:st.reenter");
     cr_assert_gt(p, 24000, "after the nested hang-up the hold has %lld ms left", p);
 }
