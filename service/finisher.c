@@ -12,7 +12,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "keys.h"
+#include "multilock.h"
 #include "shapes.h"
 
 #define FINISH_FIRST_MS 200
@@ -106,16 +106,10 @@ static void on_finish_timer(loop_timer *t)
     f->rd = rd;
     rd->wait_all = 1;
     rd->decode = finisher_decode;
-    if (f->op.kind != LOCKOP_MRELEASE) {
+    if (f->op.kind != LOCKOP_MRELEASE)
         shape_send_release(&f->op, rd, f->who, f->who_len, f->mask);
-        return;
-    }
-    const char *prefix = env->conf->key_prefix;
-    char key[KEYS_MAX];
-    size_t kl = keys_set(prefix, f->op.lease, f->op.lease_len, key, sizeof key);
-    const char *argv[] = {key, f->op.lease, prefix, env->origin, f->scope};
-    size_t lens[] = {kl, f->op.lease_len, strlen(prefix), env->origin_len, strlen(f->scope)};
-    round_send(rd, SCRIPT_MRELEASE, 1, 4, argv, lens, f->mask);
+    else
+        multilock_send_release(env, rd, f->op.lease, f->op.lease_len, f->scope, f->mask);
 }
 
 /* Finish op's release on the masters in mask, which did not answer rd: lower the

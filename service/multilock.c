@@ -249,20 +249,35 @@ static rl_err refused(lockop *op, const round *rd)
                : RL_E_LOCK_CONTENDED;
 }
 
+/* SCRIPT_MRELEASE of the set kept under lease: who is the lease (every name, within
+ * scope) or a failed attempt's exact value (only what it wrote). */
+static void send_mrelease(const lockop_env *env, round *rd, const char *lease, size_t lease_len,
+                          const char *who, size_t who_len, const char *scope, uint64_t mask)
+{
+    const char *prefix = env->conf->key_prefix;
+    char key[KEYS_MAX];
+    size_t kl = keys_set(prefix, lease, lease_len, key, sizeof key);
+    const char *argv[] = {key, who, prefix, env->origin, scope};
+    size_t lens[] = {kl, who_len, strlen(prefix), env->origin_len, strlen(scope)};
+    round_send(rd, SCRIPT_MRELEASE, 1, 4, argv, lens, mask);
+}
+
+void multilock_send_release(const lockop_env *env, round *rd, const char *lease, size_t lease_len,
+                            const char *scope, uint64_t mask)
+{
+    send_mrelease(env, rd, lease, lease_len, lease, lease_len, scope ? scope : "", mask);
+}
+
 static void send_release(lockop *op, round *rd, uint64_t mask)
 {
-    const char *prefix = op->env->conf->key_prefix;
     /* The client's release: by lease, within its token's scope.  A failed attempt's
      * clean-up: only what that attempt wrote (its exact value). */
     int user = op->kind == LOCKOP_MRELEASE;
-    const char *scope = user && op->scope ? op->scope : "";
-    char key[KEYS_MAX];
-    size_t kl = keys_set(prefix, op->lease, op->lease_len, key, sizeof key);
-    const char *argv[] = {key, user ? op->lease : op->value, prefix, op->env->origin, scope};
-    size_t lens[] = {kl, user ? op->lease_len : op->value_len, strlen(prefix), op->env->origin_len,
-                     strlen(scope)};
     rd->decode = user ? decode : NULL;
-    round_send(rd, SCRIPT_MRELEASE, 1, 4, argv, lens, mask);
+    if (user)
+        multilock_send_release(op->env, rd, op->lease, op->lease_len, op->scope, mask);
+    else
+        send_mrelease(op->env, rd, op->lease, op->lease_len, op->value, op->value_len, "", mask);
 }
 
 const lockop_shape multilock_shape = {

@@ -19,4 +19,9 @@ int multilock_set(lockop *op, const char *const *names, const size_t *lens, size
 /* Free what multilock_set() allocated (no-op without it). */
 void multilock_free(lockop *op);
 
+/* Release the set kept under lease (every name of it, within the token's scope; NULL
+ * or "": none) on the masters in mask: the client's release, and its finisher's. */
+void multilock_send_release(const lockop_env *env, round *rd, const char *lease, size_t lease_len,
+                            const char *scope, uint64_t mask);
+
 #endif
