@@ -243,11 +243,19 @@
     "  return h .. '.!' .. o\n"                                                        \
     "end\n"
 
+/* What a lock script sent alone answers, its reply r kept: the time it ran at first
+ * (proto.h; NOW, read by PRELUDE when the script carried a window). */
+#define TIMED_RETURN "return {NOW or " PROTO_S(PROTO_TIME_NONE) ", r}\n"
+
+/* A script's own text (after PRELUDE) that answers from several places: run as a
+ * function, and its answer returned with the time (TIMED_RETURN). */
+#define TIMED(body) "local r = (function()\n" body "end)()\n" TIMED_RETURN
+
 /* A script of its own for one operation: KEYS record, its keys; ARGV its arguments. */
 #define ALONE(fn)                                                                    \
     PRELUDE "local f = " fn "\n"                                                     \
     "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"                                 \
     "settle()\n"                                                                     \
-    "return r\n"
+    TIMED_RETURN
 
 #endif
