@@ -461,9 +461,8 @@ static void untrusted(master_conn *m, const redisReply *reply)
  * count; 0: the clock moved (or is distrusted already): the master is out at once, as
  * after a SCRIPT_ERR_CLOCK refusal, and the replies count as no answer (docs/DESIGN.md
  * §4, Rule 7). */
-static int ran_in_time(master_conn *m, const redisReply *t)
+static int ran_in_time(master_conn *m, long long at)
 {
-    long long at = t->integer;
     if (at == PROTO_TIME_NONE)
         return 1; /* sent without a window: the clock is not watched, or not known yet */
     if (!m->clock_bad && mclock_agrees(&m->clock, clock_now_us(), at, 0, m->conf->drift_factor))
@@ -584,7 +583,7 @@ static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv)
     if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n + 1 &&
         reply->element[0]->type == REDIS_REPLY_INTEGER) {
         /* {time, reply1, ..., replyn} (proto.h) */
-        int count = ran_in_time(m, reply->element[0]);
+        int count = ran_in_time(m, reply->element[0]->integer);
         for (size_t i = 0; i < b->n; i++)
             m->hooks->reply(m, count ? reply->element[i + 1] : NULL, b->privs[i]);
     } else {
@@ -645,8 +644,8 @@ void master_fini(master_conn *m)
 
 /* ---- commands ---- */
 
-/* The reply of a lock script sent alone: {time, reply} (proto.h), or an error for the
- * whole call. */
+/* The reply of a lock script sent alone (proto.h): {time, e1, ..., en} for an array
+ * reply, {"<time>", reply} for any other, or an error for the whole call. */
 static void on_script_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     master_conn *m = ac->data;
@@ -666,9 +665,23 @@ static void on_script_reply(redisAsyncContext *ac, void *r, void *priv)
         m->hooks->reply(m, reply, priv);
         return;
     }
-    int ok = reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-             reply->element[0]->type == REDIS_REPLY_INTEGER && ran_in_time(m, reply->element[0]);
-    m->hooks->reply(m, ok ? reply->element[1] : NULL, priv);
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1) {
+        m->hooks->reply(m, NULL, priv); /* not a lock script's answer: no answer */
+        return;
+    }
+    redisReply *t = reply->element[0];
+    if (t->type == REDIS_REPLY_INTEGER) {
+        /* the array the script made, seen without its first element (no copy of the
+         * elements: hiredis frees the whole reply after this callback) */
+        redisReply view = *reply;
+        view.element = reply->element + 1;
+        view.elements = reply->elements - 1;
+        m->hooks->reply(m, ran_in_time(m, t->integer) ? &view : NULL, priv);
+    } else if (t->type == REDIS_REPLY_STRING && reply->elements == 2) {
+        m->hooks->reply(m, ran_in_time(m, strtoll(t->str, NULL, 10)) ? reply->element[1] : NULL, priv);
+    } else {
+        m->hooks->reply(m, NULL, priv);
+    }
 }
 
 /* The reply of a PING (master_ping()). */

@@ -17,9 +17,12 @@
  *
  * Every lock script (those that start with PRELUDE: all but SCRIPT_MARKER and
  * SCRIPT_PROOF) answers, first, the master time it ran at (ms, the TIME its clock window
- * was checked with; PROTO_TIME_NONE when it carried no window), then what it answers:
- * {time, reply} sent alone, {time, reply1, ..., replyn} as SCRIPT_BATCH.  master.c
- * judges the time (docs/DESIGN.md §4, Rule 7) and hands each reply on alone, so the
+ * was checked with; PROTO_TIME_NONE when it carried no window): as SCRIPT_BATCH {time,
+ * reply1, ..., replyn}; sent alone, an array reply {e1, ..., en} as {time, e1, ..., en},
+ * any other reply (an integer, an error returned) as {"<time>", reply}: the time an
+ * integer in front of an array's elements, a string in front of anything else, so that
+ * the two are told apart (and an array costs no table more).  master.c judges the time
+ * (docs/DESIGN.md §4, Rule 7) and hands each reply on as the script made it, so the
  * shapes below are the replies' and no decoder sees the time.  An error for the whole
  * call (PRELUDE's refusals, a script that raised) is not wrapped.
  *

@@ -244,8 +244,15 @@
     "end\n"
 
 /* What a lock script sent alone answers, its reply r kept: the time it ran at first
- * (proto.h; NOW, read by PRELUDE when the script carried a window). */
-#define TIMED_RETURN "return {NOW or " PROTO_S(PROTO_TIME_NONE) ", r}\n"
+ * (proto.h; NOW, read by PRELUDE when the script carried a window), put in front of an
+ * array reply (no table more: a nested one costs the master a conversion of its own), a
+ * string in front of any other reply. */
+#define TIMED_RETURN                                                                 \
+    "if type(r) == 'table' and not r.err then\n"                                     \
+    "  table.insert(r, 1, NOW or " PROTO_S(PROTO_TIME_NONE) ")\n"                    \
+    "  return r\n"                                                                   \
+    "end\n"                                                                          \
+    "return {tostring(NOW or " PROTO_S(PROTO_TIME_NONE) "), r}\n"
 
 /* A script's own text (after PRELUDE) that answers from several places: run as a
  * function, and its answer returned with the time (TIMED_RETURN). */

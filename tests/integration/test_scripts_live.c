@@ -117,15 +117,24 @@ static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, 
     cr_assert_not_null(r);
     if (r->type == REDIS_REPLY_ERROR)
         return r; /* refused whole (PRELUDE), or the script raised */
-    /* {time, reply} (proto.h): the time it ran at, none without a window */
-    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER,
-              "a lock script answers {time, reply}");
-    last_time = r->element[0]->integer;
+    /* the time it ran at first (proto.h; none without a window): an integer in front of
+     * an array's elements, a string in front of any other reply */
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements >= 1, "a lock script answers its time first");
+    redisReply *t = r->element[0], *reply = r;
+    if (t->type == REDIS_REPLY_INTEGER) {
+        last_time = t->integer;
+        freeReplyObject(t);
+        memmove(r->element, r->element + 1, (r->elements - 1) * sizeof *r->element);
+        r->elements--;
+    } else {
+        cr_assert(t->type == REDIS_REPLY_STRING && r->elements == 2, "{\"<time>\", reply}");
+        last_time = atoll(t->str);
+        reply = r->element[1];
+        r->element[1] = NULL; /* kept: freeReplyObject() skips it */
+        freeReplyObject(r);
+    }
     if (!window[0])
         cr_assert_eq(last_time, PROTO_TIME_NONE, "no window: no time");
-    redisReply *reply = r->element[1];
-    r->element[1] = NULL; /* kept: freeReplyObject() skips it */
-    freeReplyObject(r);
     return reply;
 }
 
@@ -432,6 +441,9 @@ Test(scripts_live, a_script_with_a_window_answers_the_time_it_ran_at)
     long long t1 = int_cmd("EVAL %s 0", "local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000)");
     cr_assert(at >= t0 && at <= t1, "ran at %lld, between %lld and %lld", at, t0, t1);
     cr_assert_eq(release("tm", "LEASE"), PROTO_REL_DELETED);
+    cr_assert_geq(last_time, at);
+    last_time = 0;
+    cr_assert_eq(release("tm", "LEASE"), PROTO_REL_NOT_OURS, "an integer reply, its time a string in front");
     cr_assert_geq(last_time, at);
     window = "";
     const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "4", MK, "redlock:tb", "redlock:#r:tb",
