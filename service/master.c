@@ -376,7 +376,7 @@ static void on_clock_reply(redisAsyncContext *ac, void *r, void *priv)
 void master_clock_tick(master_conn *m, int64_t now_us)
 {
     if (!m->conf->clock_check || !m->ev.ac || !m->ev.connected || m->state < MASTER_UNMARKED ||
-        m->clock_sent_us || (m->clock.have && now_us - m->clock.at_us < 1000 * 1000))
+        m->clock_sent_us || (m->clock.have && now_us - m->clock.last_us < 1000 * 1000))
         return;
     const char *argv[] = {"TIME"};
     batch_send(m); /* keep the connection's order */
@@ -453,6 +453,30 @@ static void untrusted(master_conn *m, const redisReply *reply)
     }
 }
 
+/* The master time a lock script ran at, answered first in its reply (proto.h): it must
+ * agree with the clock as measured when the answer is read (mclock_agrees(): a script
+ * that ran late ran before its answer was read).  The window the script checked bounds
+ * the clock only from below and by the node timeout from above, so a jump forward
+ * smaller than that passed it; this check bounds it by the tolerance.  1: the replies
+ * count; 0: the clock moved (or is distrusted already): the master is out at once, as
+ * after a SCRIPT_ERR_CLOCK refusal, and the replies count as no answer (docs/DESIGN.md
+ * §4, Rule 7). */
+static int ran_in_time(master_conn *m, long long at)
+{
+    if (at == PROTO_TIME_NONE)
+        return 1; /* sent without a window: the clock is not watched, or not known yet */
+    if (!m->clock_bad && mclock_agrees(&m->clock, clock_now_us(), at, 0, m->conf->drift_factor))
+        return 1;
+    if (!m->clock_bad) {
+        char why[160];
+        snprintf(why, sizeof why, "a script ran at %lld by its clock, %lld ms past the clock as measured when "
+                 "its answer was read (its clock moved)", at,
+                 (long long)((at * 1000 - clock_now_us() - m->clock.offset_us) / 1000));
+        clock_fault(m, why);
+    }
+    return 0;
+}
+
 static int is_untrusted_reply(const redisReply *r)
 {
     return r && r->type == REDIS_REPLY_ERROR &&
@@ -506,7 +530,7 @@ static void batch_fail(master_conn *m)
 }
 
 static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv);
-static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv);
+static void on_script_reply(redisAsyncContext *ac, void *r, void *priv);
 
 /* Hand the queued operations to hiredis as one EVALSHA of SCRIPT_BATCH: the head,
  * the master's record key, the operations' keys, their arguments. */
@@ -531,7 +555,7 @@ static void batch_send(master_conn *m)
         return;
     }
     o->cur = NULL;
-    int rc = alone ? redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, b->privs[0], cmd, len)
+    int rc = alone ? redisAsyncFormattedCommand(m->ev.ac, on_script_reply, b->privs[0], cmd, len)
                    : redisAsyncFormattedCommand(m->ev.ac, on_batch_reply, b, cmd, len);
     if (rc != REDIS_OK) {
         o->cur = b; /* fail them as queued */
@@ -556,9 +580,12 @@ static void on_batch_reply(redisAsyncContext *ac, void *r, void *priv)
     if (m->pending)
         m->pending--;
     m->progress_us = clock_now_us();
-    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n) {
+    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n + 1 &&
+        reply->element[0]->type == REDIS_REPLY_INTEGER) {
+        /* {time, reply1, ..., replyn} (proto.h) */
+        int count = ran_in_time(m, reply->element[0]->integer);
         for (size_t i = 0; i < b->n; i++)
-            m->hooks->reply(m, reply->element[i], b->privs[i]);
+            m->hooks->reply(m, count ? reply->element[i + 1] : NULL, b->privs[i]);
     } else {
         /* An error for the whole call (untrusted, NOSCRIPT, BUSY, OOM...) or no
          * reply: every operation in it failed. */
@@ -617,23 +644,54 @@ void master_fini(master_conn *m)
 
 /* ---- commands ---- */
 
-static void on_eval_reply(redisAsyncContext *ac, void *r, void *priv)
+/* The reply of a lock script sent alone (proto.h): {time, e1, ..., en} for an array
+ * reply, {"<time>", reply} for any other, or an error for the whole call. */
+static void on_script_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     master_conn *m = ac->data;
     redisReply *reply = r;
     if (m->pending)
         m->pending--;
     m->progress_us = clock_now_us();
-    if (reply && reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
-        m->state == MASTER_READY) {
-        /* The script cache was flushed: count this one as failed, reload for the next. */
-        reload_scripts(m);
-        m->hooks->reply(m, NULL, priv);
+    if (reply && reply->type == REDIS_REPLY_ERROR) {
+        if (strncmp(reply->str, "NOSCRIPT", 8) == 0 && m->state == MASTER_READY) {
+            /* The script cache was flushed: count this one as failed, reload for the next. */
+            reload_scripts(m);
+            m->hooks->reply(m, NULL, priv);
+            return;
+        }
+        if (is_untrusted_reply(reply))
+            untrusted(m, reply);
+        m->hooks->reply(m, reply, priv);
         return;
     }
-    if (is_untrusted_reply(reply))
-        untrusted(m, reply);
-    m->hooks->reply(m, reply, priv);
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1) {
+        m->hooks->reply(m, NULL, priv); /* not a lock script's answer: no answer */
+        return;
+    }
+    redisReply *t = reply->element[0];
+    if (t->type == REDIS_REPLY_INTEGER) {
+        /* the array the script made, seen without its first element (no copy of the
+         * elements: hiredis frees the whole reply after this callback) */
+        redisReply view = *reply;
+        view.element = reply->element + 1;
+        view.elements = reply->elements - 1;
+        m->hooks->reply(m, ran_in_time(m, t->integer) ? &view : NULL, priv);
+    } else if (t->type == REDIS_REPLY_STRING && reply->elements == 2) {
+        m->hooks->reply(m, ran_in_time(m, strtoll(t->str, NULL, 10)) ? reply->element[1] : NULL, priv);
+    } else {
+        m->hooks->reply(m, NULL, priv);
+    }
+}
+
+/* The reply of a PING (master_ping()). */
+static void on_ping_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    master_conn *m = ac->data;
+    if (m->pending)
+        m->pending--;
+    m->progress_us = clock_now_us();
+    m->hooks->reply(m, r, priv);
 }
 
 int master_eval(master_conn *m, int script, int nkeys, int nargs, const char **argv,
@@ -660,7 +718,7 @@ int master_eval_op(master_conn *m, int script, int nkeys, int nargs, const char 
         return -1;
     size_t len = resp_evalsha(buf, m->sha[script], m->mkey, m->mkey_len, win, wl, (size_t)nkeys,
                               (size_t)nargs, argv, lens);
-    int rc = redisAsyncFormattedCommand(m->ev.ac, on_eval_reply, priv, buf, len);
+    int rc = redisAsyncFormattedCommand(m->ev.ac, on_script_reply, priv, buf, len);
     if (buf != stackbuf)
         free(buf);
     if (rc != REDIS_OK)
@@ -685,7 +743,7 @@ int master_ping(master_conn *m, void *priv)
         return -1;
     batch_send(m); /* keep the connection's order */
     const char *argv[] = {"PING"};
-    if (redisAsyncCommandArgv(m->ev.ac, on_eval_reply, priv, 1, argv, NULL) != REDIS_OK)
+    if (redisAsyncCommandArgv(m->ev.ac, on_ping_reply, priv, 1, argv, NULL) != REDIS_OK)
         return -1;
     if (m->pending++ == 0)
         m->progress_us = clock_now_us();

@@ -80,10 +80,16 @@ int mclock_sample(mclock *c, int64_t sent_us, int64_t recv_us, int64_t master_us
                          (long long)((off - med) / 1000), (long long)(max_skew_us / 1000));
         }
     }
-    c->have = 1;
-    c->offset_us = off;
-    c->err_us = err;
-    c->at_us = recv_us;
+    c->last_us = recv_us;
+    /* looser than the baseline as it stands: keep the baseline (mclock.h) */
+    int looser = verdict == MCLOCK_OK && c->have && recv_us - c->at_us < MCLOCK_RATE_SPAN_US &&
+                 err > c->err_us + (int64_t)(drift * (double)(recv_us - c->at_us)) + MCLOCK_LOOSER_US;
+    if (!looser) {
+        c->have = 1;
+        c->offset_us = off;
+        c->err_us = err;
+        c->at_us = recv_us;
+    }
     if (verdict != MCLOCK_OK)
         c->sane_since_us = 0;
     else if (!c->sane_since_us)

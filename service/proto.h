@@ -15,6 +15,17 @@
  * literal in a script module's Lua or compared as one by a decoder, and on a name here
  * that its script no longer answers.
  *
+ * Every lock script (those that start with PRELUDE: all but SCRIPT_MARKER and
+ * SCRIPT_PROOF) answers, first, the master time it ran at (ms, the TIME its clock window
+ * was checked with; PROTO_TIME_NONE when it carried no window): as SCRIPT_BATCH {time,
+ * reply1, ..., replyn}; sent alone, an array reply {e1, ..., en} as {time, e1, ..., en},
+ * any other reply (an integer, an error returned) as {"<time>", reply}: the time an
+ * integer in front of an array's elements, a string in front of anything else, so that
+ * the two are told apart (and an array costs no table more).  master.c judges the time
+ * (docs/DESIGN.md §4, Rule 7) and hands each reply on as the script made it, so the
+ * shapes below are the replies' and no decoder sees the time.  An error for the whole
+ * call (PRELUDE's refusals, a script that raised) is not wrapped.
+ *
  * A script's code is the first element of its answer, or the answer itself when that
  * is an integer:
  *
@@ -138,6 +149,9 @@ enum script_id {
 #define SCRIPT_ERR_UNMARKED "REDLOCKD_UNMARKED"
 #define SCRIPT_ERR_QUARANTINED "REDLOCKD_QUARANTINED"
 #define SCRIPT_ERR_CLOCK "REDLOCKD_CLOCK" /* then "<its time ms> <lo>:<hi>": the window */
+
+/* The time a lock script answers first when it carried no clock window (it read none). */
+#define PROTO_TIME_NONE 0
 
 /* An acquire's answer (SCRIPT_ACQUIRE, SCRIPT_SHARED, SCRIPT_SEM_ACQUIRE; and
  * SCRIPT_HANDOFF where the old lease did not hold the key). */

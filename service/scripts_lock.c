@@ -350,12 +350,12 @@ static const char *const sources[SCRIPT__COUNT] = {
     /* ARGV: for each operation its code (BATCH_OPS) and its arguments; KEYS: the
      * master's record, then each operation's keys in the same order.  Every operation
      * runs under pcall, so one that fails (a foreign key of the wrong type, say)
-     * answers with its own error and the others go on; the reply holds each
-     * operation's reply in turn. */
+     * answers with its own error and the others go on; the reply holds the time it
+     * ran at (proto.h), then each operation's reply in turn. */
     [SCRIPT_BATCH] =
         PRELUDE
         "local ops = {\n" BATCH_OPS(BATCH_LUA) "}\n"
-        "local r, k, i, n = {}, 2, 1, #ARGV\n"
+        "local r, k, i, n = {NOW or " PROTO_S(PROTO_TIME_NONE) "}, 2, 1, #ARGV\n"
         "while i <= n do\n"
         "  local op = ops[ARGV[i]]\n"
         "  if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"

@@ -18,7 +18,7 @@ static const char *const sources[SCRIPT__COUNT] = {
      * key prefix, origin: each name granted is announced as "+<origin>" on its release
      * channel (a watcher elsewhere learns of the grant). */
     [SCRIPT_MACQUIRE] =
-        PRELUDE
+        PRELUDE TIMED(
         "local n = tonumber(ARGV[3])\n"
         "local value, lease = ARGV[1], untag(ARGV[1])\n"
         "local held, longest, holders, adopt = false, -1, {}, ''\n"
@@ -91,10 +91,10 @@ static const char *const sources[SCRIPT__COUNT] = {
         "redis.call('SET', KEYS[n + 2], string.sub(value, #lease + 2) .. adopt .. '\\n' .. ARGV[4], 'PX', px)\n"
         "outlive(px)\n"
         "settle()\n"
-        "return r\n",
+        "return r\n"),
     /* ARGV: t1..tn, bucket1..n. */
     [SCRIPT_MRAISE] =
-        PRELUDE
+        PRELUDE TIMED(
         "local r, n = {}, #ARGV / 2\n"
         "for i = 1, n do\n"
         "  local b = ARGV[n + i]\n"
@@ -102,13 +102,13 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  if f < t then setc(b, ARGV[i]) f = t end\n"
         "  r[i] = f\n"
         "end\n"
-        "return r\n",
+        "return r\n"),
     /* KEYS: record, set.  ARGV: who (a lease, or "<lease>.<tag>" for a failed
      * attempt's clean-up), key prefix, origin, scope (a name prefix every name of the
      * set must start with; "" for any).  A name outside the scope: nothing is
      * released, {-1, names}. */
     [SCRIPT_MRELEASE] =
-        PRELUDE
+        PRELUDE TIMED(
         "local s = redis.call('GET', KEYS[2])\n"
         "if not s then return {" PROTO_S(PROTO_MREL_NONE) ", ''} end\n"
         "local who, prefix, scope = ARGV[1], ARGV[2], ARGV[4]\n"
@@ -142,7 +142,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "end\n"
         "redis.call('DEL', KEYS[2])\n"
         "if n > 0 then return {" PROTO_S(PROTO_MREL_RELEASED) ", names} end\n"
-        "return {" PROTO_S(PROTO_MREL_NONE) ", names}\n",
+        "return {" PROTO_S(PROTO_MREL_NONE) ", names}\n"),
 };
 
 const char *scripts_multi_source(int id)

@@ -77,7 +77,8 @@
     "local NOW\n"                                                                      \
     "if W ~= '' then\n"                                                               \
     "  local t = redis.call('TIME')\n"                                                \
-    "  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"             \
+    "  local u = t[2]\n"                                                             \
+    "  NOW = t[1] * 1000 + (u - u % 1000) / 1000\n"                                  \
     "  local c = string.find(W, ':', 1, true)\n"                                      \
     "  if not c or NOW < tonumber(string.sub(W, 1, c - 1)) or NOW > tonumber(string.sub(W, c + 1)) then\n" \
     "    return redis.error_reply('" SCRIPT_ERR_CLOCK " ' .. NOW .. ' ' .. W)\n"      \
@@ -243,11 +244,28 @@
     "  return h .. '.!' .. o\n"                                                        \
     "end\n"
 
+/* What a lock script sent alone answers, its reply r kept: the time it ran at first
+ * (proto.h; NOW, read by PRELUDE when the script carried a window), put in front of an
+ * array reply (no table more: a nested one costs the master a conversion of its own), a
+ * string in front of any other reply.  An error table returned stays an error for the
+ * whole call (Redis answers a table with an err field as that error, whatever else it
+ * holds). */
+#define TIMED_RETURN                                                                 \
+    "if type(r) == 'table' then\n"                                                   \
+    "  table.insert(r, 1, NOW or " PROTO_S(PROTO_TIME_NONE) ")\n"                    \
+    "  return r\n"                                                                   \
+    "end\n"                                                                          \
+    "return {tostring(NOW or " PROTO_S(PROTO_TIME_NONE) "), r}\n"
+
+/* A script's own text (after PRELUDE) that answers from several places: run as a
+ * function, and its answer returned with the time (TIMED_RETURN). */
+#define TIMED(body) "local r = (function()\n" body "end)()\n" TIMED_RETURN
+
 /* A script of its own for one operation: KEYS record, its keys; ARGV its arguments. */
 #define ALONE(fn)                                                                    \
     PRELUDE "local f = " fn "\n"                                                     \
     "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"                                 \
     "settle()\n"                                                                     \
-    "return r\n"
+    TIMED_RETURN
 
 #endif

@@ -157,13 +157,14 @@ static const char *const sources[SCRIPT__COUNT] = {
     [SCRIPT_SEM_ACQUIRE] = PRELUDE SEM_HELD_FN "local f = " FN_SEM_ACQUIRE "\n"
                            "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
                            "settle()\n"
-                           "return r\n",
+                           TIMED_RETURN,
     [SCRIPT_SEM_RELEASE] = PRELUDE SEM_FIND "local f = " FN_SEM_RELEASE "\n"
-                           "return f({unpack(KEYS, 2)}, unpack(ARGV))\n",
+                           "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+                           TIMED_RETURN,
     [SCRIPT_SEM_EXTEND] = PRELUDE SEM_FIND "local f = " FN_SEM_EXTEND "\n"
                           "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
                           "settle()\n"
-                          "return r\n",
+                          TIMED_RETURN,
     [SCRIPT_SEM_INSPECT] = ALONE(FN_SEM_INSPECT),
 };
 

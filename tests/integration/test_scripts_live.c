@@ -96,6 +96,7 @@ TestSuite(scripts_live, .init = start, .fini = stop, .timeout = 60);
 /* The clock window the next lock_script() sends ("": none, as a service that does not
  * watch clocks sends). */
 static const char *window = "";
+static long long last_time; /* the master time the last lock_script() answered (ms) */
 
 static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, const char **args)
 {
@@ -114,7 +115,27 @@ static redisReply *lock_script(int id, int nkeys, const char **keys, int nargs, 
         argv[a++] = args[i];
     redisReply *r = redisCommandArgv(R, a, argv, NULL);
     cr_assert_not_null(r);
-    return r;
+    if (r->type == REDIS_REPLY_ERROR)
+        return r; /* refused whole (PRELUDE), or the script raised */
+    /* the time it ran at first (proto.h; none without a window): an integer in front of
+     * an array's elements, a string in front of any other reply */
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements >= 1, "a lock script answers its time first");
+    redisReply *t = r->element[0], *reply = r;
+    if (t->type == REDIS_REPLY_INTEGER) {
+        last_time = t->integer;
+        freeReplyObject(t);
+        memmove(r->element, r->element + 1, (r->elements - 1) * sizeof *r->element);
+        r->elements--;
+    } else {
+        cr_assert(t->type == REDIS_REPLY_STRING && r->elements == 2, "{\"<time>\", reply}");
+        last_time = atoll(t->str);
+        reply = r->element[1];
+        r->element[1] = NULL; /* kept: freeReplyObject() skips it */
+        freeReplyObject(r);
+    }
+    if (!window[0])
+        cr_assert_eq(last_time, PROTO_TIME_NONE, "no window: no time");
+    return reply;
 }
 
 static void cmd(const char *fmt, ...)
@@ -404,6 +425,39 @@ Test(scripts_live, a_retry_adopts_the_key_and_the_first_attempts_cleanup_misses_
     cr_assert_eq(release("r", "LEASE"), 0, "a lease that is a prefix of another is not it");
 }
 
+/* A script that ran with a window answers the master time it ran at (the TIME it checked
+ * the window with), alone and once for a batch: the service holds it against its clock
+ * (docs/DESIGN.md §4, Rule 7). */
+Test(scripts_live, a_script_with_a_window_answers_the_time_it_ran_at)
+{
+    mark();
+    long long t0 = int_cmd("EVAL %s 0", "local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000)");
+    char win[64];
+    snprintf(win, sizeof win, "%lld:%lld", t0 - 10000, t0 + 10000);
+    window = win;
+    long long f;
+    cr_assert_eq(acquire("tm", "LEASE.aaaaaaaaaaaaaaaa", &f), PROTO_ACQ_GRANTED);
+    long long at = last_time;
+    long long t1 = int_cmd("EVAL %s 0", "local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000)");
+    cr_assert(at >= t0 && at <= t1, "ran at %lld, between %lld and %lld", at, t0, t1);
+    cr_assert_eq(release("tm", "LEASE"), PROTO_REL_DELETED);
+    cr_assert_geq(last_time, at);
+    last_time = 0;
+    cr_assert_eq(release("tm", "LEASE"), PROTO_REL_NOT_OURS, "an integer reply, its time a string in front");
+    cr_assert_geq(last_time, at);
+    window = "";
+    const char *argv[] = {"EVAL", script_source(SCRIPT_BATCH), "4", MK, "redlock:tb", "redlock:#r:tb",
+                          "redlock:#w:tb", win, "a", "b3", "T.0000000000000001", "10000",
+                          "redlock:#released:tb", "o", "0", "0"};
+    redisReply *r = redisCommandArgv(R, 16, argv, NULL);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
+              r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_eq(r->element[0]->type, REDIS_REPLY_INTEGER);
+    cr_assert(r->element[0]->integer >= at && r->element[0]->integer <= t0 + 10000, "the batch's time first");
+    cr_assert_eq(r->element[1]->element[0]->integer, PROTO_ACQ_GRANTED);
+    freeReplyObject(r);
+}
+
 Test(scripts_live, a_batch_checks_the_record_once_and_a_wipe_refuses_it_whole)
 {
     mark();
@@ -412,10 +466,11 @@ Test(scripts_live, a_batch_checks_the_record_once_and_a_wipe_refuses_it_whole)
                           "a", "b3", "P.0000000000000001", "10000", "redlock:#released:p", "o", "0", "0",
                           "a", "b3", "Q.0000000000000002", "10000", "redlock:#released:q", "o", "0", "0"};
     redisReply *r = redisCommandArgv(R, 27, argv, NULL);
-    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "%s",
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3, "%s",
               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
-    cr_assert_eq(r->element[0]->element[1]->integer, 1);
-    cr_assert_eq(r->element[1]->element[1]->integer, 2);
+    cr_assert_eq(r->element[0]->integer, PROTO_TIME_NONE, "the time first: none without a window");
+    cr_assert_eq(r->element[1]->element[1]->integer, 1);
+    cr_assert_eq(r->element[2]->element[1]->integer, 2);
     freeReplyObject(r);
     cmd("FLUSHALL");
     r = redisCommandArgv(R, 27, argv, NULL);
@@ -574,13 +629,13 @@ Test(scripts_live, a_handoff_writes_the_waiters_own_owner)
                           "h", "b7", "NEW", "THIRD.cccccccccccccccc\nthird", "10000",
                           "redlock:#released:h", "o", "i", "b7"};
     redisReply *b = redisCommandArgv(R, 20, argv, NULL);
-    cr_assert(b && b->type == REDIS_REPLY_ARRAY && b->elements == 2, "%s",
+    cr_assert(b && b->type == REDIS_REPLY_ARRAY && b->elements == 3, "%s",
               b && b->type == REDIS_REPLY_ERROR ? b->str : "");
-    cr_assert_eq(b->element[0]->element[0]->integer, 3);
-    cr_assert_eq(b->element[1]->elements, 9, "inspect in a batch answers the owner, readers, holds, "
+    cr_assert_eq(b->element[1]->element[0]->integer, 3);
+    cr_assert_eq(b->element[2]->elements, 9, "inspect in a batch answers the owner, readers, holds, "
                                              "the stored token and the rest too");
-    cr_assert_str_eq(b->element[1]->element[0]->str, "THIRD");
-    cr_assert_str_eq(b->element[1]->element[3]->str, "third");
+    cr_assert_str_eq(b->element[2]->element[0]->str, "THIRD");
+    cr_assert_str_eq(b->element[2]->element[3]->str, "third");
     freeReplyObject(b);
 }
 

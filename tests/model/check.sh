@@ -21,7 +21,7 @@ SET=${SET:-test}
 # the compiler for -O0 builds: clang compiles a pan.c three times as fast as gcc -O0
 CC0=${CC0:-$(command -v clang >/dev/null 2>&1 && echo clang || echo "$MODEL_CC")}
 # the variants of `make test-model` whose search is large enough for -O1 to pay
-O1="new-late new-retry-freeze new-views reentrant-2-small reentrant-finisher"
+O1="new-late new-retry-freeze new-views reentrant-2-small reentrant-finisher clock"
 
 # name | set | expect | model | spin flags | what it is.
 # set: test (`make test-model`, part of `make test`: small configurations, one for each
@@ -90,6 +90,10 @@ old-rest-mine|test|fail|delay|-DOLD_REST_MINE|old rules (a DELETE by the lease t
 shared|test|pass|shared||readers and a waiting writer: marks removed at every exit, short expiry
 old-marks|test|fail|shared|-DOLD_MARKS|old rules (a mark lives until the writer's deadline: issue 22 finding 2)
 old-marks-reader|test|fail|shared|-DOLD_MARKS -DNO_EXIT_CHECK|old rules (the same, seen by a reader refused after its writer left)
+clock|test|pass|clock||the time a script ran at, checked when its answer is read: two jumps either way, the reserve covers U (a tolerance at each script and per sample)
+clock-3jumps|full|pass|clock|-DJUMPS=3|the same with three jumps
+old-clock|test|fail|clock|-DOLD_CLOCK|old rules (the window alone: a jump forward smaller than the node timeout, clock_small_jump.py)
+clock-residual|test|found|clock|-DRES=2 -DJUMPS=3|what slips through: a reserve below U, three moves within the tolerance (DESIGN section 4, Rule 7)
 EOF
 }
 

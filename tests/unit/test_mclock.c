@@ -114,6 +114,57 @@ Test(mclock, a_late_script_is_no_clock_fault_but_a_moved_clock_is)
     cr_assert_not(mclock_agrees(&c, S + 1000, lo - 500, lo, DRIFT));
 }
 
+/* What a script that ran answers (the master time it ran at) is held against the clock
+ * as measured when its answer is read: a jump forward smaller than the node timeout
+ * passes the window (its upper edge is the send + the node timeout), not this. */
+Test(mclock, a_script_that_ran_after_a_jump_smaller_than_the_node_timeout_disagrees)
+{
+    mclock c;
+    mclock_reset(&c);
+    char why[160];
+    sample(&c, 0, WALL, why); /* offset WALL, err 1 ms */
+    int64_t lo, hi;
+    mclock_window(&c, S, 50000, DRIFT, &lo, &hi); /* sent at 1 s, node timeout 50 ms */
+    int64_t honest = (WALL + S + 1000) / 1000, jumped = honest + 45; /* ran 1 ms after it was sent */
+    cr_assert(jumped >= lo && jumped <= hi, "the window lets a 45 ms jump run");
+    cr_assert(mclock_agrees(&c, S + 2000, honest, 0, DRIFT), "an honest clock agrees");
+    cr_assert_not(mclock_agrees(&c, S + 2000, jumped, 0, DRIFT), "a 45 ms jump does not");
+    /* what slips through: a jump within the tolerance (err 1 ms + 5 ms + 1 % of 1 s) and
+     * the time the answer took to be read (1 ms) */
+    int64_t tol = mclock_tolerance_us(&c, S + 2000, DRIFT);
+    cr_assert(tol > 15000 && tol < 17000, "tolerance %lld us", (long long)tol);
+    cr_assert(mclock_agrees(&c, S + 2000, honest + 14, 0, DRIFT));
+    cr_assert_not(mclock_agrees(&c, S + 2000, honest + 19, 0, DRIFT));
+    /* a script that ran, then waited 40 ms to be read (a busy loop): agrees */
+    cr_assert(mclock_agrees(&c, S + 42000, honest, 0, DRIFT));
+}
+
+/* A sample answered slowly (a master frozen just under the stall limit: 1.9 s) has an
+ * err of 0.95 s; taken as the baseline, every window and every check after it would let
+ * a jump that large through.  The tighter baseline stays; the next tight sample replaces
+ * it; a looser one replaces a baseline older than the rate span. */
+Test(mclock, a_looser_sample_does_not_widen_the_tolerance)
+{
+    mclock c;
+    mclock_reset(&c);
+    char why[160];
+    sample(&c, 0, WALL, why);
+    cr_assert_eq(mclock_sample(&c, S, S + 1900000, WALL + S + 950000, DRIFT, NULL, 0, 0, why, sizeof why),
+                 MCLOCK_OK, "%s", why);
+    cr_assert_eq(c.err_us, 1001, "the baseline kept its err");
+    cr_assert_eq(c.at_us, 2000, "and its time");
+    cr_assert_eq(c.last_us, S + 1900000, "the sample was judged all the same");
+    int64_t tol = mclock_tolerance_us(&c, 3 * S, DRIFT);
+    cr_assert_lt(tol, 40000, "tolerance %lld us, not the slow sample's 950 ms", (long long)tol);
+    cr_assert_not(mclock_agrees(&c, 3 * S, (WALL + 3 * S) / 1000 + 500, 0, DRIFT),
+                  "a 500 ms jump after the slow sample is caught");
+    cr_assert_eq(sample(&c, 4 * S, WALL + 4 * S, why), MCLOCK_OK);
+    cr_assert_eq(c.at_us, 4 * S + 2000, "a tight sample replaces it");
+    cr_assert_eq(mclock_sample(&c, 15 * S, 15 * S + 1900000, WALL + 15 * S + 950000, DRIFT, NULL, 0, 0, why,
+                               sizeof why), MCLOCK_OK, "%s", why);
+    cr_assert_eq(c.at_us, 15 * S + 1900000, "past the rate span, a loose sample is the baseline");
+}
+
 Test(mclock, the_median_of_offsets)
 {
     int64_t v[] = {5, 1, 9, 3};
