@@ -535,7 +535,9 @@ static void release_hold(elect_ctx *c)
             const char *event = json_string_value(json_object_get(j, "event"));
             int last = event != NULL && strcmp(event, "alive") != 0;
             const char *reason = json_string_value(json_object_get(j, "reason"));
-            if (event != NULL && strcmp(event, "lost") == 0)
+            /* (after a loss already reported, the service saying it lost it too is
+             * no news: the lock was given up when CMD was stopped) */
+            if (event != NULL && strcmp(event, "lost") == 0 && !c->lost)
                 fprintf(stderr, "redlock: release %s: the service could not release it "
                         "(lost: %s); it expires on its own\n", c->o->name,
                         reason != NULL ? reason : "no reason given");
