@@ -75,6 +75,16 @@ static int clock_ahead(void *arg)
     return t - real >= a->ms;
 }
 
+/* Masters 0 and 1 run under the clock shim (their clock files into f0, f1); masters 3
+ * and 4 refuse every script (ACL -evalsha), so a grant holds exactly 0, 1 and 2. */
+static void two_shimmed_three_granting(char *f0, char *f1, size_t cap)
+{
+    clock_file(0, f0, cap);
+    clock_file(1, f1, cap);
+    acl(3, "-evalsha");
+    acl(4, "-evalsha");
+}
+
 /* A lock (ttl 30 s) held on exactly masters 0, 1 and 2; then the clocks of 0 and 1 jump
  * an hour ahead, and every lock key they hold expires at once.  For 3 s a competitor
  * keeps asking.  Returns how many times it was granted while the first holder's
@@ -84,10 +94,7 @@ static int competitor_after_two_jumps(const char *flags)
     h_cluster_start(&C, 5, 0, flags);
     h_require_local(&C);
     char f0[300], f1[300];
-    clock_file(0, f0, sizeof f0);
-    clock_file(1, f1, sizeof f1);
-    acl(3, "-evalsha");
-    acl(4, "-evalsha");
+    two_shimmed_three_granting(f0, f1, sizeof f0);
     h_resp r;
     h_http(&C, "POST", "/locks/clk.held?ttl_ms=30000", NULL, &r);
     cr_assert_eq(r.status, 201, "%s", r.body);
@@ -155,10 +162,7 @@ Test(clock, a_jump_smaller_than_the_node_timeout_never_lets_a_second_holder_in)
     h_require_local(&C);
     h_service_start(&C, &B, flags);
     char f0[300], f1[300];
-    clock_file(0, f0, sizeof f0);
-    clock_file(1, f1, sizeof f1);
-    acl(3, "-evalsha");
-    acl(4, "-evalsha");
+    two_shimmed_three_granting(f0, f1, sizeof f0);
     h_resp r;
     double sent = h_now_ms();
     h_http(&C, "POST", "/locks/clk.small?ttl_ms=3000", NULL, &r);
