@@ -30,6 +30,7 @@ typedef struct app {
      * that every worker sends its operations to the worker that keeps it (atomic) */
     int64_t *heat;
     struct waitq_known *known;   /* by name hash: what each keeper knows (waitq.h) */
+    struct inbox *inboxes;       /* by worker: the announcements it has not read (inbox.h) */
     int64_t started_us;
     char origin[24];             /* this instance's random id: its own release messages */
     auth auth;                   /* bearer tokens (n == 0: open) */

@@ -23,6 +23,7 @@
 
 #include "app.h"
 #include "config.h"
+#include "inbox.h"
 #include "jw.h"
 #include "log.h"
 #include "loop.h"
@@ -424,8 +425,11 @@ int main(int argc, char **argv)
     a.workers = calloc(a.nworkers, sizeof *a.workers);
     a.heat = calloc(WAITQ_SLOTS, sizeof *a.heat);
     a.known = calloc(WAITQ_SLOTS, sizeof *a.known);
-    if (!a.workers || !a.heat || !a.known)
+    a.inboxes = calloc(a.nworkers, sizeof *a.inboxes);
+    if (!a.workers || !a.heat || !a.known || !a.inboxes)
         return 1;
+    for (size_t i = 0; i < a.nworkers; i++)
+        inbox_init(&a.inboxes[i], (int)a.cfg.n_masters);
     for (size_t i = 0; i < a.nworkers; i++) {
         a.workers[i] = worker_new(&a, (int)i, metrics_render);
         if (!a.workers[i])
@@ -486,6 +490,7 @@ int main(int argc, char **argv)
     free(a.workers);
     free(a.heat);
     free(a.known);
+    free(a.inboxes);
     if (a.listen_fd >= 0)
         close(a.listen_fd);
     auth_free(&a.auth);

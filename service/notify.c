@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inbox.h"
 #include "keys.h"
 #include "redis_ev.h"
 
@@ -24,6 +25,7 @@ struct notify {
     const char *origin;
     notify_cb cb;
     void *owner;
+    inbox *inbox; /* its sockets and reads, for the other threads; may be NULL */
     size_t n;
     sub_conn *subs;
     /* the channels followed now (to subscribe again after a reconnect) */
@@ -32,8 +34,28 @@ struct notify {
     size_t nchannels, cap;
 };
 
-/* The adapter (redis_ev.h) writes at once: subscriptions are few and not batched. */
-static const redis_ev_hooks ev_hooks = {.want_flush = NULL, .watch_failed = NULL};
+static void on_reading(redis_ev *e, int begin)
+{
+    notify *n = container_of(e, sub_conn, ev)->n;
+    if (!n->inbox)
+        return;
+    if (begin)
+        inbox_read_begin(n->inbox);
+    else
+        inbox_read_end(n->inbox);
+}
+
+/* Socket i of n's inbox is fd now (-1: none). */
+static void share_fd(sub_conn *s, int fd)
+{
+    if (s->n->inbox)
+        inbox_set_fd(s->n->inbox, (int)(s - s->n->subs), fd);
+}
+
+/* The adapter (redis_ev.h) writes at once: subscriptions are few and not batched.
+ * Its reads are counted in the inbox. */
+static const redis_ev_hooks ev_hooks = {.want_flush = NULL, .watch_failed = NULL,
+                                        .reading = on_reading};
 
 /* ---- connection ---- */
 
@@ -113,6 +135,7 @@ static void on_connect(const redisAsyncContext *cac, int status)
     }
     s->ev.connected = 1;
     s->backoff_ms = 100;
+    share_fd(s, cac->c.fd);
     redisAsyncContext *ac = (redisAsyncContext *)cac;
     const char *auth[3];
     int nauth = config_master_auth_argv(s->cfg, auth); /* AUTH [user] password */
@@ -135,6 +158,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     (void)status;
     if (!s || s->ev.ac != ac)
         return;
+    share_fd(s, -1);
     redis_ev_forget(&s->ev);
     if (s->backoff_ms)
         schedule(s);
@@ -170,7 +194,8 @@ static void connect_sub(sub_conn *s)
     redisAsyncSetConnectCallback(ac, on_connect);
 }
 
-notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb, void *owner)
+notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb, void *owner,
+                   inbox *in)
 {
     notify *n = calloc(1, sizeof *n);
     if (!n)
@@ -180,6 +205,7 @@ notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb,
     n->origin = origin;
     n->cb = cb;
     n->owner = owner;
+    n->inbox = in;
     n->n = cfg->n_masters;
     n->subs = calloc(n->n, sizeof *n->subs);
     if (!n->subs) {
@@ -211,6 +237,7 @@ void notify_free(notify *n)
         sub_conn *s = &n->subs[i];
         loop_timer_stop(n->loop, &s->retry);
         s->backoff_ms = 0; /* no reconnect */
+        share_fd(s, -1);
         if (s->ev.ac) {
             redisAsyncFree(s->ev.ac);
             redis_ev_forget(&s->ev);

@@ -13,14 +13,18 @@
 #include "loop.h"
 
 typedef struct notify notify;
+struct inbox;
 
 /* Called with the name whose release (granted 0) or grant (granted 1) was announced.
  * The scripts announce a release as their origin, a grant as "+" and their origin. */
 typedef void (*notify_cb)(void *owner, const char *name, size_t len, int granted);
 
 /* Create (not connected).  Messages whose payload is origin (this instance's own
- * releases, already woken here) are skipped.  NULL on allocation failure. */
-notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb, void *owner);
+ * releases, already woken here) are skipped.  in (may be NULL; outlives n): where the
+ * subscriber sockets and the reads of them are shown to the other threads (inbox.h).
+ * NULL on allocation failure. */
+notify *notify_new(const config *cfg, loop *l, const char *origin, notify_cb cb, void *owner,
+                   struct inbox *in);
 void notify_free(notify *n);
 
 /* Connect to every master (reconnecting with back-off on failure). */

@@ -26,8 +26,9 @@ void lockop_fini(lockop *op);
 void lockop_fini_rounds(lockop *op);
 
 /* A no-wait acquire of a name another worker's queue knows held by another lease
- * (known: the shared slots, waitq.h): op is answered 409 (err, retry_after_ms set,
+ * (known: the shared slots, waitq.h), with no announcement waiting unread in that
+ * worker's inbox (keeper_inbox, inbox.h): op is answered 409 (err, retry_after_ms set,
  * counted) without a round, and 1 is returned; else 0.  Any worker's thread. */
-int lockop_held_known(lockop *op, const waitq_known *known);
+int lockop_held_known(lockop *op, const waitq_known *known, const struct inbox *keeper_inbox);
 
 #endif

@@ -214,7 +214,11 @@ static void tls_on_io(redis_ev *e, uint32_t events)
         return;
     default:
         if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+            if (e->hooks->reading)
+                e->hooks->reading(e, 1);
             tls_read(e);
+            if (e->hooks->reading)
+                e->hooks->reading(e, 0);
             if (e->ac != ac || !e->tls)
                 return;
         }
@@ -251,8 +255,13 @@ static void on_io(loop_io *io, uint32_t events)
         tls_on_io(e, events);
         return;
     }
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+        if (e->hooks->reading)
+            e->hooks->reading(e, 1);
         redisAsyncHandleRead(e->ac);
+        if (e->hooks->reading)
+            e->hooks->reading(e, 0);
+    }
     if (e->ac && (events & EPOLLOUT))
         redisAsyncHandleWrite(e->ac);
 }

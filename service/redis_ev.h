@@ -43,6 +43,9 @@ typedef struct redis_ev_hooks {
     void (*want_flush)(redis_ev *e);
     /* The loop could not watch the socket (epoll_ctl failed); may be NULL. */
     void (*watch_failed)(redis_ev *e);
+    /* Around each read of the socket and the callbacks of what it brought: begin 1,
+     * then 0 (the owner's count of reads going on, inbox.h); may be NULL. */
+    void (*reading)(redis_ev *e, int begin);
 } redis_ev_hooks;
 
 struct redis_ev {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inbox.h"
 #include "keys.h"
 #include "rnd.h"
 
@@ -260,11 +261,14 @@ void waitq_heat_up(waitq_env *env, const char *name, size_t len)
                          __ATOMIC_RELAXED);
 }
 
-/* Whether q knows its name held by a lease other than w's. */
+/* Whether q knows its name held by a lease other than w's, and no announcement waits
+ * unread that may say otherwise (this thread's own: no read goes on between its loop's
+ * passes). */
 static int known_held(const waitq *q, const waiter *w, int64_t now)
 {
     return q->known_until_us > now &&
-           !(q->known_len == w->lease_len && memcmp(q->known_lease, w->lease, w->lease_len) == 0);
+           !(q->known_len == w->lease_len && memcmp(q->known_lease, w->lease, w->lease_len) == 0) &&
+           inbox_quiet(q->env->inbox, inbox_mark(q->env->inbox));
 }
 
 static void publish_slot(waitq_known *k, uint64_t nh, uint64_t lease_hash, int64_t until_us,
@@ -294,11 +298,13 @@ static void publish(waitq *q)
                  keys_name_hash(q->known_lease, q->known_len), q->known_until_us, q->known_free_us);
 }
 
-int waitq_known_held(const waitq_known *known, const char *name, size_t len, const char *lease,
-                     size_t lease_len, int64_t now_us, int64_t *retry_after_ms)
+int waitq_known_held(const waitq_known *known, const inbox *keeper_inbox, const char *name,
+                     size_t len, const char *lease, size_t lease_len, int64_t now_us,
+                     int64_t *retry_after_ms)
 {
     if (!known)
         return 0;
+    uint32_t mark = inbox_mark(keeper_inbox); /* before the slot: see inbox_quiet() */
     uint64_t nh = keys_name_hash(name, len);
     const waitq_known *k = known + (nh & (WAITQ_SLOTS - 1));
     uint32_t s1 = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
@@ -313,6 +319,8 @@ int waitq_known_held(const waitq_known *known, const char *name, size_t len, con
         return 0;
     if (h != nh || until <= now_us || (lease && lh == keys_name_hash(lease, lease_len)))
         return 0;
+    if (!inbox_quiet(keeper_inbox, mark))
+        return 0; /* its keeper may be about to hear of a release */
     *retry_after_ms = (free_us - now_us + 999) / 1000;
     return 1;
 }
@@ -488,7 +496,10 @@ void waitq_held(waitq_env *env, waiter *w, const char *lease, size_t len, int64_
     if (w->multi || !w->nq)
         return;
     waitq_heat_up(env, w->names[0], w->lens[0]);
-    if (lease)
+    /* A release heard while the attempt was in flight may have ended the hold its
+     * refusal names (the announcement came before the last refusal did): nothing is
+     * known then, or the next no-wait acquires would be answered "held" from it. */
+    if (lease && !waitq_released_since(env, w))
         know(w->nq, lease, len, free_in_ms);
 }
 

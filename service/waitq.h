@@ -29,6 +29,7 @@
 #define WAITQ_SLOTS 4096 /* shared slots (heat, knowledge) and release counters, by
                           * name hash (a power of 2) */
 
+struct inbox;
 typedef struct waitq waitq;
 typedef struct waitq_env waitq_env;
 typedef struct waiter waiter;
@@ -96,6 +97,8 @@ struct waitq_env {
                                 * counts as contended; or NULL */
     size_t keeper_id, nkeepers; /* names with hash % nkeepers == keeper_id are this
                                 * worker's to know */
+    const struct inbox *inbox; /* this worker's announcements (inbox.h), or NULL: what it
+                                * knows answers "held" only while none waits unread */
     /* read-only (relaxed reads from other threads) */
     size_t parked;             /* waiters parked here */
     uint64_t wakeups, retries; /* heads woken by a release; heads that retried */
@@ -191,8 +194,11 @@ void waitq_heat_up(waitq_env *env, const char *name, size_t len);
 int waitq_hot(const int64_t *heat, const char *name, size_t len, int64_t now_us);
 
 /* Whether name is known held, by a lease other than lease, now; *retry_after_ms then
- * says for how long.  Safe from any thread. */
-int waitq_known_held(const waitq_known *known, const char *name, size_t len, const char *lease,
-                     size_t lease_len, int64_t now_us, int64_t *retry_after_ms);
+ * says for how long.  keeper_inbox: the announcements of the worker that keeps name
+ * (NULL: none looked at); nothing is known while one waits there unread.  Safe from any
+ * thread. */
+int waitq_known_held(const waitq_known *known, const struct inbox *keeper_inbox, const char *name,
+                     size_t len, const char *lease, size_t lease_len, int64_t now_us,
+                     int64_t *retry_after_ms);
 
 #endif

@@ -11,6 +11,7 @@
 #include "hold.h"
 #include "http.h"
 #include "jw.h"
+#include "inbox.h"
 #include "keys.h"
 #include "lease.h"
 #include "log.h"
@@ -576,6 +577,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     w->ops.wq.known = a->known;
     w->ops.wq.keeper_id = (size_t)id;
     w->ops.wq.nkeepers = a->nworkers;
+    w->ops.wq.inbox = &a->inboxes[id];
     w->ops.watch = on_watch;
     w->ops.origin = a->origin;
     w->ops.origin_len = strlen(a->origin);
@@ -584,7 +586,7 @@ worker *worker_new(app *a, int id, http_metrics_fn *metrics)
     w->holds = (hold_env){.ops = &w->ops, .owner = w, .start_op = on_start_op,
                           .max_holds = a->cfg.max_streams, .holds_total = &a->holds_total};
     hold_env_init(&w->holds);
-    w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w);
+    w->notify = notify_new(&a->cfg, &w->loop, a->origin, on_announced, w, &a->inboxes[id]);
     if (!w->notify)
         goto err;
     w->tick.cb = on_tick;

@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "unit.h"
 #include "loop.h"
+#include "inbox.h"
 #include "waitq.h"
 
 /* ---- a fake operation per waiter, and what the hooks were told ---- */
@@ -283,17 +285,89 @@ Test(waitq, the_shared_slots_tell_any_worker_what_the_keeper_knows)
     granted(&a, 5000);
     int64_t now = clock_now_us(), ra = 0;
     const char *other = "lease-c-0123456789", *mine = "lease-a-0123456789";
-    cr_assert(waitq_known_held(known, "n", 1, other, strlen(other), now, &ra));
+    cr_assert(waitq_known_held(known, NULL, "n", 1, other, strlen(other), now, &ra));
     cr_assert(ra > 4900 && ra <= 5000);
-    cr_assert(!waitq_known_held(known, "n", 1, mine, strlen(mine), now, &ra), "its own lease");
-    cr_assert(!waitq_known_held(known, "m", 1, other, strlen(other), now, &ra), "another name");
-    cr_assert(!waitq_known_held(known, "n", 1, other, strlen(other), now + 200 * 1000, &ra),
+    cr_assert(!waitq_known_held(known, NULL, "n", 1, mine, strlen(mine), now, &ra), "its own lease");
+    cr_assert(!waitq_known_held(known, NULL, "m", 1, other, strlen(other), now, &ra), "another name");
+    cr_assert(!waitq_known_held(known, NULL, "n", 1, other, strlen(other), now + 200 * 1000, &ra),
               "known for 100 ms at most: a release elsewhere can be missed");
     waitq_wake(&E, "n", 1);
-    cr_assert(!waitq_known_held(known, "n", 1, other, strlen(other), clock_now_us(), &ra),
+    cr_assert(!waitq_known_held(known, NULL, "n", 1, other, strlen(other), clock_now_us(), &ra),
               "released: taken back at once");
-    cr_assert(!waitq_known_held(NULL, "n", 1, other, strlen(other), now, &ra));
+    cr_assert(!waitq_known_held(NULL, NULL, "n", 1, other, strlen(other), now, &ra));
     E.known = NULL;
+    free(known);
+}
+
+Test(waitq, a_refusal_that_a_release_overtook_is_not_known)
+{
+    /* a's attempt is refused by the masters, naming lease x; but a release of the
+     * name was heard while the attempt was in flight (its announcement came before the
+     * last refusal): x's hold may be over, so b is not answered "held" from it. */
+    fake a, b, c;
+    fake_init(&a, "n", "lease-a-0123456789");
+    fake_init(&b, "n", "lease-b-0123456789");
+    fake_init(&c, "n", "lease-c-0123456789");
+    const char *x = "lease-x-0123456789";
+    cr_assert_eq(admit(&a, 0, NULL, NULL), WAITQ_ATTEMPT);
+    send(&a);
+    waitq_wake(&E, "n", 1);
+    waitq_held(&E, &a.w, x, strlen(x), 5000);
+    refused_no_wait(&a);
+    cr_assert_eq(admit(&b, 0, NULL, NULL), WAITQ_ATTEMPT, "a release overtook the refusal: ask the masters");
+    send(&b);
+    waitq_held(&E, &b.w, x, strlen(x), 5000);
+    refused_no_wait(&b);
+    cr_assert_eq(admit(&c, 0, NULL, NULL), WAITQ_HELD, "no release since b's attempt: known held");
+}
+
+Test(waitq, nothing_is_known_held_while_an_announcement_waits_unread)
+{
+    /* The keeper's subscriber socket holds bytes it has not read (a release announced
+     * through another instance): what it knows may be over, so neither the keeper nor
+     * another worker answers "held" from it until the bytes are read. */
+    waitq_known *known = calloc(WAITQ_SLOTS, sizeof *known);
+    cr_assert_not_null(known);
+    int sv[2];
+    cr_assert_eq(pipe(sv), 0); /* [0] as the subscriber socket's read end */
+    inbox in;
+    inbox_init(&in, 5);
+    inbox_set_fd(&in, 2, sv[0]);
+    E.known = known;
+    E.inbox = &in;
+    fake a, b, c, d;
+    fake_init(&a, "n", "lease-a-0123456789");
+    fake_init(&b, "n", "lease-b-0123456789");
+    fake_init(&c, "n", "lease-c-0123456789");
+    fake_init(&d, "n", "lease-d-0123456789");
+    cr_assert_eq(admit(&a, 0, NULL, NULL), WAITQ_ATTEMPT);
+    send(&a);
+    cr_assert_eq(admit(&b, 0, NULL, NULL), WAITQ_FOLLOWING);
+    granted(&a, 5000);
+    int64_t ra = 0;
+    const char *other = "lease-c-0123456789";
+    cr_assert(waitq_known_held(known, &in, "n", 1, other, strlen(other), clock_now_us(), &ra), "quiet: held");
+    cr_assert_eq(admit(&d, 0, NULL, NULL), WAITQ_HELD, "quiet: the keeper answers held");
+    cr_assert_eq(write(sv[1], "x", 1), 1); /* the masters wrote an announcement */
+    cr_assert(!waitq_known_held(known, &in, "n", 1, other, strlen(other), clock_now_us(), &ra),
+              "an announcement waits unread: not known");
+    cr_assert_eq(admit(&c, 0, NULL, NULL), WAITQ_ATTEMPT, "the keeper asks the masters");
+    char x;
+    cr_assert_eq(read(sv[0], &x, 1), 1);
+    /* a read going on, or one that went on between the mark and the look */
+    uint32_t mark = inbox_mark(&in);
+    cr_assert(inbox_quiet(&in, mark));
+    inbox_read_begin(&in);
+    cr_assert(!inbox_quiet(&in, inbox_mark(&in)), "a read goes on");
+    cr_assert(!inbox_quiet(&in, mark), "a read began after the mark");
+    inbox_read_end(&in);
+    cr_assert(!inbox_quiet(&in, mark), "a read went on after the mark");
+    cr_assert(inbox_quiet(&in, inbox_mark(&in)));
+    cr_assert(inbox_quiet(NULL, 0), "no inbox: nothing to wait for");
+    E.known = NULL;
+    E.inbox = NULL;
+    close(sv[0]);
+    close(sv[1]);
     free(known);
 }
 
