@@ -28,7 +28,7 @@ clients-coverage:
 $(addprefix test-clients-,$(CLIENT_LANGS)): test-clients-%: deps $(BINDIR)/redlockd
 	$(Q)REDLOCKD_BIN=$(CLIENT_REDLOCKD) python3 clients/stack.py -- clients/$*/test.sh
 
-TEST_EXTRA += test-clients
+TEST_MORE += test-clients
 
 # A client's own fragment (its build tools, e.g. typescript's npm ci).
 -include $(wildcard clients/*/*.mk)

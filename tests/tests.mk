@@ -61,8 +61,19 @@ test-integration-external: $(BUILD)/tests/integration_tests
 	$(Q)$(BUILD)/tests/integration_tests --jobs 1 $(CRITERION_ARGS)
 
 # What `make test` runs after the build: each fragment adds its own checks to
-# TEST_EXTRA (e.g. test-cli, chaos-short, compose-check, openapi-lint).
+# TEST_EXTRA (e.g. test-cli, readme-check-main, compose-check, openapi-lint), and to TEST_MORE
+# the longer ones that `make test-all` (what CI runs) adds: the chaos scenarios, the
+# model checker, the client libraries' suites.  `make test` stays under 10 minutes on
+# the project's 2-core machine (README.md).  The integration suite runs once: the
+# answers it records (REDLOCK_TEST_RECORD) are what openapi-conformance-live checks.
+# TEST_SIDE: the checks of TEST_EXTRA that run beside the others, after the integration
+# suite (the README's examples and the document checks: light on the CPU, each with its
+# own service and ports); their output follows.
 TEST_EXTRA ?=
+TEST_MORE ?=
+TEST_SIDE ?= readme-check-main compose-check openapi-lint openapi-conformance \
+             openapi-conformance-live k8s-check metrics-check
+.PHONY: test-all test-more
 test: deps
 ifeq ($(SANITIZER),thread)
 	@echo "make test: not under SANITIZER=thread (criterion's runner cannot start under TSan);" \
@@ -70,9 +81,29 @@ ifeq ($(SANITIZER),thread)
 endif
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory test-unit
-	$(Q)$(MAKE) --no-print-directory test-integration
-	$(Q)for t in $(TEST_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
+	$(Q)rec=$$(mktemp --suffix=.jsonl /tmp/redlockd-test-record-XXXXXX) || exit 2; \
+	  side=$$(mktemp /tmp/redlockd-test-side-XXXXXX) || exit 2; \
+	  trap 'rm -f "$$rec" "$$side"' EXIT; \
+	  REDLOCK_TEST_RECORD="$$rec" $(MAKE) --no-print-directory test-integration || exit 1; \
+	  ( for t in $(filter $(TEST_SIDE),$(TEST_EXTRA)); do \
+	      $(MAKE) --no-print-directory $$t OPENAPI_LIVE_FROM="$$rec" || exit 1; done ) > "$$side" 2>&1 & \
+	  pid=$$!; rc=0; \
+	  for t in $(filter-out $(TEST_SIDE),$(TEST_EXTRA)); do \
+	      $(MAKE) --no-print-directory $$t || { rc=1; break; }; done; \
+	  wait $$pid || rc=1; \
+	  echo "== (run beside them) $(filter $(TEST_SIDE),$(TEST_EXTRA))"; cat "$$side"; \
+	  exit $$rc
 	@echo "make test: all suites passed"
+
+# The longer suites (TEST_MORE), after make test's or on their own.
+test-more: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)for t in $(TEST_MORE); do $(MAKE) --no-print-directory $$t || exit 1; done
+	@echo "make test-more: all suites passed"
+
+test-all: test
+	$(Q)$(MAKE) --no-print-directory test-more
+	@echo "make test-all: all suites passed"
 
 # The integration suites that need no fault timing, with redlockd under valgrind
 # memcheck: each service is stopped with SIGTERM and its exit status (99 on any

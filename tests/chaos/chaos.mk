@@ -1,8 +1,8 @@
 # tests/chaos/chaos.mk -- the safety checker under faults (issue 4, part 1).
 #
 #   make chaos-selftest        the judge on synthetic histories + the fault proxy (seconds)
-#   make chaos-short           30 s of faults against $(BINDIR)/redlockd; `make test` runs it
-#   make chaos-short-tls       the same with the masters over TLS (--tls); `make test` runs it
+#   make chaos-short           30 s of faults against $(BINDIR)/redlockd; `make test-all` runs it
+#   make chaos-short-tls       the same with the masters over TLS (--tls); `make test-all` runs it
 #   make chaos DURATION=600    the long run (default 600 s), data-loss faults always on
 #   make chaos-scenarios       directed scenarios: empty-held, aof-cut-held, flushall-held
 #                              (each with its positive control), counter-loss
@@ -27,7 +27,9 @@
 # In a SANITIZER build the checkers are instrumented like the service, and the resource
 # verdict (f) goes by the service binary: under AddressSanitizer it judges leaks by
 # LeakSanitizer's report at exit, not RSS growth (the quarantine); see README.md.
-TEST_EXTRA += chaos-selftest chaos-scenarios chaos-short chaos-short-tls
+# make test runs the checker's self-test; make test-all (TEST_MORE, tests/tests.mk) the runs.
+TEST_EXTRA += chaos-selftest
+TEST_MORE += chaos-scenarios chaos-short chaos-short-tls
 
 CHAOS_DIR := $(BUILD)/chaos
 CHAOS_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) $(shell pkg-config --cflags jansson 2>/dev/null) -Itests/chaos -Itests/clock $(CFLAGS)
@@ -115,7 +117,7 @@ chaos-scenarios: $(BINDIR)/redlockd $(CHAOS_BINS)
 # "double grant caught, as it must be" (its report stays in control-clock-jump-held.out).
 # CHAOS_CLOCK_CONTROL_ARGS: the service flags that switch the check off, for the control
 # once the check exists (--clock-check 0).
-TEST_EXTRA += chaos-clock
+TEST_MORE += chaos-clock
 .PHONY: chaos-clock
 CHAOS_CLOCK_CONTROL_ARGS ?= --service-arg --clock-check --service-arg 0
 CLOCKSHIM_SO ?= build/clock/clockshim.so

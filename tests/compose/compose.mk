@@ -67,16 +67,27 @@ endif
 # The real service's answers, as the integration suite provokes them (about 40 s on 2 cores).
 # Whether the suite's own assertions pass is test-integration's verdict: here failing tests are
 # listed, but only a response that does not conform (or an empty recording) fails the target.
+# OPENAPI_LIVE_FROM=FILE: check the answers an integration run already recorded in FILE
+# (make test records its own run of the suite, REDLOCK_TEST_RECORD, instead of running it
+# twice); without it, the suite is run here to record them.
+OPENAPI_LIVE_FROM ?=
 openapi-conformance-live: $(COMPOSE_NODE_STAMP) $(BINDIR)/redlockd $(BUILD)/tests/integration_tests
 	$(call compose_node_selftest,$(COMPOSE_DIR)/examplecheck.test.mjs,examplecheck.mjs self-test (stale examples caught))
 	$(Q)rec="$(OPENAPI_LIVE_RECORD)"; [ -n "$$rec" ] || rec=$$(mktemp --suffix=.jsonl /tmp/redlockd-openapi-live-XXXXXX); \
-	    : > "$$rec" || exit 2; t0=$$(date +%s); \
+	    t0=$$(date +%s); \
+	    if [ -n "$(OPENAPI_LIVE_FROM)" ]; then \
+	        [ -s "$(OPENAPI_LIVE_FROM)" ] || { echo "openapi-conformance-live: nothing recorded in $(OPENAPI_LIVE_FROM)"; exit 2; }; \
+	        [ "$(OPENAPI_LIVE_FROM)" = "$$rec" ] || cp "$(OPENAPI_LIVE_FROM)" "$$rec" || exit 2; \
+	        echo "openapi-conformance-live: the answers recorded by this make test's integration suite"; \
+	    else \
+	    : > "$$rec" || exit 2; \
 	    out=$$(REDLOCK_TEST_RECORD="$$rec" REDLOCKD_BIN=$(REDLOCKD_BIN) \
 	        $(BUILD)/tests/integration_tests --jobs $(CRITERION_JOBS) $(CRITERION_ARGS) 2>&1); suite=$$?; \
 	    printf '%s\n' "$$out" | sed -n 's/^\[====\] Synthesis: /openapi-conformance-live: integration suite: /p'; \
 	    if [ $$suite != 0 ]; then \
 	        printf '%s\n' "$$out" | grep -E '^\[(FAIL|----)\]' | sed 's/^/  /'; \
 	        echo "openapi-conformance-live: (failing tests are for test-integration to judge; the recording is checked all the same)"; \
+	    fi; \
 	    fi; \
 	    node $(COMPOSE_DIR)/conformance.mjs --coverage "$$rec"; rc=$$?; \
 	    node $(COMPOSE_DIR)/examplecheck.mjs "$$rec" || rc=1; \

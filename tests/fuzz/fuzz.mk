@@ -2,7 +2,8 @@
 # (request bodies, query strings, configuration, master replies, the tokens file).
 #
 #   make fuzz [FUZZ_SECONDS=10] [FUZZ_TARGETS="body reply"]   each target for N seconds
-#   make fuzz-smoke                                            5 s each + regression replay
+#   make fuzz-smoke                                            2 s each + regression replay (make test)
+#   make fuzz-more                                             20 s each (make test-all)
 #   make fuzz-regress                                          replay regressions/ only
 #   make fuzz FUZZ_KNOWN_BUGS=1                                also check known, reported bugs
 #
@@ -14,7 +15,8 @@
 
 FUZZ_CC         ?= clang
 FUZZ_SECONDS    ?= 10
-FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_SMOKE_SECONDS ?= 2
+FUZZ_MORE_SECONDS ?= 20
 FUZZ_KNOWN_BUGS ?= 0
 FUZZ_TARGETS    ?= body query config reply tokens
 FUZZ_DIR        := build/fuzz$(if $(filter 1,$(FUZZ_KNOWN_BUGS)),-known-bugs)
@@ -57,7 +59,7 @@ $(foreach t,body query config reply tokens,$(eval $(call FUZZ_template,$(t))))
 
 -include $(wildcard $(FUZZ_DIR)/service/*.d $(FUZZ_DIR)/tests/*.d)
 
-.PHONY: fuzz fuzz-build fuzz-smoke fuzz-regress
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-more fuzz-regress
 fuzz-build: $(FUZZ_BINS)
 
 fuzz: fuzz-build
@@ -67,7 +69,11 @@ fuzz-smoke: fuzz-build
 	$(Q)sh tests/fuzz/run.sh fuzz $(FUZZ_SMOKE_SECONDS) $(FUZZ_DIR) $(FUZZ_TARGETS)
 	$(Q)sh tests/fuzz/run.sh regress 0 $(FUZZ_DIR) $(FUZZ_TARGETS)
 
+fuzz-more: fuzz-build
+	$(Q)sh tests/fuzz/run.sh fuzz $(FUZZ_MORE_SECONDS) $(FUZZ_DIR) $(FUZZ_TARGETS)
+
 fuzz-regress: fuzz-build
 	$(Q)sh tests/fuzz/run.sh regress 0 $(FUZZ_DIR) $(FUZZ_TARGETS)
 
 TEST_EXTRA += fuzz-smoke
+TEST_MORE += fuzz-more

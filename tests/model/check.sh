@@ -24,7 +24,7 @@ CC0=${CC0:-$(command -v clang >/dev/null 2>&1 && echo clang || echo "$MODEL_CC")
 O1="new-late new-retry-freeze new-views reentrant-2-small reentrant-finisher clock"
 
 # name | set | expect | model | spin flags | what it is.
-# set: test (`make test-model`, part of `make test`: small configurations, one for each
+# set: test (`make test-model`, part of `make test-all`: small configurations, one for each
 # rule, about 75 CPU-seconds) or full (`make test-model-full` adds them: the large
 # configurations, about 12 CPU-minutes).
 # expect: pass (no counterexample: the new rules), fail (one: an old rule, which is

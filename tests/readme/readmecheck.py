@@ -3,7 +3,8 @@
 
 Usage: readmecheck.py [--redlockd BIN] [--keep] [--only FILE:LINE] [--expect-fail] FILE.md...
 
-`make readme-check` (part of `make test`) runs it on README.md and the clients' READMEs.
+`make readme-check` runs it on README.md and the clients' READMEs (`make test` on README.md,
+`make test-all` on the clients' too).
 It starts five real redis-server masters and, for each example, a new bin/redlockd on
 free ports (a new --key-prefix each time, so every example meets an empty cluster), runs
 the example's commands one by one in one bash, and compares what they print with the
