@@ -346,13 +346,24 @@ static void tell_guard(cli_proc *p, int kind, int64_t value)
         fprintf(stderr, "redlock: telling the guard of %s: %s\n", p->argv[0], strerror(errno));
 }
 
-/* Take the guard's messages (its command's pid, its report). */
+/* Take the guard's messages (its command's pid, its report).
+ *
+ * A guard that exits with a message of ours unread (a deadline sent as it reported: the
+ * first ping's answer as a command exits at once) resets the connection, as any
+ * SOCK_SEQPACKET or SOCK_STREAM peer closing with unread data does: the next recv() fails
+ * with ECONNRESET, once (reading the error clears it), although the guard's report waits
+ * in the queue behind it.  So read on past it. */
 static void hear_guard(cli_proc *p, guard_msg *done)
 {
     guard_msg m;
+    int resets = 0;
 
-    while (p->sock >= 0 &&
-           recv(p->sock, &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m)) {
+    while (p->sock >= 0) {
+        ssize_t n = recv(p->sock, &m, sizeof(m), MSG_DONTWAIT);
+        if (n < 0 && errno == ECONNRESET && resets++ == 0)
+            continue;
+        if (n != (ssize_t)sizeof(m))
+            break;
         if (m.kind == MSG_STARTED)
             p->cmd_pid = (pid_t)m.value;
         else if (m.kind == MSG_DONE && done != NULL)
