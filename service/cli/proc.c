@@ -353,7 +353,7 @@ static void tell_guard(cli_proc *p, int kind, int64_t value)
  * SOCK_SEQPACKET or SOCK_STREAM peer closing with unread data does: the next recv() fails
  * with ECONNRESET, once (reading the error clears it), although the guard's report waits
  * in the queue behind it.  So read on past it. */
-static void hear_guard(cli_proc *p, guard_msg *done)
+static void hear_guard(cli_proc *p)
 {
     guard_msg m;
     int resets = 0;
@@ -366,9 +366,35 @@ static void hear_guard(cli_proc *p, guard_msg *done)
             break;
         if (m.kind == MSG_STARTED)
             p->cmd_pid = (pid_t)m.value;
-        else if (m.kind == MSG_DONE && done != NULL)
-            *done = m;
+        else if (m.kind == MSG_DONE) {
+            /* Kept until the guard is reaped, whoever reads it (cli_proc_stop too). */
+            p->reported = 1;
+            p->report_status = m.status;
+            p->guard_why = m.why;
+            p->guard_killed = m.killed;
+        }
     }
+}
+
+/* The guard was reaped with wait status st: the command's status is the one the guard
+ * reported, read now or before; without a report (the guard died: it was killed, or the
+ * command could not be started) the guard's own stands. */
+static void reaped(cli_proc *p, int st)
+{
+    p->done = 1;
+    hear_guard(p);
+    if (!p->reported) {
+        p->wstatus = st;
+        return;
+    }
+    p->wstatus = p->report_status;
+    if (p->guard_killed)
+        fprintf(stderr, "redlock: %s (pid %ld) was still running %ld ms after SIGTERM: "
+                "SIGKILL\n", p->argv[0], (long)p->cmd_pid, p->grace_ms);
+    if (p->guard_why == CLI_GUARD_DEADLINE && !p->stopping)
+        fprintf(stderr, "redlock: lost the lock on %s: its validity ran out while redlock "
+                "was held up; %s (pid %ld) got SIGTERM at the deadline\n", p->name,
+                p->argv[0], (long)p->cmd_pid);
 }
 
 void cli_proc_set_deadline(cli_proc *p, int64_t deadline)
@@ -399,7 +425,6 @@ void cli_proc_on_signals(cli_proc *p)
 
 void cli_proc_reap(cli_proc *p)
 {
-    guard_msg done;
     pid_t r;
     int st;
 
@@ -416,24 +441,9 @@ void cli_proc_reap(cli_proc *p)
         p->wstatus = CLI_EXIT_FAILURE << 8;
         return;
     }
-    /* The guard reports the command's status before it exits; without a report (the
-     * guard died: it was killed, or the command could not be started) its own stands. */
-    memset(&done, 0, sizeof(done));
-    hear_guard(p, &done);
-    if (done.kind != MSG_DONE) {
-        p->wstatus = st;
-        return;
-    }
-    p->wstatus = done.status;
-    p->guard_why = done.why;
-    p->guard_killed = done.killed;
-    if (done.killed)
-        fprintf(stderr, "redlock: %s (pid %ld) was still running %ld ms after SIGTERM: "
-                "SIGKILL\n", p->argv[0], (long)p->cmd_pid, p->grace_ms);
-    if (done.why == CLI_GUARD_DEADLINE && !p->stopping)
-        fprintf(stderr, "redlock: lost the lock on %s: its validity ran out while redlock "
-                "was held up; %s (pid %ld) got SIGTERM at the deadline\n", p->name,
-                p->argv[0], (long)p->cmd_pid);
+    /* The guard reports the command's status before it exits: read after the reaping,
+     * the report is there. */
+    reaped(p, st);
 }
 
 void cli_proc_stop(cli_proc *p, const char *name, const char *why)
@@ -442,7 +452,7 @@ void cli_proc_stop(cli_proc *p, const char *name, const char *why)
         return;
     p->stopping = 1;
     p->kill_at = cli_now_ms() + p->grace_ms;
-    hear_guard(p, NULL);
+    hear_guard(p);
     fprintf(stderr, "redlock: lost the lock on %s: %s; sending SIGTERM to %s (pid %ld)\n",
             name, why, p->argv[0], (long)(p->cmd_pid > 0 ? p->cmd_pid : p->pid));
     tell_guard(p, MSG_STOP, 0);
@@ -477,16 +487,23 @@ int cli_proc_exit_code(const cli_proc *p, int lost, const char *name)
 
 void cli_proc_kill(cli_proc *p)
 {
-    if (p->pid <= 0)
+    pid_t r;
+    int st = CLI_EXIT_FAILURE << 8;
+
+    /* (Reaped already: its pid may be another process's now.) */
+    if (p->pid <= 0 || p->done)
         return;
     if (kill(p->pid, SIGKILL) != 0 && errno != ESRCH)
         fprintf(stderr, "redlock: kill: %s\n", strerror(errno));
-    while (!p->done) {
-        /* Blocking: the guard has been sent SIGKILL (its command gets one too). */
-        pid_t r = waitpid(p->pid, &p->wstatus, 0);
-        if (r == p->pid || (r < 0 && errno != EINTR))
-            p->done = 1;
+    /* Blocking: the guard has been sent SIGKILL (its command gets one too). */
+    while ((r = waitpid(p->pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (r < 0) {
+        fprintf(stderr, "redlock: waitpid: %s\n", strerror(errno));
+        st = CLI_EXIT_FAILURE << 8;
     }
+    /* A guard that ended by itself first has reported the command's status. */
+    reaped(p, st);
 }
 
 void cli_proc_fini(cli_proc *p)

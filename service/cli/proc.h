@@ -53,6 +53,9 @@ typedef struct cli_proc {
     int stopping;                   /* cli_proc_stop was called */
     int64_t kill_at;                /* stopping: the guard sends SIGKILL then */
     int killed;                     /* we sent SIGKILL to the guard (it did not end) */
+    int reported;                   /* the guard's report was read: report_status, guard_why
+                                     * and guard_killed (kept until it is reaped) */
+    int report_status;              /* the command's wait status, as the guard reported it */
     int guard_why;                  /* CLI_GUARD_*: why the guard stopped the command */
     int guard_killed;               /* the guard had to SIGKILL the command */
 } cli_proc;
@@ -107,7 +110,8 @@ int64_t cli_proc_tick(cli_proc *p, int64_t now, int64_t cap_ms);
 int cli_proc_exit_code(const cli_proc *p, int lost, const char *name);
 
 /* Kill the guard (SIGKILL; the command gets SIGKILL from its parent-death signal) and
- * reap it: after a failure of the caller's loop. */
+ * reap it: after a failure of the caller's loop.  p->wstatus is then the command's
+ * status if the guard had reported it.  No-op once the guard has been reaped. */
 void cli_proc_kill(cli_proc *p);
 
 /* Close p->sfd and the socket to the guard. */

@@ -875,3 +875,35 @@ Test(proc, a_message_the_guard_left_unread_does_not_hide_its_report)
     (void)unlink(pidfile);
     (void)rmdir(dir);
 }
+
+/* cli_proc_stop reads the guard's messages for the command's pid: a report already
+ * there (the command ended just before the loss) is kept for the reaping, not dropped. */
+Test(proc, a_report_read_while_stopping_is_kept)
+{
+    char *argv[4];
+    cli_proc p;
+
+    spawn_sh(&p, argv, "exit 7");
+    cr_assert(wait_state(p.pid, 'Z'), "the guard did not exit"); /* reported, unreaped */
+    cli_proc_stop(&p, "unit/proc", "a loss in the test");
+    supervise(&p);
+    cr_assert(WIFEXITED(p.wstatus) && WEXITSTATUS(p.wstatus) == 7,
+              "wait status %#x, not the command's exit 7", p.wstatus);
+    cr_assert_eq(p.guard_why, CLI_GUARD_NONE, "the command ended by itself");
+    cli_proc_fini(&p);
+}
+
+/* cli_proc_kill after the guard reported: the command's status, not the guard's. */
+Test(proc, killing_a_guard_that_already_reported_keeps_the_commands_status)
+{
+    char *argv[4];
+    cli_proc p;
+
+    spawn_sh(&p, argv, "exit 7");
+    cr_assert(wait_state(p.pid, 'Z'), "the guard did not exit");
+    cli_proc_kill(&p);
+    cr_assert(p.done);
+    cr_assert(WIFEXITED(p.wstatus) && WEXITSTATUS(p.wstatus) == 7,
+              "wait status %#x, not the command's exit 7", p.wstatus);
+    cli_proc_fini(&p);
+}
