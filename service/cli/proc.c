@@ -189,8 +189,12 @@ static int guard_signals(guard *g, int sfd, int *status)
     while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGCHLD) {
             pid_t r;
+            if (done)
+                continue; /* reaped: a second waitpid() would fail and spoil *status */
             while ((r = waitpid(g->cmd, status, WNOHANG)) < 0 && errno == EINTR)
                 ;
+            if (r < 0) /* ECHILD: cannot happen for its own child; no status is no success */
+                *status = CLI_EXIT_FAILURE << 8;
             if (r == g->cmd || r < 0)
                 done = 1;
         } else if (getppid() != g->cli) {
@@ -295,7 +299,9 @@ reaped:
                 "on %s: it got SIGTERM%s\n", (long)g.cli, p->argv[0], (long)g.cmd, p->name,
                 g.killed ? ", and SIGKILL after the grace period" : "");
     }
-    _exit(0);
+    /* Its own status says what its report says, should redlock fail to read that: the
+     * command's, or 75 when it stopped the command (the lock was lost). */
+    _exit(g.why == CLI_GUARD_NONE ? cli_exit_for_wait(status) : CLI_EXIT_TEMPFAIL);
 }
 
 /* ---- redlock's side ------------------------------------------------------------------ */

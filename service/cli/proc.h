@@ -17,7 +17,8 @@
  * Signals redlock forwards (SIGINT, SIGTERM, SIGHUP, SIGQUIT) go to the guard, which passes
  * them on, unless a terminal sent them to the whole process group (CMD has them already).
  * Single-threaded: redlock waits on cli_proc.sfd (SIGCHLD and the forwarded signals)
- * together with its HTTP transfers; the guard reports CMD's status before it exits. */
+ * together with its HTTP transfers; the guard reports CMD's status before it exits, and
+ * exits with it too (75 if it stopped CMD), should the report go unread. */
 #ifndef RLC_PROC_H
 #define RLC_PROC_H
 

@@ -907,3 +907,19 @@ Test(proc, killing_a_guard_that_already_reported_keeps_the_commands_status)
               "wait status %#x, not the command's exit 7", p.wstatus);
     cli_proc_fini(&p);
 }
+
+/* A report redlock cannot read (here: its end of the socket closed) leaves the guard's
+ * own exit status, which says the command's too, never a success it did not have. */
+Test(proc, the_guards_own_status_is_the_commands)
+{
+    char *argv[4];
+    cli_proc p;
+
+    spawn_sh(&p, argv, "exit 7");
+    cr_assert(wait_state(p.pid, 'Z'), "the guard did not exit");
+    cr_assert_eq(close(p.sock), 0);
+    p.sock = -1;
+    supervise(&p);
+    cr_assert_eq(cli_exit_for_wait(p.wstatus), 7, "wait status %#x", p.wstatus);
+    cli_proc_fini(&p);
+}
