@@ -47,7 +47,7 @@ int64_t cli_now_ms(void)
 
 int cli_proc_init(cli_proc *p, char **argv, const char *name, long grace_ms)
 {
-    struct sigaction ign;
+    struct sigaction ign, dfl;
 
     memset(p, 0, sizeof(*p));
     p->sfd = -1;
@@ -74,6 +74,16 @@ int cli_proc_init(cli_proc *p, char **argv, const char *name, long grace_ms)
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     if (sigaction(SIGPIPE, &ign, &p->old_pipe) != 0) {
+        fprintf(stderr, "redlock: sigaction: %s\n", strerror(errno));
+        return -1;
+    }
+    /* A SIGCHLD our caller ignores (SIG_IGN survives exec) has the kernel reap children
+     * at once, with no SIGCHLD: the guard would never see its command end, nor redlock
+     * its guard.  The caller's disposition goes back in the command. */
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    if (sigaction(SIGCHLD, &dfl, &p->old_chld) != 0) {
         fprintf(stderr, "redlock: sigaction: %s\n", strerror(errno));
         return -1;
     }
@@ -109,6 +119,7 @@ static void exec_command(cli_proc *p, pid_t guard, long long fence_value, const 
         _exit(126);
     }
     if (sigaction(SIGPIPE, &p->old_pipe, NULL) != 0 ||
+        sigaction(SIGCHLD, &p->old_chld, NULL) != 0 ||
         sigprocmask(SIG_SETMASK, &p->old_mask, NULL) != 0 ||
         setenv("REDLOCK_FENCING_TOKEN", fence, 1) != 0 ||
         setenv("REDLOCK_LEASE", lease, 1) != 0 ||

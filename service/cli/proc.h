@@ -40,6 +40,7 @@ typedef struct cli_proc {
     sigset_t mask;                  /* the signals blocked into sfd */
     sigset_t old_mask;              /* restored in the command */
     struct sigaction old_pipe;      /* SIGPIPE disposition, restored in the command */
+    struct sigaction old_chld;      /* SIGCHLD disposition, restored in the command */
     char **argv;                    /* the command (borrowed) */
     const char *name;               /* the lock's name, for messages (borrowed) */
     long slot;                      /* REDLOCK_SLOT (a semaphore's permit), -1: none */
@@ -66,8 +67,9 @@ int64_t cli_now_ms(void);
 
 /* Set p up for argv and name (both borrowed) and grace_ms, and block SIGCHLD and the
  * forwarded signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) into p->sfd; ignore SIGPIPE (a
- * closed connection must not kill the lock holder).  Returns 0, or -1 with a message
- * printed. */
+ * closed connection must not kill the lock holder); give SIGCHLD its default action (an
+ * ignored one, inherited from the caller, would reap the guard and the command unseen).
+ * Returns 0, or -1 with a message printed. */
 int cli_proc_init(cli_proc *p, char **argv, const char *name, long grace_ms);
 
 /* Read one pending signal from p->sfd.  Returns its number, 0 if none is pending, -1 on

@@ -822,15 +822,20 @@ static void spawn_sh(cli_proc *p, char **argv, const char *script)
 }
 
 /* What redlock's loops do: watch the signals and reap, until the guard is reaped (10 s
- * at most). */
-static void supervise(cli_proc *p)
+ * at most).  Returns p->done. */
+static int watch(cli_proc *p)
 {
     for (int64_t until = cli_now_ms() + 10000; !p->done && cli_now_ms() < until;) {
         struct pollfd fd = {.fd = p->sfd, .events = POLLIN};
         (void)poll(&fd, 1, 100);
         cli_proc_on_signals(p);
     }
-    cr_assert(p->done, "the guard was not reaped within 10 s");
+    return p->done;
+}
+
+static void supervise(cli_proc *p)
+{
+    cr_assert(watch(p), "the guard was not reaped within 10 s");
 }
 
 /* The elect_runs_cmd_with_the_token_and_exits_with_its_status flake: `redlock elect NAME
@@ -920,6 +925,25 @@ Test(proc, the_guards_own_status_is_the_commands)
     cr_assert_eq(close(p.sock), 0);
     p.sock = -1;
     supervise(&p);
+    cr_assert_eq(cli_exit_for_wait(p.wstatus), 7, "wait status %#x", p.wstatus);
+    cli_proc_fini(&p);
+}
+
+/* A SIGCHLD that redlock's caller ignores (inherited across exec) has the kernel reap
+ * the command unseen, with no SIGCHLD: the guard waited for it until the lock's end (run
+ * and elect hung for good).  The command gets its caller's disposition back. */
+Test(proc, a_sigchld_the_caller_ignores_does_not_hide_the_commands_end)
+{
+    char *argv[4];
+    cli_proc p;
+    int ended;
+
+    cr_assert_neq(signal(SIGCHLD, SIG_IGN), SIG_ERR);
+    spawn_sh(&p, argv, "exit 7");
+    ended = watch(&p);
+    if (!ended)
+        cli_proc_kill(&p); /* the guard, which would wait a minute */
+    cr_assert(ended, "the guard did not see its command end within 10 s");
     cr_assert_eq(cli_exit_for_wait(p.wstatus), 7, "wait status %#x", p.wstatus);
     cli_proc_fini(&p);
 }
