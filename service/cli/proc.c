@@ -47,7 +47,7 @@ int64_t cli_now_ms(void)
 
 int cli_proc_init(cli_proc *p, char **argv, const char *name, long grace_ms)
 {
-    struct sigaction ign;
+    struct sigaction ign, dfl;
 
     memset(p, 0, sizeof(*p));
     p->sfd = -1;
@@ -74,6 +74,16 @@ int cli_proc_init(cli_proc *p, char **argv, const char *name, long grace_ms)
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     if (sigaction(SIGPIPE, &ign, &p->old_pipe) != 0) {
+        fprintf(stderr, "redlock: sigaction: %s\n", strerror(errno));
+        return -1;
+    }
+    /* A SIGCHLD our caller ignores (SIG_IGN survives exec) has the kernel reap children
+     * at once, with no SIGCHLD: the guard would never see its command end, nor redlock
+     * its guard.  The caller's disposition goes back in the command. */
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    if (sigaction(SIGCHLD, &dfl, &p->old_chld) != 0) {
         fprintf(stderr, "redlock: sigaction: %s\n", strerror(errno));
         return -1;
     }
@@ -109,6 +119,7 @@ static void exec_command(cli_proc *p, pid_t guard, long long fence_value, const 
         _exit(126);
     }
     if (sigaction(SIGPIPE, &p->old_pipe, NULL) != 0 ||
+        sigaction(SIGCHLD, &p->old_chld, NULL) != 0 ||
         sigprocmask(SIG_SETMASK, &p->old_mask, NULL) != 0 ||
         setenv("REDLOCK_FENCING_TOKEN", fence, 1) != 0 ||
         setenv("REDLOCK_LEASE", lease, 1) != 0 ||
@@ -189,8 +200,12 @@ static int guard_signals(guard *g, int sfd, int *status)
     while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGCHLD) {
             pid_t r;
+            if (done)
+                continue; /* reaped: a second waitpid() would fail and spoil *status */
             while ((r = waitpid(g->cmd, status, WNOHANG)) < 0 && errno == EINTR)
                 ;
+            if (r < 0) /* ECHILD: cannot happen for its own child; no status is no success */
+                *status = CLI_EXIT_FAILURE << 8;
             if (r == g->cmd || r < 0)
                 done = 1;
         } else if (getppid() != g->cli) {
@@ -295,7 +310,9 @@ reaped:
                 "on %s: it got SIGTERM%s\n", (long)g.cli, p->argv[0], (long)g.cmd, p->name,
                 g.killed ? ", and SIGKILL after the grace period" : "");
     }
-    _exit(0);
+    /* Its own status says what its report says, should redlock fail to read that: the
+     * command's, or 75 when it stopped the command (the lock was lost). */
+    _exit(g.why == CLI_GUARD_NONE ? cli_exit_for_wait(status) : CLI_EXIT_TEMPFAIL);
 }
 
 /* ---- redlock's side ------------------------------------------------------------------ */
@@ -346,18 +363,55 @@ static void tell_guard(cli_proc *p, int kind, int64_t value)
         fprintf(stderr, "redlock: telling the guard of %s: %s\n", p->argv[0], strerror(errno));
 }
 
-/* Take the guard's messages (its command's pid, its report). */
-static void hear_guard(cli_proc *p, guard_msg *done)
+/* Take the guard's messages (its command's pid, its report).
+ *
+ * A guard that exits with a message of ours unread (a deadline sent as it reported: the
+ * first ping's answer as a command exits at once) resets the connection, as any
+ * SOCK_SEQPACKET or SOCK_STREAM peer closing with unread data does: the next recv() fails
+ * with ECONNRESET, once (reading the error clears it), although the guard's report waits
+ * in the queue behind it.  So read on past it. */
+static void hear_guard(cli_proc *p)
 {
     guard_msg m;
+    int resets = 0;
 
-    while (p->sock >= 0 &&
-           recv(p->sock, &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m)) {
+    while (p->sock >= 0) {
+        ssize_t n = recv(p->sock, &m, sizeof(m), MSG_DONTWAIT);
+        if (n < 0 && errno == ECONNRESET && resets++ == 0)
+            continue;
+        if (n != (ssize_t)sizeof(m))
+            break;
         if (m.kind == MSG_STARTED)
             p->cmd_pid = (pid_t)m.value;
-        else if (m.kind == MSG_DONE && done != NULL)
-            *done = m;
+        else if (m.kind == MSG_DONE) {
+            /* Kept until the guard is reaped, whoever reads it (cli_proc_stop too). */
+            p->reported = 1;
+            p->report_status = m.status;
+            p->guard_why = m.why;
+            p->guard_killed = m.killed;
+        }
     }
+}
+
+/* The guard was reaped with wait status st: the command's status is the one the guard
+ * reported, read now or before; without a report (the guard died: it was killed, or the
+ * command could not be started) the guard's own stands. */
+static void reaped(cli_proc *p, int st)
+{
+    p->done = 1;
+    hear_guard(p);
+    if (!p->reported) {
+        p->wstatus = st;
+        return;
+    }
+    p->wstatus = p->report_status;
+    if (p->guard_killed)
+        fprintf(stderr, "redlock: %s (pid %ld) was still running %ld ms after SIGTERM: "
+                "SIGKILL\n", p->argv[0], (long)p->cmd_pid, p->grace_ms);
+    if (p->guard_why == CLI_GUARD_DEADLINE && !p->stopping)
+        fprintf(stderr, "redlock: lost the lock on %s: its validity ran out while redlock "
+                "was held up; %s (pid %ld) got SIGTERM at the deadline\n", p->name,
+                p->argv[0], (long)p->cmd_pid);
 }
 
 void cli_proc_set_deadline(cli_proc *p, int64_t deadline)
@@ -388,7 +442,6 @@ void cli_proc_on_signals(cli_proc *p)
 
 void cli_proc_reap(cli_proc *p)
 {
-    guard_msg done;
     pid_t r;
     int st;
 
@@ -405,24 +458,9 @@ void cli_proc_reap(cli_proc *p)
         p->wstatus = CLI_EXIT_FAILURE << 8;
         return;
     }
-    /* The guard reports the command's status before it exits; without a report (the
-     * guard died: it was killed, or the command could not be started) its own stands. */
-    memset(&done, 0, sizeof(done));
-    hear_guard(p, &done);
-    if (done.kind != MSG_DONE) {
-        p->wstatus = st;
-        return;
-    }
-    p->wstatus = done.status;
-    p->guard_why = done.why;
-    p->guard_killed = done.killed;
-    if (done.killed)
-        fprintf(stderr, "redlock: %s (pid %ld) was still running %ld ms after SIGTERM: "
-                "SIGKILL\n", p->argv[0], (long)p->cmd_pid, p->grace_ms);
-    if (done.why == CLI_GUARD_DEADLINE && !p->stopping)
-        fprintf(stderr, "redlock: lost the lock on %s: its validity ran out while redlock "
-                "was held up; %s (pid %ld) got SIGTERM at the deadline\n", p->name,
-                p->argv[0], (long)p->cmd_pid);
+    /* The guard reports the command's status before it exits: read after the reaping,
+     * the report is there. */
+    reaped(p, st);
 }
 
 void cli_proc_stop(cli_proc *p, const char *name, const char *why)
@@ -431,7 +469,7 @@ void cli_proc_stop(cli_proc *p, const char *name, const char *why)
         return;
     p->stopping = 1;
     p->kill_at = cli_now_ms() + p->grace_ms;
-    hear_guard(p, NULL);
+    hear_guard(p);
     fprintf(stderr, "redlock: lost the lock on %s: %s; sending SIGTERM to %s (pid %ld)\n",
             name, why, p->argv[0], (long)(p->cmd_pid > 0 ? p->cmd_pid : p->pid));
     tell_guard(p, MSG_STOP, 0);
@@ -466,16 +504,23 @@ int cli_proc_exit_code(const cli_proc *p, int lost, const char *name)
 
 void cli_proc_kill(cli_proc *p)
 {
-    if (p->pid <= 0)
+    pid_t r;
+    int st = CLI_EXIT_FAILURE << 8;
+
+    /* (Reaped already: its pid may be another process's now.) */
+    if (p->pid <= 0 || p->done)
         return;
     if (kill(p->pid, SIGKILL) != 0 && errno != ESRCH)
         fprintf(stderr, "redlock: kill: %s\n", strerror(errno));
-    while (!p->done) {
-        /* Blocking: the guard has been sent SIGKILL (its command gets one too). */
-        pid_t r = waitpid(p->pid, &p->wstatus, 0);
-        if (r == p->pid || (r < 0 && errno != EINTR))
-            p->done = 1;
+    /* Blocking: the guard has been sent SIGKILL (its command gets one too). */
+    while ((r = waitpid(p->pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (r < 0) {
+        fprintf(stderr, "redlock: waitpid: %s\n", strerror(errno));
+        st = CLI_EXIT_FAILURE << 8;
     }
+    /* A guard that ended by itself first has reported the command's status. */
+    reaped(p, st);
 }
 
 void cli_proc_fini(cli_proc *p)

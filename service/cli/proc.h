@@ -17,7 +17,8 @@
  * Signals redlock forwards (SIGINT, SIGTERM, SIGHUP, SIGQUIT) go to the guard, which passes
  * them on, unless a terminal sent them to the whole process group (CMD has them already).
  * Single-threaded: redlock waits on cli_proc.sfd (SIGCHLD and the forwarded signals)
- * together with its HTTP transfers; the guard reports CMD's status before it exits. */
+ * together with its HTTP transfers; the guard reports CMD's status before it exits, and
+ * exits with it too (75 if it stopped CMD), should the report go unread. */
 #ifndef RLC_PROC_H
 #define RLC_PROC_H
 
@@ -39,6 +40,7 @@ typedef struct cli_proc {
     sigset_t mask;                  /* the signals blocked into sfd */
     sigset_t old_mask;              /* restored in the command */
     struct sigaction old_pipe;      /* SIGPIPE disposition, restored in the command */
+    struct sigaction old_chld;      /* SIGCHLD disposition, restored in the command */
     char **argv;                    /* the command (borrowed) */
     const char *name;               /* the lock's name, for messages (borrowed) */
     long slot;                      /* REDLOCK_SLOT (a semaphore's permit), -1: none */
@@ -53,6 +55,9 @@ typedef struct cli_proc {
     int stopping;                   /* cli_proc_stop was called */
     int64_t kill_at;                /* stopping: the guard sends SIGKILL then */
     int killed;                     /* we sent SIGKILL to the guard (it did not end) */
+    int reported;                   /* the guard's report was read: report_status, guard_why
+                                     * and guard_killed (kept until it is reaped) */
+    int report_status;              /* the command's wait status, as the guard reported it */
     int guard_why;                  /* CLI_GUARD_*: why the guard stopped the command */
     int guard_killed;               /* the guard had to SIGKILL the command */
 } cli_proc;
@@ -62,8 +67,9 @@ int64_t cli_now_ms(void);
 
 /* Set p up for argv and name (both borrowed) and grace_ms, and block SIGCHLD and the
  * forwarded signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) into p->sfd; ignore SIGPIPE (a
- * closed connection must not kill the lock holder).  Returns 0, or -1 with a message
- * printed. */
+ * closed connection must not kill the lock holder); give SIGCHLD its default action (an
+ * ignored one, inherited from the caller, would reap the guard and the command unseen).
+ * Returns 0, or -1 with a message printed. */
 int cli_proc_init(cli_proc *p, char **argv, const char *name, long grace_ms);
 
 /* Read one pending signal from p->sfd.  Returns its number, 0 if none is pending, -1 on
@@ -107,7 +113,8 @@ int64_t cli_proc_tick(cli_proc *p, int64_t now, int64_t cap_ms);
 int cli_proc_exit_code(const cli_proc *p, int lost, const char *name);
 
 /* Kill the guard (SIGKILL; the command gets SIGKILL from its parent-death signal) and
- * reap it: after a failure of the caller's loop. */
+ * reap it: after a failure of the caller's loop.  p->wstatus is then the command's
+ * status if the guard had reported it.  No-op once the guard has been reaped. */
 void cli_proc_kill(cli_proc *p);
 
 /* Close p->sfd and the socket to the guard. */

@@ -856,6 +856,27 @@ def elect_runs_cmd_with_the_token_and_exits_with_its_status(env):
     check(r.returncode == 2, "elect --wait: %r" % (r,))
 
 
+def ignore_sigchld():
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+
+@test
+def run_and_elect_see_cmd_end_when_their_caller_ignores_sigchld(env):
+    """SIG_IGN for SIGCHLD survives exec and has the kernel reap children unseen: redlock
+    takes the default back (its guard waited for CMD's end until the lock's, for good),
+    and CMD gets its caller's disposition again."""
+    def cli(*args):
+        return subprocess.run([env.redlock] + list(args), env=env.env(), capture_output=True,
+                              text=True, timeout=20, preexec_fn=ignore_sigchld)
+    for cmd in ("run", "elect"):
+        r = cli(cmd, env.name("sigchld"), "--", "sh", "-c", "exit 7")
+        check(r.returncode == 7, "%s: %r" % (cmd, r))
+        r = cli(cmd, env.name("sigchld"), "--", "grep", "^SigIgn:", "/proc/self/status")
+        check(r.returncode == 0, "%s: %r" % (cmd, r))
+        check(int(r.stdout.split()[1], 16) & (1 << (signal.SIGCHLD - 1)),
+              "%s: CMD's SIGCHLD is not ignored: %r" % (cmd, r.stdout))
+
+
 @test
 def elect_owner_is_sent_or_refused_clearly(env):
     """--owner goes in the POST body.  A service that does not know "owner" yet refuses

@@ -1,17 +1,23 @@
 /* test_cli_unit.c -- unit tests of the redlock client's pure parts: the command line
  * (args.c), exit codes and the lease clock (policy.c, keep.c's sleep), request bodies
- * (ops.c). */
+ * (ops.c); and of the command's guard (proc.c), with real processes. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/keep.h"
 #include "cli/ops.h"
 #include "cli/policy.h"
+#include "cli/proc.h"
 
 /* ---- args ------------------------------------------------------------------------ */
 
@@ -771,4 +777,173 @@ Test(args, max_hold_goes_with_run_and_elect_and_into_the_grant)
         cr_assert_eq(parse(&o, NULL, (const char **)bad[i], err, sizeof(err)), -1, "case %zu", i);
         cr_assert(strstr(err, "--max-hold") != NULL, "case %zu: %s", i, err);
     }
+}
+
+/* ---- proc: the guard's report of the command's status ----------------------------- */
+
+TestSuite(proc, .timeout = 60);
+
+/* The state letter in /proc/PID/stat ('T' stopped, 'Z' zombie), '?' if unreadable. */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512], *close_paren;
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return '?';
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    close_paren = strrchr(buf, ')');
+    return close_paren != NULL && close_paren[1] == ' ' ? close_paren[2] : '?';
+}
+
+/* Wait until pid is in state st, 10 s at most.  Returns 1 if it got there. */
+static int wait_state(pid_t pid, char st)
+{
+    for (int64_t until = cli_now_ms() + 10000; cli_now_ms() < until; usleep(2000))
+        if (proc_state(pid) == st)
+            return 1;
+    return 0;
+}
+
+/* Start `sh -c script` under a guard (deadline a minute away). */
+static void spawn_sh(cli_proc *p, char **argv, const char *script)
+{
+    argv[0] = (char *)"sh";
+    argv[1] = (char *)"-c";
+    argv[2] = (char *)script;
+    argv[3] = NULL;
+    cr_assert_eq(cli_proc_init(p, argv, "unit/proc", 1000), 0);
+    cr_assert_eq(cli_proc_spawn(p, 42, "unit-lease", cli_now_ms() + 60000), 0);
+}
+
+/* What redlock's loops do: watch the signals and reap, until the guard is reaped (10 s
+ * at most).  Returns p->done. */
+static int watch(cli_proc *p)
+{
+    for (int64_t until = cli_now_ms() + 10000; !p->done && cli_now_ms() < until;) {
+        struct pollfd fd = {.fd = p->sfd, .events = POLLIN};
+        (void)poll(&fd, 1, 100);
+        cli_proc_on_signals(p);
+    }
+    return p->done;
+}
+
+static void supervise(cli_proc *p)
+{
+    cr_assert(watch(p), "the guard was not reaped within 10 s");
+}
+
+/* The elect_runs_cmd_with_the_token_and_exits_with_its_status flake: `redlock elect NAME
+ * -- /nonexistent/command` exited 0, not 127.  The first ping's answer moved the deadline
+ * (MSG_DEADLINE) just as the guard, the command gone at once, reported and exited: it
+ * left that message unread, and a SOCK_SEQPACKET peer that closes with unread data
+ * resets the connection, so redlock's next recv() failed (ECONNRESET) once although the
+ * report was queued behind the error; redlock took the guard's own exit status, 0.
+ * Forced here: the command stops its guard and exits; two messages wait for the guard, a
+ * datagram its read stops at, then a new deadline; the guard, continued, takes the first
+ * message, reaps the command, reports and exits with the deadline unread. */
+Test(proc, a_message_the_guard_left_unread_does_not_hide_its_report)
+{
+    char dir[] = "/tmp/redlock-unit.XXXXXX", pidfile[64], script[320], *argv[4], buf[32];
+    cli_proc p;
+    pid_t cmd = 0;
+    FILE *f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(pidfile, sizeof(pidfile), "%s/pid", dir);
+    snprintf(script, sizeof(script), "echo $$ > %s.new && mv %s.new %s; kill -STOP $PPID; exit 7",
+             pidfile, pidfile, pidfile);
+    spawn_sh(&p, argv, script);
+    for (int64_t until = cli_now_ms() + 10000; cmd <= 0 && cli_now_ms() < until; usleep(2000)) {
+        if ((f = fopen(pidfile, "r")) == NULL)
+            continue;
+        if (fgets(buf, sizeof(buf), f) != NULL)
+            cmd = (pid_t)atol(buf);
+        fclose(f);
+    }
+    cr_assert_gt(cmd, 0, "the command did not start");
+    cr_assert(wait_state(p.pid, 'T'), "the command did not stop its guard");
+    cr_assert(wait_state(cmd, 'Z'), "the command did not exit");
+    cr_assert_eq(send(p.sock, "x", 1, 0), 1);
+    cli_proc_set_deadline(&p, cli_now_ms() + 60000);
+    cr_assert_eq(kill(p.pid, SIGCONT), 0);
+    supervise(&p);
+    cr_assert(WIFEXITED(p.wstatus) && WEXITSTATUS(p.wstatus) == 7,
+              "wait status %#x, not the command's exit 7", p.wstatus);
+    cr_assert_eq(cli_proc_exit_code(&p, 0, "unit/proc"), 7);
+    cli_proc_fini(&p);
+    (void)unlink(pidfile);
+    (void)rmdir(dir);
+}
+
+/* cli_proc_stop reads the guard's messages for the command's pid: a report already
+ * there (the command ended just before the loss) is kept for the reaping, not dropped. */
+Test(proc, a_report_read_while_stopping_is_kept)
+{
+    char *argv[4];
+    cli_proc p;
+
+    spawn_sh(&p, argv, "exit 7");
+    cr_assert(wait_state(p.pid, 'Z'), "the guard did not exit"); /* reported, unreaped */
+    cli_proc_stop(&p, "unit/proc", "a loss in the test");
+    supervise(&p);
+    cr_assert(WIFEXITED(p.wstatus) && WEXITSTATUS(p.wstatus) == 7,
+              "wait status %#x, not the command's exit 7", p.wstatus);
+    cr_assert_eq(p.guard_why, CLI_GUARD_NONE, "the command ended by itself");
+    cli_proc_fini(&p);
+}
+
+/* cli_proc_kill after the guard reported: the command's status, not the guard's. */
+Test(proc, killing_a_guard_that_already_reported_keeps_the_commands_status)
+{
+    char *argv[4];
+    cli_proc p;
+
+    spawn_sh(&p, argv, "exit 7");
+    cr_assert(wait_state(p.pid, 'Z'), "the guard did not exit");
+    cli_proc_kill(&p);
+    cr_assert(p.done);
+    cr_assert(WIFEXITED(p.wstatus) && WEXITSTATUS(p.wstatus) == 7,
+              "wait status %#x, not the command's exit 7", p.wstatus);
+    cli_proc_fini(&p);
+}
+
+/* A report redlock cannot read (here: its end of the socket closed) leaves the guard's
+ * own exit status, which says the command's too, never a success it did not have. */
+Test(proc, the_guards_own_status_is_the_commands)
+{
+    char *argv[4];
+    cli_proc p;
+
+    spawn_sh(&p, argv, "exit 7");
+    cr_assert(wait_state(p.pid, 'Z'), "the guard did not exit");
+    cr_assert_eq(close(p.sock), 0);
+    p.sock = -1;
+    supervise(&p);
+    cr_assert_eq(cli_exit_for_wait(p.wstatus), 7, "wait status %#x", p.wstatus);
+    cli_proc_fini(&p);
+}
+
+/* A SIGCHLD that redlock's caller ignores (inherited across exec) has the kernel reap
+ * the command unseen, with no SIGCHLD: the guard waited for it until the lock's end (run
+ * and elect hung for good).  The command gets its caller's disposition back. */
+Test(proc, a_sigchld_the_caller_ignores_does_not_hide_the_commands_end)
+{
+    char *argv[4];
+    cli_proc p;
+    int ended;
+
+    cr_assert_neq(signal(SIGCHLD, SIG_IGN), SIG_ERR);
+    spawn_sh(&p, argv, "exit 7");
+    ended = watch(&p);
+    if (!ended)
+        cli_proc_kill(&p); /* the guard, which would wait a minute */
+    cr_assert(ended, "the guard did not see its command end within 10 s");
+    cr_assert_eq(cli_exit_for_wait(p.wstatus), 7, "wait status %#x", p.wstatus);
+    cli_proc_fini(&p);
 }
