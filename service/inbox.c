@@ -6,9 +6,16 @@
 void inbox_init(inbox *in, int n)
 {
     in->reads = 0;
+    in->foreign_until_us = 0;
     in->n = n < 0 ? 0 : n > CONFIG_MAX_MASTERS ? CONFIG_MAX_MASTERS : n;
     for (int i = 0; i < CONFIG_MAX_MASTERS; i++)
         in->fds[i] = -1;
+}
+
+void inbox_heard_foreign(inbox *in, int64_t now_us)
+{
+    __atomic_store_n(&in->foreign_until_us, now_us + (int64_t)INBOX_FOREIGN_MS * 1000,
+                     __ATOMIC_RELAXED);
 }
 
 void inbox_set_fd(inbox *in, int i, int fd)
@@ -34,9 +41,9 @@ uint32_t inbox_mark(const inbox *in)
     return in ? __atomic_load_n(&in->reads, __ATOMIC_ACQUIRE) : 0;
 }
 
-int inbox_quiet(const inbox *in, uint32_t mark)
+int inbox_quiet(const inbox *in, uint32_t mark, int64_t now_us)
 {
-    if (!in)
+    if (!in || __atomic_load_n(&in->foreign_until_us, __ATOMIC_RELAXED) <= now_us)
         return 1;
     if (mark & 1)
         return 0; /* a read was going on */

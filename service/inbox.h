@@ -18,8 +18,13 @@
 
 #include "config.h"
 
+/* How long after the last announcement from another instance the sockets are looked
+ * at: an instance alone (every announcement its own, which it skips) pays no poll(2). */
+#define INBOX_FOREIGN_MS 60000
+
 typedef struct inbox {
     uint32_t reads;                 /* odd while the owner reads its sockets (atomic) */
+    int64_t foreign_until_us;       /* until when others' announcements count (atomic) */
     int fds[CONFIG_MAX_MASTERS];    /* its subscriber sockets, -1: none (atomic) */
     int n;                          /* how many of fds are used (set before sharing) */
 } inbox;
@@ -30,6 +35,9 @@ void inbox_init(inbox *in, int n);
 /* The owner's thread: socket i is fd now (-1: gone). */
 void inbox_set_fd(inbox *in, int i, int fd);
 
+/* The owner's thread: an announcement from another instance came at now_us. */
+void inbox_heard_foreign(inbox *in, int64_t now_us);
+
 /* The owner's thread, around each read of its sockets and the handling of what came. */
 void inbox_read_begin(inbox *in);
 void inbox_read_end(inbox *in);
@@ -39,7 +47,9 @@ void inbox_read_end(inbox *in);
 uint32_t inbox_mark(const inbox *in);
 
 /* Any thread: whether nothing waited unread in the sockets when called, and no read
- * went on since mark was taken.  One poll(2) of the sockets, no wait.  NULL: quiet. */
-int inbox_quiet(const inbox *in, uint32_t mark);
+ * went on since mark was taken.  One poll(2) of the sockets, no wait, and only while
+ * other instances announce (INBOX_FOREIGN_MS): the first announcement of another
+ * instance after a silence that long is not waited for.  NULL: quiet. */
+int inbox_quiet(const inbox *in, uint32_t mark, int64_t now_us);
 
 #endif

@@ -110,6 +110,8 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     }
     if (!confirmed && origin && strlen(origin) == who_len && memcmp(who, origin, who_len) == 0)
         return; /* through this instance: its workers were told then */
+    if (!confirmed && s->n->inbox)
+        inbox_heard_foreign(s->n->inbox, clock_now_us());
     size_t nl;
     const char *name = keys_released_name(s->n->cfg->key_prefix, chan->str, chan->len, &nl);
     if (name)

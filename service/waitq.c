@@ -268,7 +268,7 @@ static int known_held(const waitq *q, const waiter *w, int64_t now)
 {
     return q->known_until_us > now &&
            !(q->known_len == w->lease_len && memcmp(q->known_lease, w->lease, w->lease_len) == 0) &&
-           inbox_quiet(q->env->inbox, inbox_mark(q->env->inbox));
+           inbox_quiet(q->env->inbox, inbox_mark(q->env->inbox), now);
 }
 
 static void publish_slot(waitq_known *k, uint64_t nh, uint64_t lease_hash, int64_t until_us,
@@ -319,7 +319,7 @@ int waitq_known_held(const waitq_known *known, const inbox *keeper_inbox, const 
         return 0;
     if (h != nh || until <= now_us || (lease && lh == keys_name_hash(lease, lease_len)))
         return 0;
-    if (!inbox_quiet(keeper_inbox, mark))
+    if (!inbox_quiet(keeper_inbox, mark, now_us))
         return 0; /* its keeper may be about to hear of a release */
     *retry_after_ms = (free_us - now_us + 999) / 1000;
     return 1;

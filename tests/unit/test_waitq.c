@@ -333,6 +333,7 @@ Test(waitq, nothing_is_known_held_while_an_announcement_waits_unread)
     inbox in;
     inbox_init(&in, 5);
     inbox_set_fd(&in, 2, sv[0]);
+    inbox_heard_foreign(&in, clock_now_us()); /* another instance announces */
     E.known = known;
     E.inbox = &in;
     fake a, b, c, d;
@@ -356,14 +357,19 @@ Test(waitq, nothing_is_known_held_while_an_announcement_waits_unread)
     cr_assert_eq(read(sv[0], &x, 1), 1);
     /* a read going on, or one that went on between the mark and the look */
     uint32_t mark = inbox_mark(&in);
-    cr_assert(inbox_quiet(&in, mark));
+    cr_assert(inbox_quiet(&in, mark, clock_now_us()));
     inbox_read_begin(&in);
-    cr_assert(!inbox_quiet(&in, inbox_mark(&in)), "a read goes on");
-    cr_assert(!inbox_quiet(&in, mark), "a read began after the mark");
+    cr_assert(!inbox_quiet(&in, inbox_mark(&in), clock_now_us()), "a read goes on");
+    cr_assert(!inbox_quiet(&in, mark, clock_now_us()), "a read began after the mark");
     inbox_read_end(&in);
-    cr_assert(!inbox_quiet(&in, mark), "a read went on after the mark");
-    cr_assert(inbox_quiet(&in, inbox_mark(&in)));
-    cr_assert(inbox_quiet(NULL, 0), "no inbox: nothing to wait for");
+    cr_assert(!inbox_quiet(&in, mark, clock_now_us()), "a read went on after the mark");
+    cr_assert(inbox_quiet(&in, inbox_mark(&in), clock_now_us()));
+    cr_assert(inbox_quiet(NULL, 0, clock_now_us()), "no inbox: nothing to wait for");
+    /* an instance alone (no announcement of another for a minute) looks at nothing */
+    cr_assert_eq(write(sv[1], "x", 1), 1);
+    cr_assert(!inbox_quiet(&in, inbox_mark(&in), clock_now_us()));
+    cr_assert(inbox_quiet(&in, inbox_mark(&in), clock_now_us() + (int64_t)INBOX_FOREIGN_MS * 1000 + 1),
+              "no other instance heard for a minute: no poll");
     E.known = NULL;
     E.inbox = NULL;
     close(sv[0]);
