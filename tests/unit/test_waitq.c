@@ -175,6 +175,16 @@ static void granted(fake *f, int64_t validity_ms)
 
 #define FAR_MS (60 * 1000)
 
+/* a's attempt is granted (validity 5 s) while b follows it: the name is contended, and
+ * its keeper knows it held by a's lease (b is answered 409 from that). */
+static void grant_followed(fake *a, fake *b)
+{
+    cr_assert_eq(admit(a, 0, NULL, NULL), WAITQ_ATTEMPT);
+    send(a);
+    cr_assert_eq(admit(b, 0, NULL, NULL), WAITQ_FOLLOWING);
+    granted(a, 5000);
+}
+
 /* ---- one attempt per name ---- */
 
 Test(waitq, an_acquire_with_nothing_in_the_way_attempts_at_once)
@@ -231,10 +241,7 @@ Test(waitq, a_grant_to_a_contended_name_is_known_held_for_other_leases_only)
     fake_init(&b, "n", "lease-b-0123456789");
     fake_init(&c, "n", "lease-c-0123456789");
     fake_init(&again, "n", "lease-a-0123456789");
-    cr_assert_eq(admit(&a, 0, NULL, NULL), WAITQ_ATTEMPT);
-    send(&a);
-    cr_assert_eq(admit(&b, 0, NULL, NULL), WAITQ_FOLLOWING);
-    granted(&a, 5000);
+    grant_followed(&a, &b);
     /* the follower learns it is held, without a round */
     cr_assert_eq(b.attempts, 0);
     cr_assert_eq(b.why, RL_E_LOCK_HELD);
@@ -263,10 +270,7 @@ Test(waitq, a_release_through_this_instance_forgets_what_was_known)
     fake_init(&a, "n", "lease-a-0123456789");
     fake_init(&b, "n", "lease-b-0123456789");
     fake_init(&c, "n", "lease-c-0123456789");
-    cr_assert_eq(admit(&a, 0, NULL, NULL), WAITQ_ATTEMPT);
-    send(&a);
-    cr_assert_eq(admit(&b, 0, NULL, NULL), WAITQ_FOLLOWING);
-    granted(&a, 5000);
+    grant_followed(&a, &b);
     waitq_wake(&E, "n", 1);
     cr_assert_eq(admit(&c, 0, NULL, NULL), WAITQ_ATTEMPT);
 }
@@ -279,10 +283,7 @@ Test(waitq, the_shared_slots_tell_any_worker_what_the_keeper_knows)
     fake a, b;
     fake_init(&a, "n", "lease-a-0123456789");
     fake_init(&b, "n", "lease-b-0123456789");
-    cr_assert_eq(admit(&a, 0, NULL, NULL), WAITQ_ATTEMPT);
-    send(&a);
-    cr_assert_eq(admit(&b, 0, NULL, NULL), WAITQ_FOLLOWING);
-    granted(&a, 5000);
+    grant_followed(&a, &b);
     int64_t now = clock_now_us(), ra = 0;
     const char *other = "lease-c-0123456789", *mine = "lease-a-0123456789";
     cr_assert(waitq_known_held(known, NULL, "n", 1, other, strlen(other), now, &ra));
@@ -341,10 +342,7 @@ Test(waitq, nothing_is_known_held_while_an_announcement_waits_unread)
     fake_init(&b, "n", "lease-b-0123456789");
     fake_init(&c, "n", "lease-c-0123456789");
     fake_init(&d, "n", "lease-d-0123456789");
-    cr_assert_eq(admit(&a, 0, NULL, NULL), WAITQ_ATTEMPT);
-    send(&a);
-    cr_assert_eq(admit(&b, 0, NULL, NULL), WAITQ_FOLLOWING);
-    granted(&a, 5000);
+    grant_followed(&a, &b);
     int64_t ra = 0;
     const char *other = "lease-c-0123456789";
     cr_assert(waitq_known_held(known, &in, "n", 1, other, strlen(other), clock_now_us(), &ra), "quiet: held");
