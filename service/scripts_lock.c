@@ -39,19 +39,19 @@
     "    local c = holds(v)\n"                                                        \
     "    local p = math.max(redis.call('PTTL', key), tonumber(ttl) - ext().delay(value) + d)\n" \
     "    if reentrant == '1' then c = c + 1 end\n"                                    \
-    "    local nv, f = ext().carry(v, counted(adopted(value), c))\n"                         \
+    "    local nv, f = ext().carry(v, aux().counted(aux().adopted(value), c))\n"             \
     "    p = ext().cap(nv, p)\n"                                                            \
     "    redis.call('SET', key, nv, 'PX', p)\n"                                       \
     "    outlive(p)\n"                                                                \
     "    return {" PROTO_S(PROTO_ACQ_ADOPTED) ", f or cur(b), c, p - d}\n"                                         \
     "  end\n"                                                                         \
     "  if v then\n"                                                                   \
-    "    if intent and tonumber(intent) > 0 then wants(K[3], lease, nil, intent) end\n" \
+    "    if intent and tonumber(intent) > 0 then aux().wants(K[3], lease, nil, intent) end\n" \
     "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', key), cur(b), ext().holder(key, v)}\n"         \
     "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
     "  if n > 0 then\n"                                                               \
-    "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
+    "    if intent and tonumber(intent) > 0 then aux().wants(K[3], lease, now, intent) end\n" \
     "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
     "  local f = bump(b)\n"                                                           \
@@ -66,7 +66,7 @@
     "function(_, b, token)\n"                                                     \
     "  local f, t = cur(b), tonumber(token)\n"                                        \
     "  if f < t then\n"                                                               \
-    "    setc(b, token)\n"                                                            \
+    "    aux().setc(b, token)\n"                                                      \
     "    return t\n"                                                                  \
     "  end\n"                                                                         \
     "  return f\n"                                                                    \
@@ -96,7 +96,7 @@
     "    local c = h - 1\n"                                                        \
     "    if to then c = to < 0 and (h > 1 and h or 0) or math.min(h, to) end\n"    \
     "    if c > 0 then\n"                                                          \
-    "      if c < h then redis.call('SET', key, counted(v, c), 'KEEPTTL') end\n"   \
+    "      if c < h then redis.call('SET', key, aux().counted(v, c), 'KEEPTTL') end\n"   \
     "      return {" PROTO_S(PROTO_REL_KEPT) " + c, redis.call('PTTL', key)}\n"                             \
     "    end\n"                                                                    \
     "  end\n"                                                                      \
@@ -111,7 +111,7 @@
     "    redis.call('PUBLISH', chan, origin)\n"                                    \
     "    return {" PROTO_S(PROTO_REL_DELETED) ", p}\n"                                                          \
     "  end\n"                                                                      \
-    "  if unshare(K[2], K[3], who) then\n"                                         \
+    "  if aux().unshare(K[2], K[3], who) then\n"                                   \
     "    redis.call('PUBLISH', chan, origin)\n"                                    \
     "    return " PROTO_S(PROTO_REL_DELETED) "\n"                                                               \
     "  end\n"                                                                      \
@@ -163,7 +163,7 @@
     "    local _, _, now = live(K[3])\n"                                              \
     "    if now and redis.call('ZSCORE', K[3], lease) then\n"                         \
     "      redis.call('ZADD', K[3], now + px, lease)\n"                                \
-    "      keep(K[3], K[4], px)\n"                                                    \
+    "      aux().keep(K[3], K[4], px)\n"                                              \
     "      outlive(px)\n"                                                             \
     "      return {" PROTO_S(PROTO_EXT_EXTENDED) ", cur(b)}\n"                                                      \
     "    end\n"                                                                       \
@@ -218,7 +218,7 @@
     "    s = math.max(tonumber(s), now + tonumber(ttl))\n"                            \
     "    redis.call('ZADD', K[2], s, lease)\n"                                         \
     "    redis.call('HSET', K[3], lease, '!')\n"                                       \
-    "    keep(K[2], K[3], s - now)\n"                                                 \
+    "    aux().keep(K[2], K[3], s - now)\n"                                           \
     "    outlive(s - now)\n"                                                          \
     "    return {" PROTO_S(PROTO_ACQ_ADOPTED) ", cur(b), 1, s - now}\n"                                            \
     "  end\n"                                                                         \
@@ -234,7 +234,7 @@
     "  end\n"                                                                      \
     "  redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                         \
     "  redis.call('HSET', K[3], lease, string.sub(value, #lease + 2))\n"               \
-    "  keep(K[2], K[3], ttl)\n"                                                       \
+    "  aux().keep(K[2], K[3], ttl)\n"                                                 \
     "  outlive(ttl)\n"                                                                \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
     "  return {" PROTO_S(PROTO_ACQ_GRANTED) ", cur(b)}\n"                                                          \
@@ -251,7 +251,7 @@
     "  local was = ours(key, v, old)\n"                                               \
     "  if was and holds(v) > 1 then\n"                                                 \
     "    local c = holds(v) - 1\n"                                                    \
-    "    redis.call('SET', key, counted(v, c), 'KEEPTTL')\n"                          \
+    "    redis.call('SET', key, aux().counted(v, c), 'KEEPTTL')\n"                    \
     "    return {" PROTO_S(PROTO_HANDOFF_KEPT) " + c, redis.call('PTTL', key), cur(b), old}\n"                     \
     "  end\n"                                                                         \
     "  if was then\n"                                                                 \
@@ -263,7 +263,7 @@
     "    return {" PROTO_S(PROTO_HANDOFF_REPLACED) ", f}\n"                                                             \
     "  end\n"                                                                         \
     "  local acquire = " FN_ACQUIRE "\n"                                              \
-    "  local gone = unshare(K[2], K[3], old)\n"                                       \
+    "  local gone = aux().unshare(K[2], K[3], old)\n"                                 \
     "  if gone then redis.call('PUBLISH', chan, origin) end\n"                         \
     "  local r = acquire({key, K[2], K[4]}, b, value, ttl, chan, origin)\n"           \
     "  if gone then r[1] = r[1] + " PROTO_S(PROTO_HANDOFF_READER) " end\n"                                           \
