@@ -322,8 +322,10 @@
 
 /* The operations SCRIPT_BATCH runs, declared once for both sides: the script's id, its
  * code in a batch (a Lua name, and the same as a C char), its keys and its arguments
- * (after the record's key and the clock window), its function.  The Lua table of
- * SCRIPT_BATCH (BATCH_LUA: "  a = {3, 7, function(...) ... end},") and
+ * (after the record's key and the clock window), its function.  SCRIPT_BATCH's Lua
+ * (BATCH_LUA: "  if c == 'a' then op = {3, 7, function(...) ... end} end", an
+ * operation's entry made where its code first appears in the call: a batch usually
+ * holds one or two kinds, and pays for no other's closure) and
  * scripts_lock_batch_code() (BATCH_SHAPE) are both made from it. */
 #define BATCH_OPS(X)                                                                 \
     X(SCRIPT_ACQUIRE, a, 'a', 3, 7, FN_ACQUIRE)                                      \
@@ -333,7 +335,8 @@
     X(SCRIPT_INSPECT, i, 'i', 2, 1, FN_INSPECT)                                      \
     X(SCRIPT_HANDOFF, h, 'h', 4, 6, FN_HANDOFF)                                      \
     X(SCRIPT_SHARED, s, 's', 4, 5, FN_SHARED)
-#define BATCH_LUA(id, name, code, nkeys, nargs, fn) "  " #name " = {" #nkeys ", " #nargs ", " fn "},\n"
+#define BATCH_LUA(id, name, code, nkeys, nargs, fn)                                  \
+    "    if c == '" #name "' then op = {" #nkeys ", " #nargs ", " fn "} end\n"
 #define BATCH_SHAPE(id, name, code, nkeys, nargs, fn) [id] = {code, nkeys, nargs},
 
 static const char *const sources[SCRIPT__COUNT] = {
@@ -351,14 +354,20 @@ static const char *const sources[SCRIPT__COUNT] = {
      * master's record, then each operation's keys in the same order.  Every operation
      * runs under pcall, so one that fails (a foreign key of the wrong type, say)
      * answers with its own error and the others go on; the reply holds the time it
-     * ran at (proto.h), then each operation's reply in turn. */
+     * ran at (proto.h), then each operation's reply in turn.  An operation's entry
+     * ({keys, arguments, function}) is made where its code first appears, and kept in
+     * ops for the rest of the call. */
     [SCRIPT_BATCH] =
         PRELUDE
-        "local ops = {\n" BATCH_OPS(BATCH_LUA) "}\n"
-        "local r, k, i, n = {NOW or " PROTO_S(PROTO_TIME_NONE) "}, 2, 1, #ARGV\n"
+        "local ops, r, k, i, n = {}, {NOW or " PROTO_S(PROTO_TIME_NONE) "}, 2, 1, #ARGV\n"
         "while i <= n do\n"
-        "  local op = ops[ARGV[i]]\n"
-        "  if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
+        "  local c = ARGV[i]\n"
+        "  local op = ops[c]\n"
+        "  if not op then\n"
+        BATCH_OPS(BATCH_LUA)
+        "    if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
+        "    ops[c] = op\n"
+        "  end\n"
         "  local ok, v = pcall(op[3], {unpack(KEYS, k, k + op[1] - 1)}, unpack(ARGV, i + 1, i + op[2]))\n"
         "  if not ok and (type(v) ~= 'table' or not v.err) then v = {err = tostring(v)} end\n"
         "  r[#r + 1] = v\n"
