@@ -39,19 +39,19 @@
     "    local c = holds(v)\n"                                                        \
     "    local p = math.max(redis.call('PTTL', key), tonumber(ttl) - ext().delay(value) + d)\n" \
     "    if reentrant == '1' then c = c + 1 end\n"                                    \
-    "    local nv, f = ext().carry(v, counted(adopted(value), c))\n"                         \
+    "    local nv, f = ext().carry(v, aux().counted(aux().adopted(value), c))\n"             \
     "    p = ext().cap(nv, p)\n"                                                            \
     "    redis.call('SET', key, nv, 'PX', p)\n"                                       \
     "    outlive(p)\n"                                                                \
     "    return {" PROTO_S(PROTO_ACQ_ADOPTED) ", f or cur(b), c, p - d}\n"                                         \
     "  end\n"                                                                         \
     "  if v then\n"                                                                   \
-    "    if intent and tonumber(intent) > 0 then wants(K[3], lease, nil, intent) end\n" \
+    "    if intent and tonumber(intent) > 0 then aux().wants(K[3], lease, nil, intent) end\n" \
     "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', key), cur(b), ext().holder(key, v)}\n"         \
     "  end\n"                                                                         \
     "  local n, longest, now = live(K[2])\n"                                          \
     "  if n > 0 then\n"                                                               \
-    "    if intent and tonumber(intent) > 0 then wants(K[3], lease, now, intent) end\n" \
+    "    if intent and tonumber(intent) > 0 then aux().wants(K[3], lease, now, intent) end\n" \
     "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", longest, cur(b), '" SCRIPTS_HOLDER_SHARED "'}\n"                 \
     "  end\n"                                                                         \
     "  local f = bump(b)\n"                                                           \
@@ -66,7 +66,7 @@
     "function(_, b, token)\n"                                                     \
     "  local f, t = cur(b), tonumber(token)\n"                                        \
     "  if f < t then\n"                                                               \
-    "    setc(b, token)\n"                                                            \
+    "    aux().setc(b, token)\n"                                                      \
     "    return t\n"                                                                  \
     "  end\n"                                                                         \
     "  return f\n"                                                                    \
@@ -96,7 +96,7 @@
     "    local c = h - 1\n"                                                        \
     "    if to then c = to < 0 and (h > 1 and h or 0) or math.min(h, to) end\n"    \
     "    if c > 0 then\n"                                                          \
-    "      if c < h then redis.call('SET', key, counted(v, c), 'KEEPTTL') end\n"   \
+    "      if c < h then redis.call('SET', key, aux().counted(v, c), 'KEEPTTL') end\n"   \
     "      return {" PROTO_S(PROTO_REL_KEPT) " + c, redis.call('PTTL', key)}\n"                             \
     "    end\n"                                                                    \
     "  end\n"                                                                      \
@@ -111,7 +111,7 @@
     "    redis.call('PUBLISH', chan, origin)\n"                                    \
     "    return {" PROTO_S(PROTO_REL_DELETED) ", p}\n"                                                          \
     "  end\n"                                                                      \
-    "  if unshare(K[2], K[3], who) then\n"                                         \
+    "  if aux().unshare(K[2], K[3], who) then\n"                                   \
     "    redis.call('PUBLISH', chan, origin)\n"                                    \
     "    return " PROTO_S(PROTO_REL_DELETED) "\n"                                                               \
     "  end\n"                                                                      \
@@ -163,7 +163,7 @@
     "    local _, _, now = live(K[3])\n"                                              \
     "    if now and redis.call('ZSCORE', K[3], lease) then\n"                         \
     "      redis.call('ZADD', K[3], now + px, lease)\n"                                \
-    "      keep(K[3], K[4], px)\n"                                                    \
+    "      aux().keep(K[3], K[4], px)\n"                                              \
     "      outlive(px)\n"                                                             \
     "      return {" PROTO_S(PROTO_EXT_EXTENDED) ", cur(b)}\n"                                                      \
     "    end\n"                                                                       \
@@ -218,7 +218,7 @@
     "    s = math.max(tonumber(s), now + tonumber(ttl))\n"                            \
     "    redis.call('ZADD', K[2], s, lease)\n"                                         \
     "    redis.call('HSET', K[3], lease, '!')\n"                                       \
-    "    keep(K[2], K[3], s - now)\n"                                                 \
+    "    aux().keep(K[2], K[3], s - now)\n"                                           \
     "    outlive(s - now)\n"                                                          \
     "    return {" PROTO_S(PROTO_ACQ_ADOPTED) ", cur(b), 1, s - now}\n"                                            \
     "  end\n"                                                                         \
@@ -234,7 +234,7 @@
     "  end\n"                                                                      \
     "  redis.call('ZADD', K[2], now + tonumber(ttl), lease)\n"                         \
     "  redis.call('HSET', K[3], lease, string.sub(value, #lease + 2))\n"               \
-    "  keep(K[2], K[3], ttl)\n"                                                       \
+    "  aux().keep(K[2], K[3], ttl)\n"                                                 \
     "  outlive(ttl)\n"                                                                \
     "  if chan then redis.call('PUBLISH', chan, '+' .. origin) end\n"                 \
     "  return {" PROTO_S(PROTO_ACQ_GRANTED) ", cur(b)}\n"                                                          \
@@ -251,7 +251,7 @@
     "  local was = ours(key, v, old)\n"                                               \
     "  if was and holds(v) > 1 then\n"                                                 \
     "    local c = holds(v) - 1\n"                                                    \
-    "    redis.call('SET', key, counted(v, c), 'KEEPTTL')\n"                          \
+    "    redis.call('SET', key, aux().counted(v, c), 'KEEPTTL')\n"                    \
     "    return {" PROTO_S(PROTO_HANDOFF_KEPT) " + c, redis.call('PTTL', key), cur(b), old}\n"                     \
     "  end\n"                                                                         \
     "  if was then\n"                                                                 \
@@ -263,7 +263,7 @@
     "    return {" PROTO_S(PROTO_HANDOFF_REPLACED) ", f}\n"                                                             \
     "  end\n"                                                                         \
     "  local acquire = " FN_ACQUIRE "\n"                                              \
-    "  local gone = unshare(K[2], K[3], old)\n"                                       \
+    "  local gone = aux().unshare(K[2], K[3], old)\n"                                 \
     "  if gone then redis.call('PUBLISH', chan, origin) end\n"                         \
     "  local r = acquire({key, K[2], K[4]}, b, value, ttl, chan, origin)\n"           \
     "  if gone then r[1] = r[1] + " PROTO_S(PROTO_HANDOFF_READER) " end\n"                                           \
@@ -322,8 +322,10 @@
 
 /* The operations SCRIPT_BATCH runs, declared once for both sides: the script's id, its
  * code in a batch (a Lua name, and the same as a C char), its keys and its arguments
- * (after the record's key and the clock window), its function.  The Lua table of
- * SCRIPT_BATCH (BATCH_LUA: "  a = {3, 7, function(...) ... end},") and
+ * (after the record's key and the clock window), its function.  SCRIPT_BATCH's Lua
+ * (BATCH_LUA: "  if c == 'a' then op = {3, 7, function(...) ... end} end", an
+ * operation's entry made where its code first appears in the call: a batch usually
+ * holds one or two kinds, and pays for no other's closure) and
  * scripts_lock_batch_code() (BATCH_SHAPE) are both made from it. */
 #define BATCH_OPS(X)                                                                 \
     X(SCRIPT_ACQUIRE, a, 'a', 3, 7, FN_ACQUIRE)                                      \
@@ -333,7 +335,8 @@
     X(SCRIPT_INSPECT, i, 'i', 2, 1, FN_INSPECT)                                      \
     X(SCRIPT_HANDOFF, h, 'h', 4, 6, FN_HANDOFF)                                      \
     X(SCRIPT_SHARED, s, 's', 4, 5, FN_SHARED)
-#define BATCH_LUA(id, name, code, nkeys, nargs, fn) "  " #name " = {" #nkeys ", " #nargs ", " fn "},\n"
+#define BATCH_LUA(id, name, code, nkeys, nargs, fn)                                  \
+    "    if c == '" #name "' then op = {" #nkeys ", " #nargs ", " fn "} end\n"
 #define BATCH_SHAPE(id, name, code, nkeys, nargs, fn) [id] = {code, nkeys, nargs},
 
 static const char *const sources[SCRIPT__COUNT] = {
@@ -351,14 +354,20 @@ static const char *const sources[SCRIPT__COUNT] = {
      * master's record, then each operation's keys in the same order.  Every operation
      * runs under pcall, so one that fails (a foreign key of the wrong type, say)
      * answers with its own error and the others go on; the reply holds the time it
-     * ran at (proto.h), then each operation's reply in turn. */
+     * ran at (proto.h), then each operation's reply in turn.  An operation's entry
+     * ({keys, arguments, function}) is made where its code first appears, and kept in
+     * ops for the rest of the call. */
     [SCRIPT_BATCH] =
         PRELUDE
-        "local ops = {\n" BATCH_OPS(BATCH_LUA) "}\n"
-        "local r, k, i, n = {NOW or " PROTO_S(PROTO_TIME_NONE) "}, 2, 1, #ARGV\n"
+        "local ops, r, k, i, n = {}, {NOW or " PROTO_S(PROTO_TIME_NONE) "}, 2, 1, #ARGV\n"
         "while i <= n do\n"
-        "  local op = ops[ARGV[i]]\n"
-        "  if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
+        "  local c = ARGV[i]\n"
+        "  local op = ops[c]\n"
+        "  if not op then\n"
+        BATCH_OPS(BATCH_LUA)
+        "    if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
+        "    ops[c] = op\n"
+        "  end\n"
         "  local ok, v = pcall(op[3], {unpack(KEYS, k, k + op[1] - 1)}, unpack(ARGV, i + 1, i + op[2]))\n"
         "  if not ok and (type(v) ~= 'table' or not v.err) then v = {err = tostring(v)} end\n"
         "  r[#r + 1] = v\n"

@@ -43,10 +43,6 @@
  * untag(v)  the lease part of a lock value
  * (the helpers a plain cycle runs look for single characters with plain finds, not
  * patterns: a pattern class walks the value character by character in Lua's matcher)
- * adopted(v)  the value an attempt writes where it finds its lease already (another
- *           attempt's key, adopted): marked '!' (before the owner, if any), so that no
- *           attempt's clean-up, which deletes only its exact value, ever takes a key
- *           that another attempt may have counted on (docs/DESIGN.md, section 5)
  *
  * and, for what a lock value carries besides (docs/DESIGN.md section 14): in its header
  * (before the owner) '~<ms>' its lock-delay, '^<ms>' its bound (max_hold_ms as sent;
@@ -64,7 +60,18 @@
  *           lock-delay, deadline and counter kept (a hold keeps what its grant had:
  *           its lock-delay, its bound and its token)
  * cap(v, p) p, never past the value's deadline (plus its delay)
- * same(v, who)  v is exactly what the attempt `who` wrote (its stamps aside) */
+ * same(v, who)  v is exactly what the attempt `who` wrote (its stamps aside)
+ * and, made the same way (aux(): the helpers a plain exclusive grant or release never
+ * calls, so that it pays for none of them):
+ * setc(b, f)  the bucket's counter set to f (a raise; a new field counted in nb)
+ * keep(z, h, ttl)  a readers' or writers' set (and its tags' hash h) lives at least ttl
+ * wants(z, lease, now, ms)  a refused writer marked waiting in z for ms
+ * unshare(z, h, who)  the reader who (its tag matching, if it has one) leaves z and h
+ * counted(v, c)  v counting c holds ('*<c>' in its header; none for 1)
+ * adopted(v)  the value an attempt writes where it finds its lease already (another
+ *           attempt's key, adopted): marked '!' (before the owner, if any), so that no
+ *           attempt's clean-up, which deletes only its exact value, ever takes a key
+ *           that another attempt may have counted on (docs/DESIGN.md, section 5) */
 #define PRELUDE                                                                      \
     "local W = table.remove(ARGV, 1) or ''\n"                                         \
     "local M = redis.call('HMGET', KEYS[1], 'base', 'q', 'nb')\n"                    \
@@ -99,9 +106,6 @@
     "  local f = tonumber(redis.call('HGET', KEYS[1], b)) or 0\n"                      \
     "  if f < base then return base end\n"                                             \
     "  return f\n"                                                                     \
-    "end\n"                                                                            \
-    "local function setc(b, f)\n"                                                      \
-    "  if redis.call('HSET', KEYS[1], b, f) == 1 then redis.call('HINCRBY', KEYS[1], 'nb', 1) end\n" \
     "end\n"                                                                            \
     "local function bump(b)\n"                                                         \
     "  local f = redis.call('HINCRBY', KEYS[1], b, 1)\n"                               \
@@ -199,49 +203,59 @@
     "  if #top == 0 then return 0, 0, now end\n"                                      \
     "  return redis.call('ZCARD', z), tonumber(top[2]) - now, now\n"                  \
     "end\n"                                                                           \
-    "local function keep(z, h, ttl)\n"                                                \
-    "  if redis.call('PTTL', z) < tonumber(ttl) then\n"                               \
-    "    redis.call('PEXPIRE', z, ttl)\n"                                              \
-    "    if h then redis.call('PEXPIRE', h, ttl) end\n"                                \
-    "  end\n"                                                                         \
-    "end\n"                                                                           \
-    "local function wants(z, lease, now, ms)\n"                                       \
-    "  if not z then return end\n"                                                    \
-    "  now = now or now_ms()\n"                                                       \
-    "  redis.call('ZADD', z, 'GT', now + tonumber(ms), lease)\n"                      \
-    "  keep(z, nil, ms)\n"                                                            \
-    "  outlive(ms)\n"                                                                 \
-    "end\n"                                                                           \
-    "local function unshare(z, h, who)\n"                                             \
-    "  if not z then return false end\n"                                              \
-    "  live(z)\n"                                                                     \
-    "  local lease = untag(who)\n"                                                    \
-    "  if not redis.call('ZSCORE', z, lease) then return false end\n"                 \
-    "  if lease ~= who and redis.call('HGET', h, lease) ~= string.sub(who, #lease + 2) then\n" \
-    "    return false\n"                                                              \
-    "  end\n"                                                                         \
-    "  redis.call('ZREM', z, lease)\n"                                                \
-    "  redis.call('HDEL', h, lease)\n"                                                \
-    "  return true\n"                                                                 \
-    "end\n"                                                                           \
     "local function holds(v)\n"                                                       \
     "  if not string.find(v, '*', 1, true) then return 1 end\n"                        \
     "  return tonumber(string.match(string.match(v, '^[^\\n]*'), '%*(%d+)')) or 1\n"  \
     "end\n"                                                                           \
-    "local function counted(v, c)\n"                                                  \
-    "  local nl = string.find(v, '\\n', 1, true)\n"                                  \
-    "  local h, o = v, ''\n"                                                          \
-    "  if nl then h, o = string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"           \
-    "  h = string.gsub(h, '%*%d+', '')\n"                                             \
-    "  if c > 1 then h = h .. '*' .. c end\n"                                         \
-    "  return h .. o\n"                                                               \
-    "end\n"                                                                           \
-    "local function adopted(v)\n"                                                      \
-    "  local nl = string.find(v, '\\n', 1, true)\n"                                   \
-    "  local h, o = v, ''\n"                                                           \
-    "  if nl then h, o = string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"            \
-    "  if string.find(h, '.', 1, true) then return h .. '!' .. o end\n"                \
-    "  return h .. '.!' .. o\n"                                                        \
+    "local AX\n"                                                                      \
+    "local function aux()\n"                                                          \
+    "  if AX then return AX end\n"                                                    \
+    "  local x = {}\n"                                                                \
+    "  function x.setc(b, f)\n"                                                       \
+    "    if redis.call('HSET', KEYS[1], b, f) == 1 then redis.call('HINCRBY', KEYS[1], 'nb', 1) end\n" \
+    "  end\n"                                                                         \
+    "  function x.keep(z, h, ttl)\n"                                                  \
+    "    if redis.call('PTTL', z) < tonumber(ttl) then\n"                             \
+    "      redis.call('PEXPIRE', z, ttl)\n"                                            \
+    "      if h then redis.call('PEXPIRE', h, ttl) end\n"                              \
+    "    end\n"                                                                       \
+    "  end\n"                                                                         \
+    "  function x.wants(z, lease, now, ms)\n"                                         \
+    "    if not z then return end\n"                                                  \
+    "    now = now or now_ms()\n"                                                     \
+    "    redis.call('ZADD', z, 'GT', now + tonumber(ms), lease)\n"                    \
+    "    x.keep(z, nil, ms)\n"                                                        \
+    "    outlive(ms)\n"                                                               \
+    "  end\n"                                                                         \
+    "  function x.unshare(z, h, who)\n"                                               \
+    "    if not z then return false end\n"                                            \
+    "    live(z)\n"                                                                   \
+    "    local lease = untag(who)\n"                                                  \
+    "    if not redis.call('ZSCORE', z, lease) then return false end\n"               \
+    "    if lease ~= who and redis.call('HGET', h, lease) ~= string.sub(who, #lease + 2) then\n" \
+    "      return false\n"                                                            \
+    "    end\n"                                                                       \
+    "    redis.call('ZREM', z, lease)\n"                                              \
+    "    redis.call('HDEL', h, lease)\n"                                              \
+    "    return true\n"                                                               \
+    "  end\n"                                                                         \
+    "  function x.counted(v, c)\n"                                                    \
+    "    local nl = string.find(v, '\\n', 1, true)\n"                                \
+    "    local h, o = v, ''\n"                                                        \
+    "    if nl then h, o = string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"         \
+    "    h = string.gsub(h, '%*%d+', '')\n"                                           \
+    "    if c > 1 then h = h .. '*' .. c end\n"                                       \
+    "    return h .. o\n"                                                             \
+    "  end\n"                                                                         \
+    "  function x.adopted(v)\n"                                                       \
+    "    local nl = string.find(v, '\\n', 1, true)\n"                                 \
+    "    local h, o = v, ''\n"                                                        \
+    "    if nl then h, o = string.sub(v, 1, nl - 1), string.sub(v, nl) end\n"        \
+    "    if string.find(h, '.', 1, true) then return h .. '!' .. o end\n"             \
+    "    return h .. '.!' .. o\n"                                                     \
+    "  end\n"                                                                         \
+    "  AX = x\n"                                                                      \
+    "  return x\n"                                                                    \
     "end\n"
 
 /* What a lock script sent alone answers, its reply r kept: the time it ran at first

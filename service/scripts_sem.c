@@ -41,7 +41,7 @@
     "    r = {" PROTO_S(PROTO_ACQ_GRANTED) ", bump(b)}\n"                                                          \
     "  elseif mine(v, lease) then\n"                                                  \
     "    p = math.max(redis.call('PTTL', K[1]), p)\n"                                 \
-    "    redis.call('SET', K[1], adopted(value), 'PX', p)\n"                           \
+    "    redis.call('SET', K[1], aux().adopted(value), 'PX', p)\n"                     \
     "    r = {" PROTO_S(PROTO_ACQ_ADOPTED) ", cur(b), 1, p}\n"                                                     \
     "  else\n"                                                                        \
     "    local h = pfx .. '" SEM_HELD "'\n"                                          \

@@ -30,8 +30,8 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
                 if (!code)
                     continue;
                 found++;
-                char entry[32];
-                snprintf(entry, sizeof entry, "  %c = {%d, %d, ", code, nk, na);
+                char entry[48];
+                snprintf(entry, sizeof entry, "if c == '%c' then op = {%d, %d, ", code, nk, na);
                 cr_assert_not_null(strstr(src, entry), "script %d: '%s' in SCRIPT_BATCH", id, entry);
             }
         cr_assert_leq(found, 1, "script %d batches in one shape only", id);
