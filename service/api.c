@@ -14,7 +14,6 @@
 #include "body.h"
 #include "errors.h"
 #include "hold.h"
-#include "inbox.h"
 #include "jw.h"
 #include "keys.h"
 #include "lease.h"
@@ -230,8 +229,7 @@ static rl_err h_acquire(http_req *r)
             return se;
     }
     if (!op->wait_deadline_us && op->mode == LOCKOP_EXCLUSIVE &&
-        lockop_held_known(op, env->app->known,
-                          &env->app->inboxes[keys_name_hash(op->name, op->name_len) % env->app->nworkers]))
+        lockop_held_known(op, env->app->known, env->app->inboxes, env->app->nworkers))
         return RL_E_LOCK_HELD; /* known held, by another lease, moments ago: 409 now */
     return start_routed(r);
 }

@@ -164,11 +164,12 @@ void lockop_release_everywhere(lockop *op)
 
 /* ---- answered without a round ---- */
 
-int lockop_held_known(lockop *op, const waitq_known *known, const struct inbox *keeper_inbox)
+int lockop_held_known(lockop *op, const waitq_known *known, const struct inbox *inboxes,
+                      size_t nkeepers)
 {
     int64_t ra;
-    if (!waitq_known_held(known, keeper_inbox, op->name, op->name_len, op->lease, op->lease_len,
-                          clock_now_us(), &ra))
+    if (!waitq_known_held(known, inboxes, nkeepers, op->name, op->name_len, op->lease,
+                          op->lease_len, clock_now_us(), &ra))
         return 0;
     op->err = RL_E_LOCK_HELD;
     op->retry_after_ms = ra;

@@ -27,8 +27,10 @@ void lockop_fini_rounds(lockop *op);
 
 /* A no-wait acquire of a name another worker's queue knows held by another lease
  * (known: the shared slots, waitq.h), with no announcement waiting unread in that
- * worker's inbox (keeper_inbox, inbox.h): op is answered 409 (err, retry_after_ms set,
- * counted) without a round, and 1 is returned; else 0.  Any worker's thread. */
-int lockop_held_known(lockop *op, const waitq_known *known, const struct inbox *keeper_inbox);
+ * worker's inbox (inboxes: nkeepers of them, by worker; inbox.h): op is answered 409
+ * (err, retry_after_ms set, counted) without a round, and 1 is returned; else 0.  Any
+ * worker's thread. */
+int lockop_held_known(lockop *op, const waitq_known *known, const struct inbox *inboxes,
+                      size_t nkeepers);
 
 #endif

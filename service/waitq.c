@@ -298,14 +298,16 @@ static void publish(waitq *q)
                  keys_name_hash(q->known_lease, q->known_len), q->known_until_us, q->known_free_us);
 }
 
-int waitq_known_held(const waitq_known *known, const inbox *keeper_inbox, const char *name,
-                     size_t len, const char *lease, size_t lease_len, int64_t now_us,
-                     int64_t *retry_after_ms)
+int waitq_known_held(const waitq_known *known, const inbox *inboxes, size_t nkeepers,
+                     const char *name, size_t len, const char *lease, size_t lease_len,
+                     int64_t now_us, int64_t *retry_after_ms)
 {
     if (!known)
         return 0;
-    uint32_t mark = inbox_mark(keeper_inbox); /* before the slot: see inbox_quiet() */
     uint64_t nh = keys_name_hash(name, len);
+    /* the name's keeper, as know() decides it */
+    const inbox *keeper_inbox = inboxes && nkeepers ? &inboxes[nh % nkeepers] : NULL;
+    uint32_t mark = inbox_mark(keeper_inbox); /* before the slot: see inbox_quiet() */
     const waitq_known *k = known + (nh & (WAITQ_SLOTS - 1));
     uint32_t s1 = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
     if (s1 & 1)

@@ -194,11 +194,11 @@ void waitq_heat_up(waitq_env *env, const char *name, size_t len);
 int waitq_hot(const int64_t *heat, const char *name, size_t len, int64_t now_us);
 
 /* Whether name is known held, by a lease other than lease, now; *retry_after_ms then
- * says for how long.  keeper_inbox: the announcements of the worker that keeps name
- * (NULL: none looked at); nothing is known while one waits there unread.  Safe from any
- * thread. */
-int waitq_known_held(const waitq_known *known, const struct inbox *keeper_inbox, const char *name,
-                     size_t len, const char *lease, size_t lease_len, int64_t now_us,
-                     int64_t *retry_after_ms);
+ * says for how long.  inboxes: each keeper's announcements (nkeepers of them, by worker;
+ * NULL: none looked at); nothing is known while one waits unread in the inbox of the
+ * worker that keeps name.  Safe from any thread. */
+int waitq_known_held(const waitq_known *known, const struct inbox *inboxes, size_t nkeepers,
+                     const char *name, size_t len, const char *lease, size_t lease_len,
+                     int64_t now_us, int64_t *retry_after_ms);
 
 #endif

@@ -286,16 +286,16 @@ Test(waitq, the_shared_slots_tell_any_worker_what_the_keeper_knows)
     grant_followed(&a, &b);
     int64_t now = clock_now_us(), ra = 0;
     const char *other = "lease-c-0123456789", *mine = "lease-a-0123456789";
-    cr_assert(waitq_known_held(known, NULL, "n", 1, other, strlen(other), now, &ra));
+    cr_assert(waitq_known_held(known, NULL, 0, "n", 1, other, strlen(other), now, &ra));
     cr_assert(ra > 4900 && ra <= 5000);
-    cr_assert(!waitq_known_held(known, NULL, "n", 1, mine, strlen(mine), now, &ra), "its own lease");
-    cr_assert(!waitq_known_held(known, NULL, "m", 1, other, strlen(other), now, &ra), "another name");
-    cr_assert(!waitq_known_held(known, NULL, "n", 1, other, strlen(other), now + 200 * 1000, &ra),
+    cr_assert(!waitq_known_held(known, NULL, 0, "n", 1, mine, strlen(mine), now, &ra), "its own lease");
+    cr_assert(!waitq_known_held(known, NULL, 0, "m", 1, other, strlen(other), now, &ra), "another name");
+    cr_assert(!waitq_known_held(known, NULL, 0, "n", 1, other, strlen(other), now + 200 * 1000, &ra),
               "known for 100 ms at most: a release elsewhere can be missed");
     waitq_wake(&E, "n", 1);
-    cr_assert(!waitq_known_held(known, NULL, "n", 1, other, strlen(other), clock_now_us(), &ra),
+    cr_assert(!waitq_known_held(known, NULL, 0, "n", 1, other, strlen(other), clock_now_us(), &ra),
               "released: taken back at once");
-    cr_assert(!waitq_known_held(NULL, NULL, "n", 1, other, strlen(other), now, &ra));
+    cr_assert(!waitq_known_held(NULL, NULL, 0, "n", 1, other, strlen(other), now, &ra));
     E.known = NULL;
     free(known);
 }
@@ -345,10 +345,10 @@ Test(waitq, nothing_is_known_held_while_an_announcement_waits_unread)
     grant_followed(&a, &b);
     int64_t ra = 0;
     const char *other = "lease-c-0123456789";
-    cr_assert(waitq_known_held(known, &in, "n", 1, other, strlen(other), clock_now_us(), &ra), "quiet: held");
+    cr_assert(waitq_known_held(known, &in, 1, "n", 1, other, strlen(other), clock_now_us(), &ra), "quiet: held");
     cr_assert_eq(admit(&d, 0, NULL, NULL), WAITQ_HELD, "quiet: the keeper answers held");
     cr_assert_eq(write(sv[1], "x", 1), 1); /* the masters wrote an announcement */
-    cr_assert(!waitq_known_held(known, &in, "n", 1, other, strlen(other), clock_now_us(), &ra),
+    cr_assert(!waitq_known_held(known, &in, 1, "n", 1, other, strlen(other), clock_now_us(), &ra),
               "an announcement waits unread: not known");
     cr_assert_eq(admit(&c, 0, NULL, NULL), WAITQ_ATTEMPT, "the keeper asks the masters");
     char x;
