@@ -5,9 +5,13 @@
  * hiredis 0.14 lets the user replace a reader's builders (redisReader.fn, a
  * redisReplyObjectFunctions) and hands redisReader.privdata to each of them in the
  * redisReadTask.  replyarena_install() puts its builders and an arena on a reader: a
- * first block kept for the reader's life (REPLYARENA_FIRST bytes, enough for a batched
- * script reply of ~40 operations), and extra blocks for a reply larger than that, freed
- * when the reply is.  freeObject of the top-level reply empties the arena.
+ * first block kept for the reader's life (REPLYARENA_FIRST bytes), and extra blocks for
+ * a reply larger than that, freed when the reply is.  freeObject of the top-level reply
+ * empties the arena.  Sizes measured: a batched reply of 32 granted acquires takes
+ * 5,480 bytes, of 64 10,856, of 128 (MASTER_BATCH_MAX) 21,616; the largest reply on
+ * any connection at c=64 exclusive cycles (2 workers) took 6,304.  Only the part a
+ * reply used is ever touched, so a connection whose replies are small (a subscriber)
+ * costs no more resident memory than they take.
  *
  * Why this is safe (checked in hiredis 0.14.1's sources, async.c and read.c):
  *   - one top-level reply is alive at a time per reader: redisProcessCallbacks() takes
