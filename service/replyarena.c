@@ -69,10 +69,11 @@ static void reset(replyarena *a)
  * out of memory. */
 static void *take(replyarena *a, size_t n, int align)
 {
-    char *p = a->cur;
-    if (align)
-        p += (size_t)(-(uintptr_t)p & (ALIGN - 1));
-    if (p <= a->end && n <= (size_t)(a->end - p)) {
+    size_t pad = align ? (size_t)(-(uintptr_t)a->cur & (ALIGN - 1)) : 0;
+    size_t room = (size_t)(a->end - a->cur);
+    char *p;
+    if (pad <= room && n <= room - pad) {
+        p = a->cur + pad;
         a->cur = p + n;
         UNPOISON(p, n);
         return p;
@@ -236,8 +237,8 @@ int replyarena_install(redisReader *r)
         return -1;
     memset(a, 0, sizeof *a);
     a->st.first = REPLYARENA_FIRST;
+    a->cur = a->first;
     reset(a);
-    a->st.peak = 0;
     r->fn = &arena_fns;
     r->privdata = a;
     return 0;
