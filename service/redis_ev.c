@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "redis_tls.h"
+#include "replyarena.h"
 
 /* hiredis 0.14 exports this (Debian's symbols file lists redisProcessCallbacks@Base
  * 0.14.0) without declaring it in async.h: it parses what the reader holds and runs
@@ -78,6 +79,10 @@ static void ev_add_write(void *p)
 static void ev_cleanup(void *p)
 {
     redis_ev *e = p;
+    /* hiredis calls this on every path that frees the context (after the last callback,
+     * before it frees the reader): the reply arena goes with it */
+    replyarena_uninstall(e->arena);
+    e->arena = NULL;
     e->want_in = e->want_out = 0;
     loop_io_set(e->loop, &e->io, 0);
     e->io.events = 0;
@@ -281,6 +286,7 @@ void redis_ev_init(redis_ev *e, loop *l, const redis_ev_hooks *hooks)
     e->tls_error[0] = '\0';
     e->tls_timer.cb = tls_timeout;
     e->tls_timer.heap_index = 0;
+    e->arena = NULL;
 }
 
 void redis_ev_attach(redis_ev *e, redisAsyncContext *ac)
@@ -300,6 +306,8 @@ void redis_ev_attach(redis_ev *e, redisAsyncContext *ac)
     ac->ev.cleanup = ev_cleanup;
     e->io.fd = ac->c.fd;
     e->io.events = 0;
+    /* replies without a malloc per element; out of memory: hiredis's own builders */
+    e->arena = replyarena_install(ac->c.reader) == 0 ? ac->c.reader : NULL;
 }
 
 void redis_ev_forget(redis_ev *e)

@@ -64,6 +64,9 @@ struct redis_ev {
     char tls_error[200];       /* why it failed, whole (ac->errstr holds 127 bytes of it);
                                 * "" when the failure was not TLS's; kept until the next attach */
     loop_timer tls_timer;      /* the connect + handshake deadline, if one was given */
+    struct redisReader *arena; /* the context's reader while it builds replies in a
+                                * replyarena (replyarena.h): set at attach, the arena
+                                * freed by hiredis's cleanup hook; NULL: none */
 };
 
 /* Set up e (no context) on loop l; hooks must outlive e. */
