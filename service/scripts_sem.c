@@ -73,9 +73,12 @@
 
 /* sem_held(pfx, slot, p): slot is held on this master for p ms more (the count of
  * FN_SEM_ACQUIRE above); p nil: it is not held any more.  The set lives as long as its
- * longest slot.  sem_rec(v): the record's value v -> its number of permits (a string;
- * v itself when there is none) and whether it ends in SEM_COUNTED (made by a build
- * whose every grant, extension and release keeps the count). */
+ * longest slot.  A member's score is at least its key's expiry on every Redis: TIME is
+ * read after the key's write (a script's time is frozen from Redis 7.0 only; NOW, read
+ * by PRELUDE before the write, would not be enough before it).
+ * sem_rec(v): the record's value v -> its number of permits (a string; v itself when
+ * there is none) and whether it ends in SEM_COUNTED (made by a build whose every grant,
+ * extension and release keeps the count). */
 #define SEM_HELD "h"
 #define SEM_COUNTED "c"
 #define SEM_HELD_FN                                                                  \
@@ -86,7 +89,8 @@
     "local function sem_held(pfx, slot, p)\n"                                       \
     "  local h = pfx .. '" SEM_HELD "'\n"                                           \
     "  if not p then redis.call('ZREM', h, slot) return end\n"                      \
-    "  redis.call('ZADD', h, now_ms() + p, slot)\n"                                 \
+    "  local t = redis.call('TIME')\n"                                               \
+    "  redis.call('ZADD', h, t[1] * 1000 + math.floor(t[2] / 1000) + p, slot)\n"    \
     "  if redis.call('PTTL', h) < p then redis.call('PEXPIRE', h, p) end\n"         \
     "end\n"
 
