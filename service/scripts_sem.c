@@ -1,6 +1,7 @@
 /* scripts_sem.c -- a semaphore's scripts: a permit taken (FN_SEM_ACQUIRE), released,
  * extended and inspected, over the semaphore's slots and its record, and the count of
- * held slots they keep (SEM_HELD). */
+ * held slots they keep (SEM_HELD).  The record is "<N>" or, made by a build that
+ * counts every slot it writes, "<N>c" (SEM_COUNTED; docs/DESIGN.md section 12). */
 #include "scripts_sem.h"
 
 #include <stddef.h>
@@ -17,11 +18,15 @@
  * holder lists up to 8 free slots after this one (SCRIPTS_HOLDER_FREE "<i> <j>...").
  * "<pfx>h" (SEM_HELD) counts the slots held on this master, slot -> its expiry: a refusal
  * it says is one of a full semaphore answers an empty list at once, without a look at
- * every slot (issue 23: 1,023 EXISTS a refusal before).  It is a hint only, never read for
- * a grant or for the record's removal (docs/DESIGN.md section 12). */
+ * every slot (issue 23: 1,023 EXISTS a refusal before).  It is never read for a grant;
+ * it decides the record's removal only under a record this build made ("<N>c", made
+ * where there was none; a record found is kept as it is): docs/DESIGN.md section 12.
+ * A refusal drops the members whose score is past (strictly: the key of a member whose
+ * score is now may live to the end of this millisecond). */
 #define FN_SEM_ACQUIRE                                                               \
     "function(K, b, value, ttl, chan, origin, permits, slot, pfx, scan)\n"            \
-    "  local m = redis.call('GET', K[2])\n"                                           \
+    "  local rec = redis.call('GET', K[2])\n"                                         \
+    "  local m = sem_rec(rec)\n"                                                      \
     "  if m and m ~= permits then\n"                                                  \
     "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[2]), cur(b), '" SCRIPTS_HOLDER_PERMITS "' .. m}\n" \
     "  end\n"                                                                         \
@@ -45,7 +50,7 @@
     "    r = {" PROTO_S(PROTO_ACQ_ADOPTED) ", cur(b), 1, p}\n"                                                     \
     "  else\n"                                                                        \
     "    local h = pfx .. '" SEM_HELD "'\n"                                          \
-    "    redis.call('ZREMRANGEBYSCORE', h, '-inf', now_ms())\n"                       \
+    "    redis.call('ZREMRANGEBYSCORE', h, '-inf', '(' .. now_ms())\n"                \
     "    if redis.call('ZCARD', h) >= n then\n"                                       \
     "      return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "'}\n"  \
     "    end\n"                                                                       \
@@ -59,7 +64,8 @@
     "    end\n"                                                                       \
     "    return {" PROTO_S(PROTO_ACQ_REFUSED) ", redis.call('PTTL', K[1]), cur(b), '" SCRIPTS_HOLDER_FREE "' .. table.concat(free, ' ')}\n" \
     "  end\n"                                                                         \
-    "  if redis.call('PTTL', K[2]) < p then redis.call('SET', K[2], permits, 'PX', p) end\n" \
+    "  if not rec then redis.call('SET', K[2], permits .. '" SEM_COUNTED "', 'PX', p)\n" \
+    "  elseif redis.call('PTTL', K[2]) < p then redis.call('PEXPIRE', K[2], p) end\n"   \
     "  sem_held(pfx, s, p)\n"                                                         \
     "  outlive(p)\n"                                                                  \
     "  return r\n"                                                                    \
@@ -67,23 +73,37 @@
 
 /* sem_held(pfx, slot, p): slot is held on this master for p ms more (the count of
  * FN_SEM_ACQUIRE above); p nil: it is not held any more.  The set lives as long as its
- * longest slot. */
+ * longest slot.  A member's score is at least its key's expiry on every Redis: TIME is
+ * read after the key's write (a script's time is frozen from Redis 7.0 only; NOW, read
+ * by PRELUDE before the write, would not be enough before it).
+ * sem_rec(v): the record's value v -> its number of permits (a string; v itself when
+ * there is none) and whether it ends in SEM_COUNTED (made by a build whose every grant,
+ * extension and release keeps the count). */
 #define SEM_HELD "h"
+#define SEM_COUNTED "c"
 #define SEM_HELD_FN                                                                  \
+    "local function sem_rec(v)\n"                                                  \
+    "  if v and string.sub(v, -1) == '" SEM_COUNTED "' then return string.sub(v, 1, -2), true end\n" \
+    "  return v, false\n"                                                           \
+    "end\n"                                                                         \
     "local function sem_held(pfx, slot, p)\n"                                       \
     "  local h = pfx .. '" SEM_HELD "'\n"                                           \
     "  if not p then redis.call('ZREM', h, slot) return end\n"                      \
-    "  redis.call('ZADD', h, now_ms() + p, slot)\n"                                 \
+    "  local t = redis.call('TIME')\n"                                               \
+    "  redis.call('ZADD', h, t[1] * 1000 + math.floor(t[2] / 1000) + p, slot)\n"    \
     "  if redis.call('PTTL', h) < p then redis.call('PEXPIRE', h, p) end\n"         \
     "end\n"
 
 /* The slot of a semaphore that lease holds (K: the semaphore's record; pfx the slots'
  * key prefix), for a release (who: a lease, or an attempt's exact value) or an
- * extension: its key, or nil. */
+ * extension: its key or nil, the number of permits, whether the record is counted.
+ * Under a counted record every live slot is a member of the count, so the slots it
+ * does not name are not read. */
 #define SEM_FIND                                                                     \
     SEM_HELD_FN                                                                      \
     "local function sem_find(rec, pfx, who, exact)\n"                                \
-    "  local n = tonumber(redis.call('GET', rec)) or 0\n"                             \
+    "  local m, counted = sem_rec(redis.call('GET', rec))\n"                          \
+    "  local n = tonumber(m) or 0\n"                                                  \
     "  local lease, seen = untag(who), {}\n"                                          \
     "  local function is(i)\n"                                                        \
     "    local v = redis.call('GET', pfx .. i)\n"                                     \
@@ -93,31 +113,39 @@
     "    local i = tonumber(j)\n"                                                     \
     "    if i and i < n and not seen[i] then\n"                                       \
     "      seen[i] = true\n"                                                          \
-    "      if is(i) then return pfx .. i, n end\n"                                    \
+    "      if is(i) then return pfx .. i, n, counted end\n"                           \
     "    end\n"                                                                       \
     "  end\n"                                                                         \
+    "  if counted then return nil, n, counted end\n"                                  \
     "  for i = 0, n - 1 do\n"                                                         \
-    "    if not seen[i] and is(i) then return pfx .. i, n end\n"                      \
+    "    if not seen[i] and is(i) then return pfx .. i, n, counted end\n"             \
     "  end\n"                                                                         \
-    "  return nil, n\n"                                                               \
+    "  return nil, n, counted\n"                                                      \
     "end\n"
 
 /* K: the semaphore's record.  As FN_RELEASE, over the semaphore's slots; the record
  * goes with the last permit held on the master (no valid permit counts a master that
- * holds none), so that a new number of permits may be used at once: whether one is
- * left is read from the slots themselves (the count's latest member first, then all
- * of them in one EXISTS), never from the count alone. */
+ * holds none), so that a new number of permits may be used at once.  Whether a slot is
+ * left: the count's latest member first (a quick "yes"); then, under a counted record,
+ * every member of the count in one EXISTS (every live slot is one of them), under
+ * another record every slot in one EXISTS (a build before the count writes slots the
+ * count does not name). */
 #define FN_SEM_RELEASE                                                               \
     "function(K, who, chan, origin, pfx)\n"                                          \
-    "  local k, n = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n"       \
+    "  local k, n, counted = sem_find(K[1], pfx, who, string.find(who, '.', 1, true))\n" \
     "  if not k then return " PROTO_S(PROTO_REL_NOT_OURS) " end\n"                                                  \
     "  local p = redis.call('PTTL', k)\n"                                          \
     "  redis.call('DEL', k)\n"                                                        \
     "  sem_held(pfx, string.sub(k, #pfx + 1), nil)\n"                                \
-    "  local left = false\n"                                                       \
-    "  local j = redis.call('ZRANGE', pfx .. '" SEM_HELD "', -1, -1)[1]\n"         \
+    "  local left, h = false, pfx .. '" SEM_HELD "'\n"                             \
+    "  local j = redis.call('ZRANGE', h, -1, -1)[1]\n"                             \
     "  if j and redis.call('EXISTS', pfx .. j) == 1 then left = true end\n"       \
-    "  for a = 0, left and -1 or n - 1, 512 do\n"                                \
+    "  if counted and not left and j then\n"                                        \
+    "    local ks = redis.call('ZRANGE', h, 0, -1)\n"                               \
+    "    for i = 1, #ks do ks[i] = pfx .. ks[i] end\n"                             \
+    "    left = redis.call('EXISTS', unpack(ks)) > 0\n"                            \
+    "  end\n"                                                                     \
+    "  for a = 0, (left or counted) and -1 or n - 1, 512 do\n"                   \
     "    local ks = {}\n"                                                          \
     "    for i = a, math.min(a + 511, n - 1) do ks[#ks + 1] = pfx .. i end\n"      \
     "    if redis.call('EXISTS', unpack(ks)) > 0 then left = true break end\n"     \
@@ -143,7 +171,7 @@
 /* K: the semaphore's record -> {nil, longest pttl, F, "", permits taken, permits}. */
 #define FN_SEM_INSPECT                                                               \
     "function(K, b, pfx)\n"                                                          \
-    "  local n = tonumber(redis.call('GET', K[1])) or 0\n"                            \
+    "  local n = tonumber((sem_rec(redis.call('GET', K[1])))) or 0\n"                 \
     "  local held, longest = 0, -2\n"                                                 \
     "  for i = 0, n - 1 do\n"                                                         \
     "    local p = redis.call('PTTL', pfx .. i)\n"                                    \
@@ -165,7 +193,10 @@ static const char *const sources[SCRIPT__COUNT] = {
                           "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
                           "settle()\n"
                           TIMED_RETURN,
-    [SCRIPT_SEM_INSPECT] = ALONE(FN_SEM_INSPECT),
+    [SCRIPT_SEM_INSPECT] = PRELUDE SEM_HELD_FN "local f = " FN_SEM_INSPECT "\n"
+                           "local r = f({unpack(KEYS, 2)}, unpack(ARGV))\n"
+                           "settle()\n"
+                           TIMED_RETURN,
 };
 
 const char *scripts_sem_source(int id)

@@ -94,6 +94,12 @@ clock|test|pass|clock||the time a script ran at, checked when its answer is read
 clock-3jumps|full|pass|clock|-DJUMPS=3|the same with three jumps
 old-clock|test|fail|clock|-DOLD_CLOCK|old rules (the window alone: a jump forward smaller than the node timeout, clock_small_jump.py)
 clock-residual|test|found|clock|-DRES=2 -DJUMPS=3|what slips through: a reserve below U, three moves within the tolerance (DESIGN section 4, Rule 7)
+semcount|test|pass|semcount||a semaphore's record on one master: "<N>c" made where none was, kept as found, the count trusted under "<N>c" only, old builds beside (2 grants each)
+semcount-3|full|pass|semcount|-DBUDGET=3|the same, 3 grants each
+old-sem-naive|test|fail|semcount|-DNAIVE -DNO_COUNTED_CHECK|naive rule (a release trusts the count under every record): a build before the count's slot is missed, its record deleted
+rejected-sem-nomargin|test|fail|semcount|-DNO_MARGIN -DNO_COUNTED_CHECK|rejected rule (a refusal drops members whose score is now): a key in its last moments uncounted, its record replaced, then extended
+rejected-sem-remark|test|fail|semcount|-DREMARK -DNO_COUNTED_CHECK|rejected rule (a grant marks a record it found): "<N>" turned "<N>c" over a slot the count does not name
+rejected-sem-oldreads|test|fail|semcount|-DOLD_READS_MARK -DNO_COUNTED_CHECK|rejected marker (one a build before it reads as its own number): an old build grants under "<N>c"
 EOF
 }
 

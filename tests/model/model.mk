@@ -1,5 +1,6 @@
 # tests/model/model.mk -- the Promela models of the lock protocol and master trust
-# (tests/model/redlock.pml) and of reentrant and shared locks (reentrant.pml, shared.pml),
+# (tests/model/redlock.pml), of reentrant and shared locks (reentrant.pml, shared.pml)
+# and of a semaphore's record and count (semcount.pml),
 # checked exhaustively with spin (Debian package `spin`); see tests/model/README.md.
 # Included by the top Makefile, which defines BUILD, CC and Q.
 #   make test-model                 the variants of `make test-all`, small configurations
