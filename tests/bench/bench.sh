@@ -1645,12 +1645,21 @@ compare_points() {
         POINT_UNIT[$1]=$3
     }
     for c in $CONNS; do add_p cycle "$c" cycle ""; done
+    # the c=8 kinds below are set against an exclusive cycle at c=8 (batches of
+    # another size cost another Redis CPU per op): cycle@8 runs with them
+    if [[ " $CONNS " != *" 8 "* ]] && { point_wanted sem1024 8 || point_wanted sem1024one 8; }; then
+        POINTS+=("$t|cycle|8|")
+        POINT_UNIT[cycle]=cycle
+    fi
     add_p shared "$HOT_CONNS" cycle "-k shared"
     add_p sem8 "$HOT_CONNS" cycle "-k sem --permits 8"
-    # (a 1024-permit semaphore's release reads every slot: at c=64 its rounds outrun
-    # the node timeout on this machine, and nothing is measured)
-    add_p sem1024 8 cycle "-k sem --permits 1024"
-    add_p sem1024one 8 cycle "-k sem --permits 1024 --name ${h}p"
+    # (before the counted record, a 1024-permit semaphore's release read every slot: at
+    # c=64 its rounds outran the node timeout on this machine; c=8 is kept to compare
+    # with such builds)
+    for c in 8 "$HOT_CONNS"; do
+        add_p sem1024 "$c" cycle "-k sem --permits 1024"
+        add_p sem1024one "$c" cycle "-k sem --permits 1024 --name ${h}p$c"
+    done
     add_p semfull 4 409 "-m contention -k sem --permits $FULL_PERMITS --name ${h}f --ttl-ms 600000"
     add_p reentrant "$HOT_CONNS" cycle "-k reentrant --depth 2"
     add_p set "$HOT_CONNS" cycle "-k set --set-size 2"
@@ -1859,14 +1868,20 @@ report_compare() {
         done
     done
     echo
-    echo "Against the exclusive cycle (c=$h) of the same build: each kind's Redis CPU per op / the cycle's (target: <= 2)"
+    echo "Against the exclusive cycle of the same build at the same c (c=$h when that c has no cycle point): each kind's Redis CPU per op / the cycle's (target: <= 2); a reentrant cycle enters --depth times and a set locks --set-size names, so those are also given per hold and per name"
     for t in "${COMPARE_TARGETS[@]}"; do
-        local ex line=""
+        local ex exc per line=""
         ex=$(cmp_val cycle "$h" redis_us_per_op "$t")
         for spec in "${POINTS[@]}"; do
-            IFS='|' read -r _ point conns _ <<<"$spec"
+            IFS='|' read -r _ point conns args <<<"$spec"
             [[ ${spec%%|*} == base && $point != cycle && ${POINT_UNIT[$point]} == cycle ]] || continue
-            line+="${line:+, }$point $(ratio "$(cmp_val "$point" "$conns" redis_us_per_op "$t")" "$ex")"
+            exc=$(cmp_val cycle "$conns" redis_us_per_op "$t")
+            [[ $exc =~ ^[0-9.]+$ ]] || exc=$ex
+            line+="${line:+, }$point@$conns $(ratio "$(cmp_val "$point" "$conns" redis_us_per_op "$t")" "$exc")"
+            per=""
+            [[ $args =~ --depth\ ([0-9]+) ]] && per=${BASH_REMATCH[1]}
+            [[ $args =~ --set-size\ ([0-9]+) ]] && per=${BASH_REMATCH[1]}
+            [[ -n $per ]] && line+=" ($(ratio "$(cmp_val "$point" "$conns" redis_us_per_op "$t")" "$(awk -v e="$exc" -v n="$per" 'BEGIN { if (e + 0 > 0) printf "%.4f", e * n }')") per $([[ $args == *--depth* ]] && echo hold || echo name))"
         done
         line+=", extension $(ratio "$(cmp_val extend 300 redis_us_per_op "$t")" "$ex")"
         echo "  $t (cycle ${ex} us): $line"

@@ -1,7 +1,7 @@
 /* printscript.c -- prints one of redlockd's Lua scripts (service/scripts.c) so
  * that bench.sh's raw-Redis ceiling runs exactly the service's own scripts.
  *
- *   printscript acquire|release|raise|batch|sem-acquire   the source on stdout; exit 2 on a
+ *   printscript acquire|release|raise|batch|sem-acquire|extend   the source on stdout; exit 2 on a
  *   bad name
  */
 #include <stdio.h>
@@ -18,11 +18,12 @@ int main(int argc, char **argv)
                  {"release", SCRIPT_RELEASE},
                  {"raise", SCRIPT_RAISE},
                  {"batch", SCRIPT_BATCH},
-                 {"sem-acquire", SCRIPT_SEM_ACQUIRE}};
+                 {"sem-acquire", SCRIPT_SEM_ACQUIRE},
+                 {"extend", SCRIPT_EXTEND}};
     if (argc == 2)
         for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
             if (strcmp(argv[1], table[i].name) == 0)
                 return fputs(script_source(table[i].id), stdout) < 0 ? 1 : 0;
-    fprintf(stderr, "usage: printscript acquire|release|raise|batch|sem-acquire\n");
+    fprintf(stderr, "usage: printscript acquire|release|raise|batch|sem-acquire|extend\n");
     return 2;
 }

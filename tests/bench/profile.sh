@@ -11,7 +11,9 @@
 #                        alone; the same commands timed natively (CPU by the scheduler's
 #                        run time) give nanoseconds per instruction
 #   profile.sh service   bin/redlockd under load (c=PROFILE_CONNS cycles): perf's
-#                        cpu-clock samples by library and function (kernel included),
+#                        cpu-clock samples by library and function (kernel included;
+#                        PROFILE_DWARF=1: DWARF call graphs, for inclusive shares), the
+#                        system calls per cycle by kind (perf stat's tracepoints),
 #                        and callgrind's instructions per cycle by function
 #                        (user space only; the service under valgrind with a long
 #                        node timeout, at low load)
@@ -102,6 +104,9 @@ acq_args() { # SHAPE -> ARGS (keys count first): acquire
     record+bucket+announce) ARGS=(2 "$REC" "${PFX}k%i" %b "lease%ilease%ilease%i" 30000 "${PFX}#released:k%i" origin) ;;
     esac
 }
+ext_args() { # (the shapes since the extension took four keys)
+    ARGS=(5 "$REC" "${PFX}k%i" "${PFX}#set:lease%ilease%ilease%i" "${PFX}#r:k%i" "${PFX}#t:k%i" "$WIN" %b "lease%ilease%ilease%i" 30000)
+}
 rel_args() {
     case $1 in
     shared+window) ARGS=(4 "$REC" "${PFX}k%i" "${PFX}#r:k%i" "${PFX}#t:k%i" "$WIN" "lease%ilease%ilease%i" "${PFX}#released:k%i" origin) ;;
@@ -128,6 +133,9 @@ batch8_args() {
         record+bucket+announce:release)
             keys+=("${PFX}$nm")
             argv+=(r "lease%i${j}lease%i${j}lease" "${PFX}#released:$nm" origin) ;;
+        shared*:extend)
+            keys+=("${PFX}$nm" "${PFX}#set:lease%i${j}lease%i${j}lease" "${PFX}#r:$nm" "${PFX}#t:$nm")
+            argv+=(e %b "lease%i${j}lease%i${j}lease" 30000) ;;
         esac
     done
     ARGS=($((1 + ${#keys[@]})) "$REC" "${keys[@]}" "${lead[@]}" "${argv[@]}")
@@ -285,12 +293,22 @@ return 0")
         GEN_BASE=$((GEN_BASE + n))
         gen "$n" EVALSHA "$s_acq" "${aargs[@]}" >"$TMP/ph-$lbl-acquire.$n"
         phase "$lbl-acquire" 1 "$lbl acquire alone (SCRIPT_ACQUIRE, a free name)"
+        if [[ $lbl == "${LABELS[0]}" && $shape == shared+window && -n ${SRC_EXT:-} ]]; then
+            ext_args
+            gen "$n" EVALSHA "$(sha "$SRC_EXT")" "${ARGS[@]}" >"$TMP/ph-$lbl-extend.$n"
+            phase "$lbl-extend" 1 "$lbl extension alone (SCRIPT_EXTEND of that grant)"
+        fi
         gen "$n" EVALSHA "$s_rel" "${rargs[@]}" >"$TMP/ph-$lbl-release.$n"
         phase "$lbl-release" 1 "$lbl release alone (SCRIPT_RELEASE of that grant)"
         GEN_BASE=$((GEN_BASE + n))
         batch8_args "$shape" acquire
         gen "$((n / 8))" EVALSHA "$s_b" "${ARGS[@]}" >"$TMP/ph-$lbl-b8acquire.$n"
         phase "$lbl-b8acquire" 8 "$lbl acquires, 8 per SCRIPT_BATCH call"
+        if [[ $lbl == "${LABELS[0]}" && $shape == shared+window && -n ${SRC_EXT:-} ]]; then
+            batch8_args "$shape" extend
+            gen "$((n / 8))" EVALSHA "$s_b" "${ARGS[@]}" >"$TMP/ph-$lbl-b8extend.$n"
+            phase "$lbl-b8extend" 8 "$lbl extensions, 8 per SCRIPT_BATCH call"
+        fi
         batch8_args "$shape" release
         gen "$((n / 8))" EVALSHA "$s_b" "${ARGS[@]}" >"$TMP/ph-$lbl-b8release.$n"
         phase "$lbl-b8release" 8 "$lbl releases, 8 per SCRIPT_BATCH call"
@@ -310,6 +328,7 @@ profile_masters() {
     SRC_ACQ[now]=$("$ps" acquire)
     SRC_REL[now]=$("$ps" release)
     SRC_BATCH[now]=$("$ps" batch)
+    SRC_EXT=$("$ps" extend 2>/dev/null || true)
     for ref in ${PROFILE_REFS:-}; do
         local sha dir
         sha=$(git rev-parse --verify -q "$ref^{commit}") || die "$ref: no such commit"
@@ -441,13 +460,22 @@ profile_service() {
         "$loadgen" -p "$svc" -c "$conns" -d $((secs + 2)) -w 1 --json --cpu-pids "svc=$spid" >"$OUT/perf-load.json" &
         local lg=$!
         sleep 2
-        perf record -e cpu-clock -F 2999 -g -p "$spid" -o "$TMP/perf.data" -- sleep "$secs" >/dev/null 2>&1 || note "perf record failed"
+        local cg=(-g)
+        [[ ${PROFILE_DWARF:-0} == 1 ]] && cg=(--call-graph dwarf,16384)
+        perf record -e cpu-clock -F 2999 "${cg[@]}" -p "$spid" -o "$TMP/perf.data" -- sleep "$secs" >/dev/null 2>&1 || note "perf record failed"
         wait "$lg" || true
         if [[ -f $TMP/perf.data ]]; then
             perf report -i "$TMP/perf.data" --stdio --no-children --sort dso 2>/dev/null | grep -E '^ +[0-9]' >"$OUT/perf-dso.txt" || true
             perf report -i "$TMP/perf.data" --stdio --no-children --sort dso,sym 2>/dev/null | grep -E '^ +[0-9]' | head -60 >"$OUT/perf-sym.txt" || true
-            perf report -i "$TMP/perf.data" --stdio --children --sort sym 2>/dev/null | grep -E '^ +[0-9]' | head -80 >"$OUT/perf-children.txt" || true
+            perf report -i "$TMP/perf.data" --stdio --children --sort sym -g none 2>/dev/null | grep -E '^ +[0-9]' | head -120 >"$OUT/perf-children.txt" || true
         fi
+        # the system calls per cycle, by kind (tracepoints: cheap, the load barely moves)
+        "$loadgen" -p "$svc" -c "$conns" -d $((secs + 2)) -w 1 --json >"$OUT/syscalls-load.json" &
+        lg=$!
+        sleep 2
+        perf stat -x, -e raw_syscalls:sys_enter $(printf ' -e syscalls:sys_enter_%s' epoll_ctl epoll_wait sendmsg sendto write writev read recvfrom futex) \
+            -p "$spid" -- sleep "$secs" 2>"$OUT/syscalls.csv" >/dev/null || note "perf stat failed"
+        wait "$lg" || true
     fi
     kill "$spid"
     wait "$spid" 2>/dev/null || true
@@ -483,6 +511,11 @@ report_service() {
         sed 's/^/   /' "$OUT/perf-dso.txt" | head -12
         echo "   by function (self):"
         sed 's/^/   /' "$OUT/perf-sym.txt" | head -30
+    fi
+    if [[ -s $OUT/syscalls.csv && -f $OUT/syscalls-load.json ]]; then
+        echo "   system calls per cycle ($(jq -r .cycles_per_s "$OUT/syscalls-load.json") cycles/s):"
+        awk -F, -v c="$(jq -r .cycles_per_s "$OUT/syscalls-load.json")" -v s="${PROFILE_SECONDS:-10}" \
+            '$1 ~ /^[0-9]+$/ && c > 0 { sub(/^(raw_)?syscalls:sys_enter_?/, "", $3); printf "     %-12s %6.2f\n", ($3 == "" ? "all" : $3), $1 / (c * s) }' "$OUT/syscalls.csv"
     fi
     if [[ -f $OUT/callgrind.service ]]; then
         done_c=$(jq -r '.cycles_per_s * .duration_s | round' "$OUT/callgrind-load.json" 2>/dev/null || echo "$cyc")
