@@ -2,13 +2,15 @@
  * (FN_ACQUIRE), shared (FN_SHARED), raise, release, extend, inspect, handoff, force, a
  * writer's mark taken back (UNWANT), the scan of names, and SCRIPT_BATCH, which runs
  * many of the batchable ones in one call (BATCH_OPS: each one's code, keys and
- * arguments, declared once for the Lua and for scripts_lock_batch_code()). */
+ * arguments, declared once for the Lua and for scripts_lock_batch_code(); a permit's
+ * acquire, release and extension join them from scripts_sem_lua.h, SEM_BATCH_OPS). */
 #include "scripts_lock.h"
 
 #include <stddef.h>
 
 #include "proto.h"
 #include "scripts_prelude.h"
+#include "scripts_sem_lua.h"
 
 /* The single-name operations, each written once as a Lua function of (key 1, key 2,
  * arg 1 .. arg 4).  Each is both a script of its own (called as the ids below) and
@@ -365,6 +367,7 @@ static const char *const sources[SCRIPT__COUNT] = {
         "  local op = ops[c]\n"
         "  if not op then\n"
         BATCH_OPS(BATCH_LUA)
+        SEM_BATCH_OPS(BATCH_LUA)
         "    if not op then return redis.error_reply('ERR redlockd batch: unknown operation') end\n"
         "    ops[c] = op\n"
         "  end\n"
@@ -389,7 +392,7 @@ char scripts_lock_batch_code(int id, int nkeys, int nargs)
     static const struct {
         char code;
         int nkeys, nargs;
-    } shapes[SCRIPT__COUNT] = {BATCH_OPS(BATCH_SHAPE)};
+    } shapes[SCRIPT__COUNT] = {BATCH_OPS(BATCH_SHAPE) SEM_BATCH_OPS(BATCH_SHAPE)};
     if (id < 0 || id >= SCRIPT__COUNT || shapes[id].nkeys != nkeys || shapes[id].nargs != nargs)
         return 0;
     return shapes[id].code;

@@ -868,3 +868,56 @@ Test(scripts_live, a_full_semaphore_refuses_from_its_count_and_the_record_stays_
     cr_assert_eq(sem_rel("OLD"), 1);
     cr_assert_eq(int_cmd("EXISTS " SEM_REC), 0, "no slot left: the record goes, a stale count aside");
 }
+
+/* A retry (scan "1") looks for a slot its lease holds already, so that one lease never
+ * takes two permits: under a counted record ("<N>c") among the count's members only,
+ * under a record of a build before the count among all N slots, and nowhere without a
+ * record (docs/DESIGN.md section 12). */
+static long long sem_scan(int slot, const char *value, char *h, size_t cap)
+{
+    char key[64], idx[16];
+    snprintf(key, sizeof key, SEM_PFX "%d", slot);
+    snprintf(idx, sizeof idx, "%d", slot);
+    const char *keys[] = {key, SEM_REC};
+    const char *args[] = {"b7", value, "10000", "redlock:#released:#sem:s", "o", "1024", idx, SEM_PFX, "1"};
+    redisReply *r = lock_script(SCRIPT_SEM_ACQUIRE, 2, keys, 9, args);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    long long kind = r->element[0]->integer;
+    snprintf(h, cap, "%s", kind == 0 && r->elements > 3 ? r->element[3]->str : "");
+    freeReplyObject(r);
+    return kind;
+}
+
+static long long gets_since_reset(void)
+{
+    redisReply *r = redisCommand(R, "INFO commandstats");
+    cr_assert_not_null(r);
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_get:calls=") : NULL;
+    long long n = p ? strtoll(p + strlen("cmdstat_get:calls="), NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+Test(scripts_live, a_retry_looks_for_its_slot_among_the_counted_slots_only)
+{
+    mark();
+    char h[64];
+    /* no record: nothing to look at, and the grant makes the record counted */
+    cmd("CONFIG RESETSTAT");
+    cr_assert_eq(sem_scan(1000, "LR", h, sizeof h), 1, "granted at slot 1000");
+    cr_assert(gets_since_reset() < 8, "%lld GETs without a record", gets_since_reset());
+    /* the same lease tries slot 3: its slot 1000 is found from the count */
+    cmd("CONFIG RESETSTAT");
+    cr_assert_eq(sem_scan(3, "LR", h, sizeof h), 0);
+    cr_assert_str_eq(h, SCRIPTS_HOLDER_MINE "1000");
+    long long g = gets_since_reset();
+    cr_assert(g < 8, "%lld GETs: the count's one member, not 1,000 slots", g);
+    /* a record of a build before the count: every slot is looked at */
+    cmd("DEL " SEM_REC " " SEM_PFX "h " SEM_PFX "1000");
+    cmd("SET " SEM_REC " 1024 PX 10000");
+    cmd("SET " SEM_PFX "900 LR PX 10000");
+    cmd("CONFIG RESETSTAT");
+    cr_assert_eq(sem_scan(3, "LR", h, sizeof h), 0);
+    cr_assert_str_eq(h, SCRIPTS_HOLDER_MINE "900", "found without a member");
+    cr_assert(gets_since_reset() > 900, "every slot up to 900 read");
+}

@@ -25,7 +25,7 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
     for (int id = 0; id < SCRIPT__COUNT; id++) {
         int found = 0;
         for (int nk = 0; nk <= 4; nk++)
-            for (int na = 0; na <= 7; na++) {
+            for (int na = 0; na <= 9; na++) {
                 char code = script_batch_code(id, nk, na);
                 if (!code)
                     continue;
@@ -37,11 +37,15 @@ Test(scripts, batch_shapes_agree_with_the_lua_table)
         cr_assert_leq(found, 1, "script %d batches in one shape only", id);
         batched += found;
     }
-    cr_assert_eq(batched, 7, "acquire, raise, release, extend, inspect, handoff, shared");
+    cr_assert_eq(batched, 10, "acquire, raise, release, extend, inspect, handoff, shared, and a "
+                              "permit's acquire, release and extend");
     cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 3, 7), 'a');
     cr_assert_eq(script_batch_code(SCRIPT_SHARED, 4, 5), 's');
     cr_assert_eq(script_batch_code(SCRIPT_ACQUIRE, 1, 5), 0, "a wrong shape is never batched");
-    cr_assert_eq(script_batch_code(SCRIPT_SEM_ACQUIRE, 2, 9), 0, "permits go alone");
+    cr_assert_eq(script_batch_code(SCRIPT_SEM_ACQUIRE, 2, 9), 'S', "permits are batched too");
+    cr_assert_eq(script_batch_code(SCRIPT_SEM_RELEASE, 1, 4), 'R');
+    cr_assert_eq(script_batch_code(SCRIPT_SEM_EXTEND, 1, 4), 'E');
+    cr_assert_eq(script_batch_code(SCRIPT_SEM_INSPECT, 1, 2), 0, "a permit's inspection goes alone");
     cr_assert_eq(script_batch_code(SCRIPT_MACQUIRE, 3, 4), 0);
     cr_assert_eq(script_batch_code(-1, 0, 0), 0);
     cr_assert_eq(script_batch_code(SCRIPT__COUNT, 0, 0), 0);
@@ -52,8 +56,10 @@ Test(scripts, each_single_operation_is_the_batched_function)
     /* The standalone script is "<prelude> local f = <function>" over the same text the
      * batch table holds, so the two can never drift apart. */
     const char *batch = script_source(SCRIPT_BATCH);
-    const int ids[] = {SCRIPT_ACQUIRE, SCRIPT_RAISE,   SCRIPT_RELEASE, SCRIPT_EXTEND,
-                       SCRIPT_INSPECT, SCRIPT_HANDOFF, SCRIPT_SHARED};
+    const int ids[] = {SCRIPT_ACQUIRE,     SCRIPT_RAISE,       SCRIPT_RELEASE,
+                       SCRIPT_EXTEND,      SCRIPT_INSPECT,     SCRIPT_HANDOFF,
+                       SCRIPT_SHARED,      SCRIPT_SEM_ACQUIRE, SCRIPT_SEM_RELEASE,
+                       SCRIPT_SEM_EXTEND};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const char *s = script_source(ids[i]);
         const char *start = strstr(s, "local f = function(");
