@@ -526,7 +526,7 @@ report_service() {
         callgrind_annotate --inclusive=yes "$OUT/callgrind.service" 2>/dev/null | grep -E '^ *[0-9,]+ ' | head -45 |
             awk -v n="$done_c" '{ v = $1; gsub(/,/, "", v); $1 = ""; printf "   %9.0f %s\n", v / n, $0 }'
         echo "   self, per cycle:"
-        callgrind_annotate --inclusive=no "$OUT/callgrind.service" 2>/dev/null | grep -E '^ *[0-9,]+ ' | head -35 |
+        callgrind_annotate --inclusive=no --threshold=100 "$OUT/callgrind.service" 2>/dev/null | grep -E '^ *[0-9,]+ ' | grep -v -e 'PROGRAM TOTALS' -e ':clone ' -e ':start_thread ' | head -35 |
             awk -v n="$done_c" '{ v = $1; gsub(/,/, "", v); $1 = ""; printf "   %9.0f %s\n", v / n, $0 }'
     fi
     echo "files: $OUT"
