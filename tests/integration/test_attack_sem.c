@@ -11,13 +11,20 @@
  *   and no two grants share a token.
  * - A permit whose slot key is a foreign hash (WRONGTYPE) fails in the same batches as
  *   other clients' exclusive locks: they are granted and released, the permit gets a
- *   clear JSON error, the service stays up.  A count key of the wrong type on one
- *   master: the permit lives on the others (grant, extension, release).
+ *   JSON error (503 quorum_unavailable, which misnames the cause), the service stays up.
+ *   A count key of the wrong type on one master: the permit lives on the others
+ *   (grant, extension, release); on that master the failed grant's writes before the
+ *   ZADD stay (the slot key and "<N>c", no member), as a script error undoes nothing.
  * - One client lease POSTed by many clients at once (retries of one permit), a master
  *   frozen for some rounds: every grant names the same slot, and no master holds the
- *   lease in two slots.
- * - The reply arena: a listing of many names read while a master is killed and
- *   restarted; the service answers and stays up. */
+ *   lease in two slots.  FOUND (liveness): a lease left in two slots on 2 + 2 masters
+ *   (master 5 down) is never granted to its own retry while both keys live.
+ * - A slot key deleted while its member stays: not found by extension or release, no
+ *   obstacle to the record's removal with the last live permit.
+ * - The reply arena: listings whose replies are large (1,000 names of 170 bytes from each
+ *   master) read while masters are killed and restarted, and while one is frozen past
+ *   the node timeout (dropped with a reply part read); the service answers and stays up
+ *   (run it under SANITIZER=address,undefined). */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <pthread.h>
@@ -358,8 +365,10 @@ static void *re_main(void *arg)
     h_resp r;
     /* half through each instance: one instance keeps one attempt per name at a time */
     h_http_to(id % 2 ? S2.url : C.svc.url, &curl, "POST", "/semaphores/at.re",
-              "{\"permits\":6,\"ttl_ms\":4000,\"wait_ms\":1500,\"lease\":\"" LEASE "\"}", &r);
+              "{\"permits\":6,\"ttl_ms\":4000,\"wait_ms\":5000,\"lease\":\"" LEASE "\"}", &r);
     re_status[id] = r.status;
+    if (r.status != 201)
+        fprintf(stderr, "attack_sem: POST %d: %ld %.200s\n", id, r.status, r.body);
     re_slot[id] = r.status == 201 ? (int)h_int(&r, "slot") : -1;
     h_resp_free(&r);
     curl_easy_cleanup(curl);
@@ -387,15 +396,18 @@ static int at_most_one_slot_each(void *arg)
     return 1;
 }
 
-Test(attack_sem, one_lease_posted_at_once_holds_one_slot, .init = setup5)
+/* Rounds of RE_THREADS POSTs of LEASE at once, half through each instance, master 4
+ * frozen in rounds [freeze_from, freeze_to): every grant names one slot, and no master
+ * keeps the lease in two slots.  Returns the rounds in which no POST was granted. */
+static int lease_rounds(int rounds, int freeze_from, int freeze_to)
 {
-    h_require_local(&C);
-    h_service_start(&C, &S2, NULL);
-    for (int round = 0; round < 6; round++) {
-        if (round == 2)
+    int ungranted = 0;
+    for (int round = 0; round < rounds; round++) {
+        if (round == freeze_from)
             h_redis_freeze(&C.masters[4]);
-        if (round == 4)
+        if (round == freeze_to)
             h_redis_thaw(&C.masters[4]);
+        int frozen = round >= freeze_from && round < freeze_to;
         re_go = 0;
         pthread_t th[RE_THREADS];
         for (int i = 0; i < RE_THREADS; i++)
@@ -413,16 +425,29 @@ Test(attack_sem, one_lease_posted_at_once_holds_one_slot, .init = setup5)
                 slot = re_slot[i];
             cr_assert_eq(re_slot[i], slot, "round %d: one lease granted slots %d and %d", round, slot, re_slot[i]);
         }
-        cr_assert_gt(granted, 0, "round %d: the lease was granted", round);
-        if (round != 2 && round != 3)
+        ungranted += granted == 0;
+        if (!frozen && round != freeze_to)
             cr_assert(h_wait_until(at_most_one_slot_each, NULL, 5000),
                       "round %d: a master holds the lease in two slots", round);
         h_resp r;
         h_http(&C, "DELETE", "/semaphores/at.re", "{\"lease\":\"" LEASE "\"}", &r);
-        cr_assert_eq(r.status, 200, "round %d: %s", round, r.body);
+        cr_assert(r.status == 200 || (!granted && r.status == 404), "round %d: %s", round, r.body);
         h_resp_free(&r);
-        fprintf(stderr, "attack_sem: round %d: %d of %d POSTs granted slot %d\n", round, granted, RE_THREADS, slot);
+        fprintf(stderr, "attack_sem: round %d%s: %d of %d POSTs granted slot %d\n", round,
+                frozen ? " (master 4 frozen)" : "", granted, RE_THREADS, slot);
+        if (frozen || round == freeze_to)
+            usleep(4200 * 1000); /* what the frozen master may still hold (ttl 4 s) is gone */
     }
+    return ungranted;
+}
+
+Test(attack_sem, one_lease_posted_at_once_holds_one_slot, .init = setup5)
+{
+    h_require_local(&C);
+    h_service_start(&C, &S2, NULL);
+    int ungranted = lease_rounds(6, 2, 4);
+    /* liveness: FOUND_a_lease_split_over_two_slots_with_a_master_down_is_granted */
+    fprintf(stderr, "attack_sem: %d of 6 rounds granted nothing\n", ungranted);
 }
 
 /* ---- the reply arena: many names listed while a master dies ---- */
@@ -476,6 +501,14 @@ Test(attack_sem, large_replies_read_while_a_master_is_killed, .init = setup3)
         usleep(200 * 1000);
         h_redis_restart(&C.masters[k % C.n], 0);
         seed_big(k % C.n); /* no AOF: it came back empty */
+    }
+    /* frozen past the node timeout while it writes a large reply: the service drops the
+     * connection with the reply part read (the arena's extra blocks go with it) */
+    for (int k = 0; k < 3; k++) {
+        usleep(150 * 1000);
+        h_redis_freeze(&C.masters[2]);
+        usleep((useconds_t)(h_node_timeout_ms() + 300) * 1000);
+        h_redis_thaw(&C.masters[2]);
     }
     usleep(500 * 1000);
     ls_stop = 1;
@@ -550,4 +583,52 @@ Test(attack_sem, a_permit_whose_slot_key_went_is_not_found_and_does_not_hold_the
     h_http(&C, "POST", "/semaphores/at.gone", "{\"permits\":3,\"ttl_ms\":5000}", &r);
     cr_assert_eq(r.status, 201, "another N once none is held: %s", r.body);
     h_resp_free(&r);
+}
+
+/* FOUND (liveness, not safety; before this stop too: 7b34626 fails it the same way with
+ * the legacy record, ATTACK_LEGACY=1).  The race of the test above (two instances
+ * draw different first slots for one lease; with master 4 down the four others split
+ * 2/2) twice ended with all 8 POSTs answered 409 lock_contended ("concurrent attempts
+ * kept splitting the votes") under ASan on a loaded machine, in the round master 4 had
+ * just been frozen; not reproduced on demand since.  Here the state it leaves, written
+ * directly: the lease holds
+ * slot 1 on masters 0 and 1 and slot 4 on masters 2 and 3 (each instance's first
+ * attempt granted on two, the other refused "#mine:" there), master 4 down.  A POST of
+ * the lease (its retry) is told "#mine: 1" by two masters and "#mine: 4" by two: it
+ * goes to 1, adopts it on 0 and 1 and is told "#mine: 4" on 2 and 3, goes to 4, and so
+ * on: never a quorum while both keys live.  The fix proposed (report): a retry that
+ * meets its lease in several slots keeps the one named by most masters, ties to the
+ * lowest, and releases the others of its lease on the masters it reaches. */
+Test(attack_sem, FOUND_a_lease_split_over_two_slots_with_a_master_down_is_granted, .init = setup5)
+{
+    h_require_local(&C);
+    h_redis_freeze(&C.masters[4]);
+    for (int m = 0; m < 4; m++) {
+        int slot = m < 2 ? 1 : 4;
+        /* ATTACK_LEGACY set: the record a build before the count writes (to run this
+         * against one: REDLOCKD_BIN=<its redlockd>) */
+        h_redis_cmd(&C.masters[m], NULL, 0, "SET redlock:#sem:at.split %s PX 20000",
+                    getenv("ATTACK_LEGACY") ? "6" : "6c");
+        h_redis_cmd(&C.masters[m], NULL, 0, "SET redlock:#sem:at.split#%d " LEASE ".a PX 20000", slot);
+        h_redis_cmd(&C.masters[m], NULL, 0, "ZADD redlock:#sem:at.split#h %lld %d",
+                    (long long)h_redis_cmd(&C.masters[m], NULL, 0, "EVAL %s 0",
+                                           "local t = redis.call('TIME') return t[1] * 1000 + 20000") ,
+                    slot);
+        h_redis_cmd(&C.masters[m], NULL, 0, "PEXPIRE redlock:#sem:at.split#h 20000");
+    }
+    h_resp r;
+    double t0 = h_now_ms();
+    h_http(&C, "POST", "/semaphores/at.split", "{\"permits\":6,\"ttl_ms\":20000,\"wait_ms\":3000,\"lease\":\"" LEASE "\"}",
+           &r);
+    fprintf(stderr, "attack_sem: the split lease's POST: %ld after %.0f ms: %s\n", r.status, h_now_ms() - t0, r.body);
+    for (int m = 0; m < 4; m++) {
+        char v1[128] = "", v4[128] = "";
+        h_redis_cmd(&C.masters[m], v1, sizeof v1, "GET redlock:#sem:at.split#1");
+        h_redis_cmd(&C.masters[m], v4, sizeof v4, "GET redlock:#sem:at.split#4");
+        fprintf(stderr, "  master %d: slot 1 '%s', slot 4 '%s'\n", m, v1, v4);
+    }
+    long st = r.status;
+    h_resp_free(&r);
+    h_redis_thaw(&C.masters[4]);
+    cr_assert_eq(st, 201, "the lease's own retry is not granted while it holds two slots on 2 + 2 masters");
 }
