@@ -90,9 +90,11 @@ static void *mix_main(void *arg)
     snprintf(body, sizeof body, "{\"permits\":%d,\"ttl_ms\":700,\"wait_ms\":200}", permits);
     void *curl = NULL;
     while (!mix_stop) {
-        /* the two numbers take turns in 1.2 s epochs, and contend at every turn and
-         * one time in ten: else the first number holds the name for good */
-        if ((int)(h_now_ms() / 1200) % 2 != permits - 2 && rand_r(&seed) % 10) {
+        /* the two numbers take turns, 3 s each: a number stops taking permits in the
+         * second half of its own turn (its last permits then go: ttl 700 ms, one
+         * extension), so that the other, which tries all the time, gets the name */
+        long long ph = (long long)h_now_ms() % 6000;
+        if ((ph < 3000 ? 2 : 3) == permits && ph % 3000 >= 1500) {
             usleep(20 * 1000);
             continue;
         }
@@ -192,7 +194,7 @@ Test(attack_sem, two_numbers_of_permits_and_a_legacy_permit_never_overlap_under_
     usleep(400 * 1000);
     h_redis_thaw(&C.masters[3]);
     h_redis_thaw(&C.masters[4]);
-    usleep(3500 * 1000);
+    usleep(5500 * 1000);
     mix_stop = 1;
     for (int i = 0; i < MIX_THREADS; i++)
         pthread_join(th[i], NULL);
