@@ -736,6 +736,18 @@ void h_http(h_cluster *c, const char *method, const char *path, const char *body
     h_http_to(c->svc.url, &c->curl, method, path, body, out);
 }
 
+long h_call(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out)
+{
+    h_resp r;
+    h_http(c, method, path, body, &r);
+    long st = r.status;
+    if (out)
+        *out = r;
+    else
+        h_resp_free(&r);
+    return st;
+}
+
 void h_resp_free(h_resp *r)
 {
     if (r->json)

@@ -109,6 +109,9 @@ void h_release_subscribers(h_cluster *c, const char *name, long long *fewest, lo
 
 /* HTTP against the cluster's service (or svc if given).  path includes any query. */
 void h_http(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out);
+/* method path body on c's service: the status, and the parsed answer in *out when out
+ * is given (the caller frees it with h_resp_free). */
+long h_call(h_cluster *c, const char *method, const char *path, const char *body, h_resp *out);
 void h_http_to(const char *base_url, void **curl, const char *method, const char *path,
                const char *body, h_resp *out);
 void h_resp_free(h_resp *r);

@@ -31,14 +31,7 @@ TestSuite(delayfault, .fini = teardown, .timeout = 180);
 
 static long call(const char *method, const char *path, const char *body, h_resp *out)
 {
-    h_resp r;
-    h_http(&C, method, path, body, &r);
-    long st = r.status;
-    if (out)
-        *out = r;
-    else
-        h_resp_free(&r);
-    return st;
+    return h_call(&C, method, path, body, out);
 }
 
 static long long jint(json_t *o, const char *key)

@@ -48,14 +48,7 @@ TestSuite(letgo_faults, .fini = teardown, .timeout = 120);
  * when given (the caller frees it). */
 static long call(const char *method, const char *path, const char *body, h_resp *out)
 {
-    h_resp r;
-    h_http(&C, method, path, body, &r);
-    long st = r.status;
-    if (out)
-        *out = r;
-    else
-        h_resp_free(&r);
-    return st;
+    return h_call(&C, method, path, body, out);
 }
 
 static long del_lease(const char *path, const char *lease, h_resp *out)

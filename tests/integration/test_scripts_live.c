@@ -804,14 +804,16 @@ Test(scripts_live, the_expiry_key_outlives_every_grant_and_is_written_once_for_a
 #define SEM_PFX "redlock:#sem:s#"
 #define SEM_REC "redlock:#sem:s"
 
-/* a permit of the 4-permit semaphore "s" at slot -> the code; the refusal's holder in h */
-static long long sem_acq(int slot, const char *value, char *h, size_t cap)
+/* a permit of semaphore "s" of permits at slot, with the retry's look for the lease's
+ * slot elsewhere when scan is "1" -> the code; the refusal's holder in h */
+static long long sem_acq_of(const char *permits, const char *scan, int slot, const char *value, char *h,
+                            size_t cap)
 {
     char key[64], idx[16];
     snprintf(key, sizeof key, SEM_PFX "%d", slot);
     snprintf(idx, sizeof idx, "%d", slot);
     const char *keys[] = {key, SEM_REC};
-    const char *args[] = {"b7", value, "10000", "redlock:#released:#sem:s", "o", "4", idx, SEM_PFX, "0"};
+    const char *args[] = {"b7", value, "10000", "redlock:#released:#sem:s", "o", permits, idx, SEM_PFX, scan};
     redisReply *r = lock_script(SCRIPT_SEM_ACQUIRE, 2, keys, 9, args);
     cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
     long long kind = r->element[0]->integer;
@@ -819,6 +821,12 @@ static long long sem_acq(int slot, const char *value, char *h, size_t cap)
         snprintf(h, cap, "%s", kind == 0 && r->elements > 3 ? r->element[3]->str : "");
     freeReplyObject(r);
     return kind;
+}
+
+/* a permit of the 4-permit semaphore "s" at slot, a first attempt */
+static long long sem_acq(int slot, const char *value, char *h, size_t cap)
+{
+    return sem_acq_of("4", "0", slot, value, h, cap);
 }
 
 static long long sem_rel(const char *who)
@@ -875,17 +883,7 @@ Test(scripts_live, a_full_semaphore_refuses_from_its_count_and_the_record_stays_
  * record (docs/DESIGN.md section 12). */
 static long long sem_scan(int slot, const char *value, char *h, size_t cap)
 {
-    char key[64], idx[16];
-    snprintf(key, sizeof key, SEM_PFX "%d", slot);
-    snprintf(idx, sizeof idx, "%d", slot);
-    const char *keys[] = {key, SEM_REC};
-    const char *args[] = {"b7", value, "10000", "redlock:#released:#sem:s", "o", "1024", idx, SEM_PFX, "1"};
-    redisReply *r = lock_script(SCRIPT_SEM_ACQUIRE, 2, keys, 9, args);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
-    long long kind = r->element[0]->integer;
-    snprintf(h, cap, "%s", kind == 0 && r->elements > 3 ? r->element[3]->str : "");
-    freeReplyObject(r);
-    return kind;
+    return sem_acq_of("1024", "1", slot, value, h, cap);
 }
 
 static long long gets_since_reset(void)
