@@ -22,6 +22,7 @@ struct hold {
     int tell_released;          /* tell HOLD_RELEASED (end_reason) after the release */
     int recheck;                /* a release of the name was seen while op was in flight */
     int release_seen;           /* ... and the lease may be gone because of it */
+    int asked_again;            /* not found with no release heard: asked once more */
     int exact;                  /* valid_until comes from an extension sent here */
     int64_t valid_until_us;     /* the validity of the last successful round ends */
     int64_t told_until_us;      /* the last validity told the client ends (immediate
@@ -262,9 +263,21 @@ static void op_done(lockop *op)
         } else {
             h->release_seen = 0;
         }
+        h->asked_again = 0;
         return;
     }
     if (err == RL_E_LEASE_NOT_FOUND) {
+        if (!h->release_seen && !h->asked_again) {
+            /* Gone from a quorum and no release of the name heard: one that went
+             * through another worker (its mailbox) or instance (its announcement) may
+             * be on its way still, told once its own round has its answers, within a
+             * node timeout.  (A told hold's first extension goes at once: a release
+             * right after the grant can reach the masters first.)  Ask once more then:
+             * a release heard meanwhile asks at once, and says released. */
+            h->asked_again = 1;
+            arm_tick(h, h->env->ops->conf->node_timeout_ms + 1);
+            return;
+        }
         /* Gone from a quorum: released with its lease, or lost.  The extension let go
          * of what was left of it already. */
         finish(h, h->release_seen ? HOLD_RELEASED : HOLD_LOST, h->release_seen ? NULL : "lease_lost");

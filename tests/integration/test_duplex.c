@@ -949,3 +949,48 @@ Test(duplex, the_connection_cap_is_the_instance_s)
         close(fds[i]);
     h_service_stop(&b);
 }
+
+/* What a hold says when its lease is gone: "lost" with reason lease_lost when the keys
+ * went behind the service's back (no release heard); "released" when a release of the
+ * lease went through the service, even right after the grant, while the hold's first
+ * extension (sent at once) may reach the masters after it: an extension that finds the
+ * lease gone with no release heard asks once more a node timeout later (hold.c). */
+Test(duplex, a_lease_gone_behind_the_service_is_lost_and_one_released_is_released)
+{
+    dx d;
+    dx_hold(&d, C.svc.port, "dx.gone", 3000);
+    json_t *a = dx_ping(&d, 1, 5000, NULL);
+    cr_assert(is_event(a, "alive", NULL), "%s", a ? json_dumps(a, 0) : "(none)");
+    json_decref(a);
+    for (int i = 0; i < C.n; i++)
+        h_redis_cmd(&C.masters[i], NULL, 0, "DEL redlock:dx.gone");
+    json_t *l = NULL;
+    for (int k = 0; k < 20 && !(l && is_event(l, "lost", NULL)); k++) {
+        json_decref(l);
+        l = dx_line(&d, 3000); /* the next extension (a third of the ttl) finds it gone */
+    }
+    cr_assert(is_event(l, "lost", "lease_lost"), "%s", l ? json_dumps(l, 0) : "(none)");
+    json_decref(l);
+    dx_free(&d);
+
+    for (int round = 0; round < 10; round++) {
+        char name[32], body[300];
+        snprintf(name, sizeof name, "dx.rel%d", round);
+        dx_hold(&d, C.svc.port, name, 3000);
+        snprintf(body, sizeof body, "{\"lease\":\"%s\"}", jstr(d.grant, "lease"));
+        char path[64];
+        snprintf(path, sizeof path, "/locks/%s", name);
+        h_resp r;
+        h_http(&C, "DELETE", path, body, &r);
+        cr_assert_eq(r.status, 200, "%s", r.body);
+        h_resp_free(&r);
+        l = NULL;
+        for (int k = 0; k < 20 && !(l && (is_event(l, "lost", NULL) || is_event(l, "released", NULL))); k++) {
+            json_decref(l);
+            l = dx_line(&d, 3000);
+        }
+        cr_assert(is_event(l, "released", NULL), "round %d: %s", round, l ? json_dumps(l, 0) : "(none)");
+        json_decref(l);
+        dx_free(&d);
+    }
+}
