@@ -957,6 +957,7 @@ Test(duplex, the_connection_cap_is_the_instance_s)
  * lease gone with no release heard asks once more a node timeout later (hold.c). */
 Test(duplex, a_lease_gone_behind_the_service_is_lost_and_one_released_is_released)
 {
+    h_require_local(&C); /* its own instance's port, and the masters' keys */
     dx d;
     dx_hold(&d, C.svc.port, "dx.gone", 3000);
     json_t *a = dx_ping(&d, 1, 5000, NULL);
